@@ -1,0 +1,48 @@
+//===- KilnInterfaces.td - Interfaces every kiln op implements -*- tablegen -*-===//
+//
+// The semantics of an op live with the op: its cost and its CPU kernel are
+// found through these interfaces, never through switches over op kinds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_INTERFACES_TD
+#define KILN_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Kiln_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    Work done by one execution of the op, from its static shapes: floating
+    point operations and bytes read and written at the op's element types.
+    The planner and the MFU report sum these.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating point operations (a multiply-add counts 2).",
+      "int64_t", "getFlops">,
+    InterfaceMethod<"Bytes read from memory; defaults to all operands.",
+      "int64_t", "getBytesRead", (ins), [{}],
+      [{ return ::kiln::tensorBytes($_op->getOperandTypes()); }]>,
+    InterfaceMethod<"Bytes written to memory; defaults to all results.",
+      "int64_t", "getBytesWritten", (ins), [{}],
+      [{ return ::kiln::tensorBytes($_op->getResultTypes()); }]>,
+  ];
+}
+
+def Kiln_CpuKernelOpInterface : OpInterface<"CpuKernelOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    Binds the op to its host kernel. The CPU executor calls `runOnCpu` with
+    the operand values (float tensors as f32, ids as i64/i32) and receives one
+    tensor per result. Kernels throw kiln::Error on data errors such as an
+    out-of-range token id.
+  }];
+  let methods = [
+    InterfaceMethod<"Computes the op's results from host tensors.",
+      "void", "runOnCpu",
+      (ins "::llvm::ArrayRef<::kiln::Tensor>":$operands,
+           "::llvm::SmallVectorImpl<::kiln::Tensor> &":$results)>,
+  ];
+}
+
+#endif // KILN_INTERFACES_TD

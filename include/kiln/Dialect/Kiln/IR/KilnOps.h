@@ -1,0 +1,23 @@
+//===- KilnOps.h - kiln dialect ops -----------------------------*- C++ -*-===//
+#ifndef KILN_DIALECT_KILN_IR_KILNOPS_H
+#define KILN_DIALECT_KILN_IR_KILNOPS_H
+
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Runtime/Tensor.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace kiln {
+/// Total bytes of the ranked tensors among `types` (others count 0).
+int64_t tensorBytes(mlir::TypeRange types);
+} // namespace kiln
+
+#include "kiln/Dialect/Kiln/IR/KilnInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "kiln/Dialect/Kiln/IR/KilnOps.h.inc"
+
+#endif // KILN_DIALECT_KILN_IR_KILNOPS_H

@@ -1,0 +1,215 @@
+//===- Kernels.cpp - Host (CPU) kernels for kiln ops ----------------------===//
+
+#include "kiln/Runtime/Kernels.h"
+#include "kiln/Support/Error.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln::kernels {
+
+namespace {
+/// Product of all but the last dimension: the number of rows of a tensor
+/// viewed as a [rows, last] matrix.
+int64_t rowsOf(const Tensor &t) {
+  return t.rank() == 0 ? 1 : t.numel() / t.shape().back();
+}
+
+Shape withLastDim(Shape shape, int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+} // namespace
+
+int64_t idAt(const Tensor &ids, int64_t i) {
+  return ids.dtype() == DType::I64 ? ids.data<int64_t>()[i]
+                                   : ids.data<int32_t>()[i];
+}
+
+Tensor embedding(const Tensor &table, const Tensor &ids) {
+  int64_t vocab = table.dim(0), dim = table.dim(1);
+  Shape shape = ids.shape();
+  shape.push_back(dim);
+  Tensor out(DType::F32, shape);
+  const float *src = table.data<float>();
+  float *dst = out.mutableData<float>();
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
+    int64_t id = idAt(ids, i);
+    if (id < 0 || id >= vocab)
+      fail("token id {} at position {} is outside the table of {} rows", id, i,
+           vocab);
+    std::copy_n(src + id * dim, dim, dst + i * dim);
+  }
+  return out;
+}
+
+Tensor rmsNorm(const Tensor &x, const Tensor &weight, float eps) {
+  int64_t dim = x.shape().back(), rows = rowsOf(x);
+  Tensor out(DType::F32, x.shape());
+  const float *in = x.data<float>(), *w = weight.data<float>();
+  float *o = out.mutableData<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = in + r * dim;
+    double sumSq = 0;
+    for (int64_t i = 0; i < dim; ++i)
+      sumSq += double(row[i]) * row[i];
+    float inv = 1.0f / std::sqrt(float(sumSq / dim) + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      o[r * dim + i] = w[i] * (row[i] * inv);
+  }
+  return out;
+}
+
+Tensor linear(const Tensor &x, const Tensor &weight) {
+  int64_t k = x.shape().back(), m = rowsOf(x), n = weight.dim(0);
+  Tensor out(DType::F32, withLastDim(x.shape(), n));
+  // out[m, n] = x[m, k] * weight[n, k]^T
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
+              x.data<float>(), k, weight.data<float>(), k, 0.0f,
+              out.mutableData<float>(), n);
+  return out;
+}
+
+Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim) {
+  Tensor cache(DType::F32, {seqLen, 2 * headDim});
+  float *c = cache.mutableData<float>();
+  int64_t half = headDim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    // Same float32 arithmetic as the HF reference: inv_freq and pos * inv_freq
+    // are float32 products before cos/sin.
+    float invFreq =
+        1.0f / std::pow(float(theta), float(2 * i) / float(headDim));
+    for (int64_t pos = 0; pos < seqLen; ++pos) {
+      float angle = float(pos) * invFreq;
+      float cs = float(std::cos(double(angle)));
+      float sn = float(std::sin(double(angle)));
+      float *row = c + pos * 2 * headDim;
+      row[i] = row[i + half] = cs;
+      row[headDim + i] = row[headDim + i + half] = sn;
+    }
+  }
+  return cache;
+}
+
+Tensor rope(const Tensor &x, const Tensor &cache) {
+  int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2), d = x.dim(3);
+  int64_t half = d / 2;
+  Tensor out(DType::F32, x.shape());
+  const float *in = x.data<float>(), *c = cache.data<float>();
+  float *o = out.mutableData<float>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s) {
+      const float *cs = c + s * 2 * d, *sn = cs + d;
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t base = ((b * seq + s) * heads + h) * d;
+        const float *xi = in + base;
+        float *xo = o + base;
+        for (int64_t i = 0; i < half; ++i) {
+          // rotate_half(x) = cat(-x[half:], x[:half])
+          xo[i] = xi[i] * cs[i] - xi[i + half] * sn[i];
+          xo[i + half] = xi[i + half] * cs[i + half] + xi[i] * sn[i + half];
+        }
+      }
+    }
+  return out;
+}
+
+std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
+                                    const Tensor &v, bool causal, float scale) {
+  int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), d = q.dim(3);
+  int64_t kvHeads = k.dim(2), group = heads / kvHeads;
+  Tensor out(DType::F32, q.shape());
+  Tensor lse(DType::F32, {batch, heads, seq});
+  std::vector<float> scores(seq * seq);
+  const int64_t qStride = heads * d, kvStride = kvHeads * d;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t kvh = h / group;
+      const float *qp = q.data<float>() + b * seq * qStride + h * d;
+      const float *kp = k.data<float>() + b * seq * kvStride + kvh * d;
+      const float *vp = v.data<float>() + b * seq * kvStride + kvh * d;
+      float *op = out.mutableData<float>() + b * seq * qStride + h * d;
+      float *lp = lse.mutableData<float>() + (b * heads + h) * seq;
+      // scores[i, j] = scale * q_i . k_j
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, d, scale,
+                  qp, qStride, kp, kvStride, 0.0f, scores.data(), seq);
+      for (int64_t i = 0; i < seq; ++i) {
+        float *row = scores.data() + i * seq;
+        int64_t visible = causal ? i + 1 : seq;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < visible; ++j)
+          mx = std::max(mx, row[j]);
+        double sum = 0;
+        for (int64_t j = 0; j < visible; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          sum += row[j];
+        }
+        float inv = float(1.0 / sum);
+        for (int64_t j = 0; j < visible; ++j)
+          row[j] *= inv;
+        std::fill(row + visible, row + seq, 0.0f);
+        lp[i] = mx + float(std::log(sum));
+      }
+      // out_i = sum_j p[i, j] v_j
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, d, seq, 1.0f,
+                  scores.data(), seq, vp, kvStride, 0.0f, op, qStride);
+    }
+  return {out, lse};
+}
+
+Tensor swiglu(const Tensor &gate, const Tensor &up) {
+  Tensor out(DType::F32, gate.shape());
+  const float *g = gate.data<float>(), *u = up.data<float>();
+  float *o = out.mutableData<float>();
+  for (int64_t i = 0, n = gate.numel(); i < n; ++i)
+    o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  return out;
+}
+
+Tensor add(const Tensor &lhs, const Tensor &rhs) {
+  Tensor out(DType::F32, lhs.shape());
+  const float *a = lhs.data<float>(), *b = rhs.data<float>();
+  float *o = out.mutableData<float>();
+  for (int64_t i = 0, n = lhs.numel(); i < n; ++i)
+    o[i] = a[i] + b[i];
+  return out;
+}
+
+Tensor crossEntropy(const Tensor &logits, const Tensor &labels) {
+  int64_t vocab = logits.shape().back(), rows = rowsOf(logits);
+  const float *l = logits.data<float>();
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = l + r * vocab;
+    int64_t label = idAt(labels, r);
+    if (label < 0 || label >= vocab)
+      fail("label {} at position {} is outside the vocabulary of {}", label, r,
+           vocab);
+    float mx = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += std::exp(double(row[j]) - mx);
+    total += mx + std::log(sum) - row[label];
+  }
+  Tensor loss(DType::F32, {});
+  *loss.mutableData<float>() = float(total / rows);
+  return loss;
+}
+
+std::pair<Tensor, Tensor> shiftLabels(const Tensor &tokens) {
+  int64_t batch = tokens.dim(0), seq = tokens.dim(1) - 1;
+  size_t elt = dtypeSize(tokens.dtype());
+  Tensor inputs(tokens.dtype(), {batch, seq}), labels(tokens.dtype(), {batch, seq});
+  auto *src = static_cast<const char *>(tokens.rawData());
+  for (int64_t b = 0; b < batch; ++b) {
+    const char *row = src + b * (seq + 1) * elt;
+    std::copy_n(row, seq * elt, inputs.mutableData<char>() + b * seq * elt);
+    std::copy_n(row + elt, seq * elt, labels.mutableData<char>() + b * seq * elt);
+  }
+  return {inputs, labels};
+}
+
+} // namespace kiln::kernels
