@@ -51,32 +51,58 @@ int64_t leadingElements(RankedTensorType type) {
   return type.getRank() == 0 ? 1 : type.getNumElements() / type.getShape().back();
 }
 
-/// Checks that every operand is a ranked tensor of the given rank (-1: any
-/// rank >= 1) and that the float operands share one element type.
+/// What an operand must be: its rank (-1: any rank >= 1) and element kind.
+enum class Elt { Float, Id, F32 };
+struct OperandSpec {
+  StringRef name;
+  Value value;
+  int64_t rank;
+  Elt elt;
+};
+
+bool isIdType(Type t) { return t.isSignlessInteger(64) || t.isSignlessInteger(32); }
+bool isComputeFloat(Type t) { return t.isF32() || t.isBF16() || t.isF16(); }
+
+/// Checks each operand's rank, static shape and element type, and that the
+/// float operands (other than f32-only side inputs) share one element type.
+/// ODS only asks for ranked tensors so that these messages, which name the
+/// fqn, are the ones users see.
 template <typename OpT>
 LogicalResult checkOperands(std::optional<Location> loc, StringRef fqn,
-                            ArrayRef<std::pair<StringRef, Value>> operands,
-                            ArrayRef<int64_t> ranks) {
+                            ArrayRef<OperandSpec> operands) {
   Type floatType;
-  for (auto [named, rank] : llvm::zip(operands, ranks)) {
-    auto [name, value] = named;
-    RankedTensorType type = rankedType(value);
+  for (const OperandSpec &spec : operands) {
+    RankedTensorType type = rankedType(spec.value);
     if (!type)
-      return shapeError<OpT>(loc, fqn, name, " must be a ranked tensor");
+      return shapeError<OpT>(loc, fqn, spec.name, " must be a ranked tensor");
     if (!type.hasStaticShape())
-      return shapeError<OpT>(loc, fqn, name, " must have a static shape, got ",
+      return shapeError<OpT>(loc, fqn, spec.name, " must have a static shape, got ",
                              type);
-    if (rank >= 0 ? type.getRank() != rank : type.getRank() < 1)
-      return shapeError<OpT>(loc, fqn, name, " must have rank ",
-                             rank >= 0 ? std::to_string(rank) : ">= 1",
+    if (spec.rank >= 0 ? type.getRank() != spec.rank : type.getRank() < 1)
+      return shapeError<OpT>(loc, fqn, spec.name, " must have rank ",
+                             spec.rank >= 0 ? std::to_string(spec.rank) : ">= 1",
                              ", got ", type);
     Type elt = type.getElementType();
-    if (!isa<FloatType>(elt))
-      continue;
-    if (floatType && elt != floatType)
-      return shapeError<OpT>(loc, fqn, name, " has element type ", elt,
-                             " but the op computes in ", floatType);
-    floatType = elt;
+    switch (spec.elt) {
+    case Elt::Id:
+      if (!isIdType(elt))
+        return shapeError<OpT>(loc, fqn, spec.name, " must hold i64 or i32 ids, got ",
+                               type);
+      break;
+    case Elt::F32:
+      if (!elt.isF32())
+        return shapeError<OpT>(loc, fqn, spec.name, " must be f32, got ", type);
+      break;
+    case Elt::Float:
+      if (!isComputeFloat(elt))
+        return shapeError<OpT>(loc, fqn, spec.name, " must be f32, bf16 or f16, got ",
+                               type);
+      if (floatType && elt != floatType)
+        return shapeError<OpT>(loc, fqn, spec.name, " has element type ", elt,
+                               " but the op computes in ", floatType);
+      floatType = elt;
+      break;
+    }
   }
   return success();
 }
@@ -91,11 +117,11 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
-  auto ids = rankedType(adaptor.getIds());
-  if (!ids)
-    return shapeError<EmbeddingOp>(loc, fqn, "ids must be a ranked tensor");
-  if (failed(checkOperands<EmbeddingOp>(loc, fqn, {{"table", adaptor.getTable()}}, {2})))
+  if (failed(checkOperands<EmbeddingOp>(
+          loc, fqn, {{"table", adaptor.getTable(), 2, Elt::Float},
+                     {"ids", adaptor.getIds(), -1, Elt::Id}})))
     return failure();
+  auto ids = rankedType(adaptor.getIds());
   auto table = rankedType(adaptor.getTable());
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
@@ -121,8 +147,8 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
                                           SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
   if (failed(checkOperands<RmsNormOp>(
-          loc, fqn, {{"input", adaptor.getInput()}, {"weight", adaptor.getWeight()}},
-          {-1, 1})))
+          loc, fqn, {{"input", adaptor.getInput(), -1, Elt::Float},
+                     {"weight", adaptor.getWeight(), 1, Elt::Float}})))
     return failure();
   auto input = rankedType(adaptor.getInput());
   auto weight = rankedType(adaptor.getWeight());
@@ -157,8 +183,8 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
   if (failed(checkOperands<LinearOp>(
-          loc, fqn, {{"input", adaptor.getInput()}, {"weight", adaptor.getWeight()}},
-          {-1, 2})))
+          loc, fqn, {{"input", adaptor.getInput(), -1, Elt::Float},
+                     {"weight", adaptor.getWeight(), 2, Elt::Float}})))
     return failure();
   auto input = rankedType(adaptor.getInput());
   auto weight = rankedType(adaptor.getWeight());
@@ -217,10 +243,9 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
                                        SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
   if (failed(checkOperands<RopeOp>(loc, fqn,
-                                   {{"q", adaptor.getQ()},
-                                    {"k", adaptor.getK()},
-                                    {"cache", adaptor.getCache()}},
-                                   {4, 4, 2})))
+                                   {{"q", adaptor.getQ(), 4, Elt::Float},
+                                    {"k", adaptor.getK(), 4, Elt::Float},
+                                    {"cache", adaptor.getCache(), 2, Elt::F32}})))
     return failure();
   auto q = rankedType(adaptor.getQ()), k = rankedType(adaptor.getK());
   auto cache = rankedType(adaptor.getCache());
@@ -257,8 +282,9 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
                                             SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
   if (failed(checkOperands<AttentionOp>(
-          loc, fqn, {{"q", adaptor.getQ()}, {"k", adaptor.getK()}, {"v", adaptor.getV()}},
-          {4, 4, 4})))
+          loc, fqn, {{"q", adaptor.getQ(), 4, Elt::Float},
+                     {"k", adaptor.getK(), 4, Elt::Float},
+                     {"v", adaptor.getV(), 4, Elt::Float}})))
     return failure();
   auto q = rankedType(adaptor.getQ()), k = rankedType(adaptor.getK());
   auto v = rankedType(adaptor.getV());
@@ -307,7 +333,8 @@ template <typename OpT>
 static LogicalResult inferSameType(std::optional<Location> loc, StringRef fqn,
                                    StringRef lhsName, Value lhs, StringRef rhsName,
                                    Value rhs, SmallVectorImpl<Type> &types) {
-  if (failed(checkOperands<OpT>(loc, fqn, {{lhsName, lhs}, {rhsName, rhs}}, {-1, -1})))
+  if (failed(checkOperands<OpT>(
+          loc, fqn, {{lhsName, lhs, -1, Elt::Float}, {rhsName, rhs, -1, Elt::Float}})))
     return failure();
   if (lhs.getType() != rhs.getType())
     return shapeError<OpT>(loc, fqn, lhsName, " ", lhs.getType(), " and ", rhsName,
@@ -346,12 +373,13 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
-  if (failed(checkOperands<CrossEntropyOp>(loc, fqn, {{"logits", adaptor.getLogits()}},
-                                           {-1})))
+  if (failed(checkOperands<CrossEntropyOp>(
+          loc, fqn, {{"logits", adaptor.getLogits(), -1, Elt::Float},
+                     {"labels", adaptor.getLabels(), -1, Elt::Id}})))
     return failure();
   auto logits = rankedType(adaptor.getLogits());
   auto labels = rankedType(adaptor.getLabels());
-  if (!labels || labels.getShape() != logits.getShape().drop_back())
+  if (labels.getShape() != logits.getShape().drop_back())
     return shapeError<CrossEntropyOp>(loc, fqn, "labels ", adaptor.getLabels().getType(),
                                       " must have the leading shape of logits ", logits);
   types.push_back(RankedTensorType::get({}, Float32Type::get(context)));
@@ -408,8 +436,11 @@ LogicalResult ShiftLabelsOp::inferReturnTypes(MLIRContext *, std::optional<Locat
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<ShiftLabelsOp>(loc, fqn,
+                                          {{"tokens", adaptor.getTokens(), 2, Elt::Id}})))
+    return failure();
   auto tokens = rankedType(adaptor.getTokens());
-  if (!tokens || tokens.getRank() != 2 || tokens.getDimSize(1) < 2)
+  if (tokens.getDimSize(1) < 2)
     return shapeError<ShiftLabelsOp>(loc, fqn, "tokens must be [batch, seq + 1] with "
                                                "seq >= 1, got ",
                                      adaptor.getTokens().getType());

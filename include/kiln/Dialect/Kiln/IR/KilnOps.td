@@ -17,9 +17,12 @@ include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Kiln_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
-def Kiln_IdTensor : RankedTensorOf<[I64, I32]>;
-def Kiln_F32Tensor : RankedTensorOf<[F32]>;
+// Operands are only required to be ranked tensors here; the element types
+// (floats: f32/bf16/f16, ids: i64/i32) are checked by each op's shape rule so
+// that the message names the op's fqn. The names document the intent.
+defvar Kiln_FloatTensor = AnyRankedTensor;
+defvar Kiln_IdTensor = AnyRankedTensor;
+defvar Kiln_F32Tensor = AnyRankedTensor;
 
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [

@@ -1,0 +1,38 @@
+//===- Executor.h - Eager CPU execution of kiln IR --------------*- C++ -*-===//
+//
+// Interprets a func.func of kiln ops op by op on the host: each op runs
+// through its CpuKernelOpInterface binding, and every intermediate is freed
+// after its last use. The executor knows nothing of Qwen3; it runs whatever
+// function it is given.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_EXECUTION_EXECUTOR_H
+#define KILN_EXECUTION_EXECUTOR_H
+
+#include "kiln/Runtime/SafeTensors.h"
+#include "kiln/Runtime/Tensor.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Runs `fn` on `args` (one per function argument, float tensors as F32) and
+/// returns its results. Throws kiln::Error naming the op and its fqn if an
+/// op has no CPU kernel or a kernel rejects its data.
+std::vector<Tensor> runFunction(mlir::func::FuncOp fn, const std::vector<Tensor> &args);
+
+/// Builds the argument list of `fn`: arguments tagged `kiln.param` are read
+/// from `checkpoint` by HF key and converted to F32; arguments tagged
+/// `kiln.input` are taken from `inputs` by name. Shapes must match the
+/// function's types exactly; mismatches name the key, the checkpoint and both
+/// shapes.
+std::vector<Tensor> bindArguments(mlir::func::FuncOp fn, const Checkpoint &checkpoint,
+                                  const std::map<std::string, Tensor> &inputs);
+
+} // namespace kiln
+
+#endif // KILN_EXECUTION_EXECUTOR_H

@@ -1,0 +1,37 @@
+//===- Qwen3Naming.h - HF parameter keys <-> torchtitan module paths -*- C++ -*-===//
+//
+// The one place that knows how Hugging Face Qwen3 parameter keys
+// ("model.layers.3.self_attn.q_proj.weight") correspond to torchtitan module
+// paths ("layers.3.attention.wq"). Ops carry the torchtitan path as `fqn` so
+// override rules written for torchtitan match; parameters keep HF keys so
+// checkpoints bind unchanged. docs/naming.md has the same table for people.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_FRONTEND_QWEN3NAMING_H
+#define KILN_FRONTEND_QWEN3NAMING_H
+
+#include "kiln/Frontend/Qwen3Config.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct Qwen3Parameter {
+  std::string hfKey;  ///< e.g. "model.layers.0.mlp.gate_proj.weight"
+  std::string module; ///< torchtitan module path, e.g. "layers.0.feed_forward.w1"
+  std::vector<int64_t> shape;
+};
+
+/// Every parameter of `config` in Hugging Face order. Tied models have no
+/// "lm_head.weight": the output projection reuses "model.embed_tokens.weight".
+std::vector<Qwen3Parameter> qwen3Parameters(const Qwen3Config &config);
+
+/// The torchtitan module path of an HF key ("" if the key is not a Qwen3
+/// parameter); e.g. "model.norm.weight" -> "norm".
+std::string torchtitanModuleForHfKey(const std::string &hfKey);
+
+} // namespace kiln
+
+#endif // KILN_FRONTEND_QWEN3NAMING_H

@@ -1,0 +1,40 @@
+//===- CommandLine.h - Subcommand option parsing ----------------*- C++ -*-===//
+//
+// Options of one subcommand: `--name value`, `--name=value`, `-o value` and
+// value-less flags. Each option is taken once by the subcommand; whatever is
+// left over is an error naming the unknown option.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_SUPPORT_COMMANDLINE_H
+#define KILN_SUPPORT_COMMANDLINE_H
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class OptionList {
+public:
+  /// `args` are the words after the subcommand; `flags` name the options
+  /// that take no value (without dashes).
+  OptionList(std::string command, const std::vector<std::string> &args,
+             const std::set<std::string> &flags);
+
+  bool flag(const std::string &name);
+  std::optional<std::string> value(const std::string &name);
+  std::string required(const std::string &name);
+  int64_t integer(const std::string &name, int64_t defaultValue);
+  /// Throws kiln::Error if any option was not taken.
+  void finish() const;
+
+private:
+  std::string command_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> options_;
+};
+
+} // namespace kiln
+
+#endif // KILN_SUPPORT_COMMANDLINE_H

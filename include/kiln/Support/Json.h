@@ -1,0 +1,48 @@
+//===- Json.h - Checked access to JSON documents ----------------*- C++ -*-===//
+//
+// A thin layer over nlohmann::json whose getters throw kiln::Error naming the
+// source file and the field when a value is missing or has the wrong type.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_SUPPORT_JSON_H
+#define KILN_SUPPORT_JSON_H
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+/// Reads a whole file; throws kiln::Error naming it on failure.
+std::string readFile(const std::string &path);
+
+/// Writes `contents` to `path` atomically (temporary name, then rename).
+void writeFileAtomic(const std::string &path, const std::string &contents);
+
+/// Parses JSON text; throws kiln::Error "<source>: malformed JSON: ...".
+nlohmann::json parseJson(const std::string &text, const std::string &source);
+
+class JsonObject {
+public:
+  /// Parses `text`, which must hold a JSON object.
+  static JsonObject parse(const std::string &text, const std::string &source);
+  JsonObject(nlohmann::json value, std::string source);
+
+  bool has(const std::string &field) const;
+  const nlohmann::json &get(const std::string &field) const;
+  std::string getString(const std::string &field) const;
+  int64_t getInt(const std::string &field) const;
+  double getNumber(const std::string &field) const;
+  bool getBool(const std::string &field) const;
+  const nlohmann::json &json() const { return value_; }
+  const std::string &source() const { return source_; }
+
+private:
+  nlohmann::json value_;
+  std::string source_;
+};
+
+} // namespace kiln
+
+#endif // KILN_SUPPORT_JSON_H

@@ -1,0 +1,197 @@
+//===- Capture.cpp - Qwen3 -> kiln dialect --------------------------------===//
+
+#include "kiln/Frontend/Capture.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Frontend/Qwen3Naming.h"
+#include "kiln/Support/Error.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+
+namespace kiln {
+
+void loadKilnDialects(MLIRContext &context) {
+  context.loadDialect<KilnDialect, func::FuncDialect>();
+}
+
+void verifyOrFail(ModuleOp module, const std::string &what) {
+  std::string messages;
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
+    messages += "\n  " + diag.str();
+    return success();
+  });
+  if (failed(verify(module)))
+    fail("{} does not verify:{}", what, messages);
+}
+
+namespace {
+
+/// Emits one Qwen3 model body into a function whose arguments are bound.
+class Qwen3Builder {
+public:
+  Qwen3Builder(OpBuilder &b, const Qwen3Config &c, int64_t batch, int64_t seq,
+               std::map<std::string, Value> params)
+      : b(b), c(c), batch(batch), seq(seq), params(std::move(params)) {}
+
+  /// ids [b, s] -> logits [b, s, vocab]
+  Value logits(Value ids) {
+    Value h = EmbeddingOp::create(b, loc("tok_embeddings"), param("tok_embeddings"),
+                                  ids, fqn("tok_embeddings"));
+    Value cache = RopeCacheOp::create(b, loc("rope_cache"), b.getF64FloatAttr(c.ropeTheta),
+                                      b.getI64IntegerAttr(seq),
+                                      b.getI64IntegerAttr(c.headDim), fqn("rope_cache"));
+    for (int64_t layer = 0; layer < c.numLayers; ++layer)
+      h = block("layers." + std::to_string(layer) + ".", h, cache);
+    h = norm("norm", h);
+    Value out = param(c.tieWordEmbeddings ? "tok_embeddings" : "output");
+    return LinearOp::create(b, loc("output"), h, out, fqn("output"));
+  }
+
+private:
+  Value block(const std::string &p, Value h, Value cache) {
+    Value x = norm(p + "attention_norm", h);
+    Value q = heads(p + "attention.q_heads", linear(p + "attention.wq", x), c.numHeads);
+    Value k = heads(p + "attention.k_heads", linear(p + "attention.wk", x), c.numKvHeads);
+    Value v = heads(p + "attention.v_heads", linear(p + "attention.wv", x), c.numKvHeads);
+    q = norm(p + "attention.q_norm", q);
+    k = norm(p + "attention.k_norm", k);
+    std::string ropeName = p + "attention.rope";
+    auto rope = RopeOp::create(b, loc(ropeName), q, k, cache, fqn(ropeName));
+    std::string attnName = p + "attention.inner_attention";
+    auto attn = AttentionOp::create(
+        b, loc(attnName), rope.getQOut(), rope.getKOut(), v, b.getUnitAttr(),
+        b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))), fqn(attnName));
+    Value merged = reshape(p + "attention.merge_heads", attn.getOut(),
+                           {batch, seq, c.numHeads * c.headDim});
+    h = add(p + "attention_residual", h, linear(p + "attention.wo", merged));
+    x = norm(p + "ffn_norm", h);
+    std::string actName = p + "feed_forward.swiglu";
+    Value act = SwigluOp::create(b, loc(actName), linear(p + "feed_forward.w1", x),
+                                 linear(p + "feed_forward.w3", x), fqn(actName));
+    return add(p + "ffn_residual", h, linear(p + "feed_forward.w2", act));
+  }
+
+  Value norm(const std::string &module, Value x) {
+    return RmsNormOp::create(b, loc(module), x, param(module),
+                             b.getF32FloatAttr(float(c.rmsNormEps)), fqn(module));
+  }
+  Value linear(const std::string &module, Value x) {
+    return LinearOp::create(b, loc(module), x, param(module), fqn(module));
+  }
+  Value add(const std::string &name, Value lhs, Value rhs) {
+    return AddOp::create(b, loc(name), lhs, rhs, fqn(name));
+  }
+  Value reshape(const std::string &name, Value x, ArrayRef<int64_t> shape) {
+    return ReshapeOp::create(b, loc(name), x, b.getDenseI64ArrayAttr(shape), fqn(name));
+  }
+  /// [b, s, n * head_dim] -> [b, s, n, head_dim]
+  Value heads(const std::string &name, Value x, int64_t n) {
+    return reshape(name, x, {batch, seq, n, c.headDim});
+  }
+
+  Value param(const std::string &module) {
+    auto it = params.find(module);
+    if (it == params.end())
+      fail("internal: no parameter for module '{}'", module);
+    return it->second;
+  }
+  StringAttr fqn(const std::string &name) { return b.getStringAttr(name); }
+  Location loc(const std::string &name) {
+    return NameLoc::get(b.getStringAttr(name));
+  }
+
+  OpBuilder &b;
+  const Qwen3Config &c;
+  int64_t batch, seq;
+  std::map<std::string, Value> params;
+};
+
+/// Creates `func @name(tokens, params...)`, binds the parameters by module
+/// and hands the entry block to `body`, which returns the results.
+template <typename BodyFn>
+void buildFunction(OpBuilder &b, ModuleOp module, StringRef name, RankedTensorType tokens,
+                   ArrayRef<Qwen3Parameter> specs, BodyFn body) {
+  Type f32 = b.getF32Type();
+  SmallVector<Type> argTypes{tokens};
+  for (const Qwen3Parameter &spec : specs)
+    argTypes.push_back(RankedTensorType::get(spec.shape, f32));
+  b.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(b, NameLoc::get(b.getStringAttr(name)), name,
+                                 b.getFunctionType(argTypes, {}));
+  fn.setArgAttr(0, kInputAttr, b.getStringAttr("tokens"));
+  Block *entry = fn.addEntryBlock();
+  std::map<std::string, Value> params;
+  for (auto [i, spec] : llvm::enumerate(specs)) {
+    fn.setArgAttr(i + 1, kParamAttr, b.getStringAttr(spec.hfKey));
+    params[spec.module] = entry->getArgument(i + 1);
+  }
+  b.setInsertionPointToStart(entry);
+  SmallVector<Value> results = body(entry->getArgument(0), std::move(params));
+  func::ReturnOp::create(b, fn.getLoc(), results);
+  fn.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &config,
+                                   const CaptureOptions &options) {
+  loadKilnDialects(context);
+  int64_t batch = options.batch;
+  int64_t seq = options.seq ? options.seq : std::min<int64_t>(2048, config.maxPositionEmbeddings);
+  if (batch <= 0 || seq <= 0)
+    fail("capture: batch and seq must be positive (got batch {}, seq {})", batch, seq);
+  if (seq > config.maxPositionEmbeddings)
+    fail("capture: seq {} exceeds max_position_embeddings {} of {}", seq,
+         config.maxPositionEmbeddings, config.name);
+
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(NameLoc::get(b.getStringAttr(config.name)));
+  auto i64 = b.getI64Type();
+  std::vector<Qwen3Parameter> specs = qwen3Parameters(config);
+
+  buildFunction(b, *module, "forward", RankedTensorType::get({batch, seq}, i64), specs,
+                [&](Value tokens, std::map<std::string, Value> params) {
+                  Qwen3Builder model(b, config, batch, seq, std::move(params));
+                  return SmallVector<Value>{model.logits(tokens)};
+                });
+  buildFunction(b, *module, "loss", RankedTensorType::get({batch, seq + 1}, i64), specs,
+                [&](Value tokens, std::map<std::string, Value> params) {
+                  Qwen3Builder model(b, config, batch, seq, std::move(params));
+                  Location shiftLoc = NameLoc::get(b.getStringAttr("loss.shift_labels"));
+                  auto shift = ShiftLabelsOp::create(b, shiftLoc, tokens,
+                                                     b.getStringAttr("loss.shift_labels"));
+                  Value logits = model.logits(shift.getInputs());
+                  Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
+                                                      logits, shift.getLabels(),
+                                                      b.getStringAttr("loss"));
+                  return SmallVector<Value>{loss};
+                });
+
+  SmallVector<NamedAttribute> model{
+      b.getNamedAttr("name", b.getStringAttr(config.name)),
+      b.getNamedAttr("hidden_size", b.getI64IntegerAttr(config.hiddenSize)),
+      b.getNamedAttr("num_hidden_layers", b.getI64IntegerAttr(config.numLayers)),
+      b.getNamedAttr("num_attention_heads", b.getI64IntegerAttr(config.numHeads)),
+      b.getNamedAttr("num_key_value_heads", b.getI64IntegerAttr(config.numKvHeads)),
+      b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim)),
+      b.getNamedAttr("intermediate_size", b.getI64IntegerAttr(config.intermediateSize)),
+      b.getNamedAttr("vocab_size", b.getI64IntegerAttr(config.vocabSize)),
+      b.getNamedAttr("tie_word_embeddings", b.getBoolAttr(config.tieWordEmbeddings)),
+      b.getNamedAttr("parameters", b.getI64IntegerAttr(config.parameterCount())),
+      b.getNamedAttr("batch", b.getI64IntegerAttr(batch)),
+      b.getNamedAttr("seq_len", b.getI64IntegerAttr(seq)),
+  };
+  (*module)->setAttr(kModelAttr, b.getDictionaryAttr(model));
+  verifyOrFail(*module, "captured " + config.name);
+  return module;
+}
+
+} // namespace kiln

@@ -1,0 +1,205 @@
+// Every verifier error names the op and its fqn.
+// RUN: kiln-opt %s -split-input-file -verify-diagnostics
+
+func.func @linear_in_mismatch(%x: tensor<2x8x32xf32>, %w: tensor<64x16xf32>) {
+  // expected-error@+2 {{'kiln.linear' op (fqn 'layers.0.attention.wq'): weight 'tensor<64x16xf32>' must be [out, in] with in = 32}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.linear %x, %w {fqn = "layers.0.attention.wq"} : (tensor<2x8x32xf32>, tensor<64x16xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_rank(%x: tensor<2x8x32xf32>, %w: tensor<64x32x1xf32>) {
+  // expected-error@+2 {{'kiln.linear' op (fqn 'output'): weight must have rank 2, got 'tensor<64x32x1xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.linear %x, %w {fqn = "output"} : (tensor<2x8x32xf32>, tensor<64x32x1xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @linear_mixed_dtypes(%x: tensor<2x32xf32>, %w: tensor<64x32xbf16>) {
+  // expected-error@+2 {{'kiln.linear' op (fqn 'layers.1.feed_forward.w1'): weight has element type 'bf16' but the op computes in 'f32'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.linear %x, %w {fqn = "layers.1.feed_forward.w1"} : (tensor<2x32xf32>, tensor<64x32xbf16>) -> tensor<2x64xf32>
+  return
+}
+
+// -----
+
+func.func @linear_wrong_result(%x: tensor<2x32xf32>, %w: tensor<64x32xf32>) {
+  // expected-error@+2 {{inferred type(s) 'tensor<2x64xf32>' are incompatible with return type(s) of operation 'tensor<2x32xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.linear %x, %w {fqn = "output"} : (tensor<2x32xf32>, tensor<64x32xf32>) -> tensor<2x32xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_shape(%x: tensor<?x32xf32>, %w: tensor<64x32xf32>) {
+  // expected-error@+2 {{'kiln.linear' op (fqn 'output'): input must have a static shape, got 'tensor<?x32xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.linear %x, %w {fqn = "output"} : (tensor<?x32xf32>, tensor<64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @missing_fqn(%x: tensor<2x32xf32>, %w: tensor<64x32xf32>) {
+  // expected-error@+1 {{requires attribute 'fqn'}}
+  %0 = kiln.linear %x, %w : (tensor<2x32xf32>, tensor<64x32xf32>) -> tensor<2x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_float_ids(%t: tensor<64x32xf32>, %ids: tensor<2x8xf32>) {
+  // expected-error@+2 {{'kiln.embedding' op (fqn 'tok_embeddings'): ids must hold i64 or i32 ids, got 'tensor<2x8xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.embedding %t, %ids {fqn = "tok_embeddings"} : (tensor<64x32xf32>, tensor<2x8xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_table_rank(%t: tensor<64xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error@+2 {{'kiln.embedding' op (fqn 'tok_embeddings'): table must have rank 2, got 'tensor<64xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.embedding %t, %ids {fqn = "tok_embeddings"} : (tensor<64xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<2x8x32xf32>, %w: tensor<16xf32>) {
+  // expected-error@+2 {{'kiln.rms_norm' op (fqn 'layers.2.ffn_norm'): weight 'tensor<16xf32>' must match the normalized (last) dimension of 'tensor<2x8x32xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.rms_norm %x, %w {eps = 1.0e-6 : f32, fqn = "layers.2.ffn_norm"} : (tensor<2x8x32xf32>, tensor<16xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_eps(%x: tensor<2x8x32xf32>, %w: tensor<32xf32>) {
+  // expected-error@+1 {{'kiln.rms_norm' op (fqn 'norm'): eps must be positive, got 0}}
+  %0 = kiln.rms_norm %x, %w {eps = 0.0 : f32, fqn = "norm"} : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @rope_cache_shape(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %c: tensor<8x16xf32>) {
+  // expected-error@+2 {{'kiln.rope' op (fqn 'layers.11.attention.rope'): cache 'tensor<8x16xf32>' must be [seq, 2 * head_dim] = [8, 32]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.rope %q, %k, %c {fqn = "layers.11.attention.rope"} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<8x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @rope_k_seq(%q: tensor<1x8x4x16xf32>, %k: tensor<1x4x2x16xf32>, %c: tensor<8x32xf32>) {
+  // expected-error@+2 {{'kiln.rope' op (fqn 'layers.0.attention.rope'): k 'tensor<1x4x2x16xf32>' must share batch, seq and head_dim with q 'tensor<1x8x4x16xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.rope %q, %k, %c {fqn = "layers.0.attention.rope"} : (tensor<1x8x4x16xf32>, tensor<1x4x2x16xf32>, tensor<8x32xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @rope_odd_head_dim(%q: tensor<1x8x4x15xf32>, %k: tensor<1x8x2x15xf32>, %c: tensor<8x30xf32>) {
+  // expected-error@+2 {{'kiln.rope' op (fqn 'layers.0.attention.rope'): head_dim must be even, got 15}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.rope %q, %k, %c {fqn = "layers.0.attention.rope"} : (tensor<1x8x4x15xf32>, tensor<1x8x2x15xf32>, tensor<8x30xf32>) -> (tensor<1x8x4x15xf32>, tensor<1x8x2x15xf32>)
+  return
+}
+
+// -----
+
+func.func @rope_cache_odd() {
+  // expected-error@+2 {{'kiln.rope_cache' op (fqn 'rope_cache'): head_dim must be positive and even, got 15}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.rope_cache {theta = 1.0e6 : f64, seq_len = 8 : i64, head_dim = 15 : i64, fqn = "rope_cache"} : tensor<8x30xf32>
+  return
+}
+
+// -----
+
+func.func @attention_gqa(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x3x16xf32>, %v: tensor<1x8x3x16xf32>) {
+  // expected-error@+2 {{'kiln.attention' op (fqn 'layers.5.attention.inner_attention'): query heads (4) must be a multiple of kv heads (3)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.attention %q, %k, %v {causal, scale = 0.25 : f32, fqn = "layers.5.attention.inner_attention"} : (tensor<1x8x4x16xf32>, tensor<1x8x3x16xf32>, tensor<1x8x3x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_kv_mismatch(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x1x16xf32>) {
+  // expected-error@+2 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): k 'tensor<1x8x2x16xf32>' and v 'tensor<1x8x1x16xf32>' must have the same shape}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.attention %q, %k, %v {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention"} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x1x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_head_dim(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x8xf32>, %v: tensor<1x8x2x8xf32>) {
+  // expected-error@+2 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): k 'tensor<1x8x2x8xf32>' must share batch, seq and head_dim with q 'tensor<1x8x4x16xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.attention %q, %k, %v {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention"} : (tensor<1x8x4x16xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @swiglu_mismatch(%g: tensor<2x48xf32>, %u: tensor<2x32xf32>) {
+  // expected-error@+2 {{'kiln.swiglu' op (fqn 'layers.0.feed_forward.swiglu'): gate 'tensor<2x48xf32>' and up 'tensor<2x32xf32>' must have the same type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.swiglu %g, %u {fqn = "layers.0.feed_forward.swiglu"} : (tensor<2x48xf32>, tensor<2x32xf32>) -> tensor<2x48xf32>
+  return
+}
+
+// -----
+
+func.func @add_integer(%a: tensor<4xi64>, %b: tensor<4xi64>) {
+  // expected-error@+2 {{'kiln.add' op (fqn 'layers.0.ffn_residual'): lhs must be f32, bf16 or f16, got 'tensor<4xi64>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.add %a, %b {fqn = "layers.0.ffn_residual"} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_labels(%l: tensor<2x8x64xf32>, %y: tensor<2x7xi64>) {
+  // expected-error@+2 {{'kiln.cross_entropy' op (fqn 'loss'): labels 'tensor<2x7xi64>' must have the leading shape of logits 'tensor<2x8x64xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.cross_entropy %l, %y {fqn = "loss"} : (tensor<2x8x64xf32>, tensor<2x7xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<2x8x64xf32>) {
+  // expected-error@+2 {{'kiln.reshape' op (fqn 'layers.0.attention.q_heads'): cannot reshape 'tensor<2x8x64xf32>' (1024 elements) to 960 elements}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.reshape %x {shape = array<i64: 2, 8, 4, 15>, fqn = "layers.0.attention.q_heads"} : (tensor<2x8x64xf32>) -> tensor<2x8x4x15xf32>
+  return
+}
+
+// -----
+
+func.func @shift_labels_rank(%t: tensor<9xi64>) {
+  // expected-error@+2 {{'kiln.shift_labels' op (fqn 'loss.shift_labels'): tokens must have rank 2, got 'tensor<9xi64>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.shift_labels %t {fqn = "loss.shift_labels"} : (tensor<9xi64>) -> (tensor<8xi64>, tensor<8xi64>)
+  return
+}
+
+// -----
+
+func.func @shift_labels_short(%t: tensor<2x1xi64>) {
+  // expected-error@+2 {{'kiln.shift_labels' op (fqn 'loss.shift_labels'): tokens must be [batch, seq + 1] with seq >= 1, got 'tensor<2x1xi64>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.shift_labels %t {fqn = "loss.shift_labels"} : (tensor<2x1xi64>) -> (tensor<2x0xi64>, tensor<2x0xi64>)
+  return
+}

@@ -1,0 +1,18 @@
+# -*- Python -*-
+# lit configuration for Kiln's IR and CLI tests.
+import os
+import lit.formats
+
+config.name = "Kiln"
+config.test_format = lit.formats.ShTest(not lit.util.which("bash") is None)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "unit", "data",
+                   "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
+
+# Kiln's tools first, then LLVM 22's FileCheck/not/count (LLVM 14 is also on
+# PATH on Debian, so never rely on unqualified names resolving there).
+config.environment["PATH"] = os.pathsep.join(
+    [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, "data")))

@@ -1,0 +1,121 @@
+//===- FrontendTest.cpp - Qwen3 configs, naming, capture and costs --------===//
+
+#include "TestUtil.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Frontend/Capture.h"
+#include "kiln/Frontend/Qwen3Naming.h"
+#include "kiln/Planner/ProgramCost.h"
+#include "kiln/Runtime/SafeTensors.h"
+#include "kiln/Support/Json.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+const Qwen3Config &flavor(const std::string &name) {
+  for (const Qwen3Config &c : Qwen3Config::flavors())
+    if (c.name == name)
+      return c;
+  throw std::runtime_error("no flavor " + name);
+}
+
+TEST(FrontendTest, FlavorParameterCountsMatchPublishedSizes) {
+  // Qwen3 model cards: total and non-embedding parameters, in billions.
+  struct Published {
+    const char *name;
+    double total, nonEmbedding;
+  };
+  for (Published p : {Published{"qwen3-0.6b", 0.596, 0.44}, Published{"qwen3-1.7b", 1.7, 1.4},
+                      Published{"qwen3-4b", 4.0, 3.6}, Published{"qwen3-8b", 8.2, 6.95},
+                      Published{"qwen3-14b", 14.8, 13.2}, Published{"qwen3-32b", 32.76, 31.2}}) {
+    const Qwen3Config &c = flavor(p.name);
+    double total = c.parameterCount() / 1e9;
+    double embeddings = (c.tieWordEmbeddings ? 1 : 2) * c.vocabSize * c.hiddenSize / 1e9;
+    EXPECT_NEAR(total, p.total, p.total * 0.015) << p.name;
+    EXPECT_NEAR(total - embeddings, p.nonEmbedding, p.nonEmbedding * 0.03) << p.name;
+  }
+}
+
+TEST(FrontendTest, ParameterNamesMatchTheFixtureCheckpoint) {
+  Qwen3Config c = Qwen3Config::fromHfDirectory(dataPath("qwen3-dense-tiny"));
+  auto file = SafeTensorsFile::open(dataPath("qwen3-dense-tiny/model.safetensors"));
+  std::vector<Qwen3Parameter> params = qwen3Parameters(c);
+  EXPECT_EQ(params.size(), file->names().size());
+  for (const Qwen3Parameter &p : params) {
+    ASSERT_TRUE(file->contains(p.hfKey)) << p.hfKey;
+    EXPECT_EQ(file->get(p.hfKey).shape(), p.shape) << p.hfKey;
+    EXPECT_EQ(torchtitanModuleForHfKey(p.hfKey), p.module);
+  }
+  EXPECT_EQ(torchtitanModuleForHfKey("model.layers.3.mlp.down_proj.weight"),
+            "layers.3.feed_forward.w2");
+  EXPECT_EQ(torchtitanModuleForHfKey("model.layers.12.input_layernorm.weight"),
+            "layers.12.attention_norm");
+  EXPECT_EQ(torchtitanModuleForHfKey("lm_head.weight"), "output");
+  EXPECT_EQ(torchtitanModuleForHfKey("model.layers.0.mlp.nonsense.weight"), "");
+}
+
+TEST(FrontendTest, ConfigErrorsNameTheFieldAndTheFile) {
+  std::string good = readFile(dataPath("qwen3-dense-tiny/config.json"));
+  auto with = [&](const std::string &from, const std::string &to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  expectError([&] { Qwen3Config::fromHfJson(with("\"qwen3\"", "\"llama\""), "c.json"); },
+              {"c.json", "model_type 'llama'", "qwen3"});
+  expectError([&] { Qwen3Config::fromHfJson(with("\"head_dim\"", "\"head_dimension\""), "c.json"); },
+              {"c.json", "missing field 'head_dim'"});
+  expectError([&] {
+    Qwen3Config::fromHfJson(with("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"),
+                            "c.json");
+  }, {"c.json", "num_attention_heads (4)", "num_key_value_heads (3)"});
+  expectError([&] { Qwen3Config::fromHfJson(with("\"vocab_size\": 512", "\"vocab_size\": \"512\""), "c.json"); },
+              {"c.json", "'vocab_size' must be an integer"});
+  expectError([&] { Qwen3Config::fromHfJson(good.substr(0, good.size() / 2), "c.json"); },
+              {"c.json", "malformed JSON"});
+  expectError([&] { Qwen3Config::resolve("qwen3-7b"); }, {"qwen3-7b", "qwen3-0.6b"});
+}
+
+TEST(FrontendTest, CaptureBindsParametersByHfKeyAndCostsMatchTheModel) {
+  Qwen3Config c = Qwen3Config::fromHfDirectory(dataPath("qwen3-dense-tiny"));
+  mlir::MLIRContext context;
+  const int64_t batch = 2, seq = 32;
+  auto module = captureQwen3(context, c, {batch, seq});
+  auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+  auto loss = module->lookupSymbol<mlir::func::FuncOp>("loss");
+  ASSERT_TRUE(forward && loss);
+  std::vector<Qwen3Parameter> params = qwen3Parameters(c);
+  ASSERT_EQ(forward.getNumArguments(), params.size() + 1);
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(forward.getArgAttrOfType<mlir::StringAttr>(i + 1, kParamAttr).str(),
+              params[i].hfKey);
+
+  ProgramCost cost = programCost(forward);
+  EXPECT_EQ(cost.parameterCount, c.parameterCount());
+  EXPECT_EQ(cost.opCounts["kiln.linear"], 7 * c.numLayers + 1);
+  EXPECT_EQ(cost.opCounts["kiln.attention"], c.numLayers);
+  // Matmul FLOPs are 2 per token per matmul parameter; attention adds
+  // (4 * head_dim + 5) per causal (query, key) pair per head.
+  int64_t linearFlops = 2 * batch * seq * c.matmulParameterCount();
+  int64_t attentionFlops =
+      c.numLayers * batch * c.numHeads * (seq * (seq + 1) / 2) * (4 * c.headDim + 5);
+  int64_t linearOnly = 0;
+  forward.walk([&](LinearOp op) { linearOnly += op.getFlops(); });
+  EXPECT_EQ(linearOnly, linearFlops);
+  int64_t attentionOnly = 0;
+  forward.walk([&](AttentionOp op) { attentionOnly += op.getFlops(); });
+  EXPECT_EQ(attentionOnly, attentionFlops);
+  EXPECT_GT(cost.flops, linearFlops + attentionFlops);
+}
+
+TEST(FrontendTest, CaptureRejectsSequencesBeyondTheModelsPositions) {
+  Qwen3Config c = Qwen3Config::fromHfDirectory(dataPath("qwen3-dense-tiny"));
+  mlir::MLIRContext context;
+  expectError([&] { captureQwen3(context, c, {1, 129}); },
+              {"seq 129", "max_position_embeddings 128"});
+}
+
+} // namespace

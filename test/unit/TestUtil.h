@@ -1,0 +1,60 @@
+//===- TestUtil.h - Shared helpers for Kiln unit tests ----------*- C++ -*-===//
+#ifndef KILN_TEST_UNIT_TESTUTIL_H
+#define KILN_TEST_UNIT_TESTUTIL_H
+
+#include "kiln/Runtime/Tensor.h"
+#include "kiln/Support/Error.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+inline std::string dataPath(const std::string &relative) {
+  return std::string(KILN_TEST_DATA_DIR) + "/" + relative;
+}
+
+/// An F32 tensor of N(0, stddev) samples.
+inline Tensor randomTensor(Shape shape, std::mt19937 &rng, float stddev = 1.0f) {
+  Tensor t(DType::F32, std::move(shape));
+  std::normal_distribution<float> dist(0.0f, stddev);
+  float *p = t.mutableData<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = dist(rng);
+  return t;
+}
+
+inline std::vector<double> toDoubles(const Tensor &t) {
+  Tensor f = t.dtype() == DType::F32 ? t : t.toF32();
+  return std::vector<double>(f.data<float>(), f.data<float>() + f.numel());
+}
+
+/// Largest |a[i] - b[i]|; the sizes must agree.
+inline double maxAbsDiff(const std::vector<double> &a, const std::vector<double> &b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+/// Runs `fn`, expecting a kiln::Error whose message contains every fragment.
+template <typename Fn>
+void expectError(Fn fn, const std::vector<std::string> &fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected kiln::Error";
+  } catch (const Error &e) {
+    for (const std::string &fragment : fragments)
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(fragment));
+  }
+}
+
+} // namespace kiln::test
+
+#endif // KILN_TEST_UNIT_TESTUTIL_H

@@ -1,0 +1,41 @@
+//===- kiln.cpp - The kiln driver -----------------------------------------===//
+
+#include "Commands.h"
+#include "kiln/Support/Error.h"
+
+#include <fmt/core.h>
+
+#include <cstring>
+
+namespace {
+constexpr const char *kUsage = R"(usage: kiln <command> [options]
+
+commands:
+  capture --model <dir|flavor> [--batch B] [--seq S] [-o out.mlir] [--summary]
+          capture a Qwen3 model as kiln dialect IR (@forward and @loss)
+  capture --list-flavors
+          list the built-in Qwen3 flavors with their parameter counts
+  eval    --model <dir> --tokens <tokens.json> [--json]
+          mean next-token loss of a token batch under a checkpoint
+)";
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    fmt::print(argc < 2 ? stderr : stdout, "{}", kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (command == "capture")
+      return kiln::runCapture(args);
+    if (command == "eval")
+      return kiln::runEval(args);
+    fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
+    return 2;
+  } catch (const kiln::Error &e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+}
