@@ -73,9 +73,11 @@ private:
                            {batch, seq, c.numHeads * c.headDim});
     h = add(p + "attention_residual", h, linear(p + "attention.wo", merged));
     x = norm(p + "ffn_norm", h);
+    // Separate statements keep the emitted op order (w1, w3) deterministic.
+    Value gate = linear(p + "feed_forward.w1", x);
+    Value up = linear(p + "feed_forward.w3", x);
     std::string actName = p + "feed_forward.swiglu";
-    Value act = SwigluOp::create(b, loc(actName), linear(p + "feed_forward.w1", x),
-                                 linear(p + "feed_forward.w3", x), fqn(actName));
+    Value act = SwigluOp::create(b, loc(actName), gate, up, fqn(actName));
     return add(p + "ffn_residual", h, linear(p + "feed_forward.w2", act));
   }
 

@@ -1,17 +1,14 @@
 //===- TensorTest.cpp - Tensor, dtype and float-conversion tests ----------===//
 
+#include "TestUtil.h"
 #include "kiln/Runtime/Tensor.h"
-#include "kiln/Support/Error.h"
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 using namespace kiln;
-using ::testing::HasSubstr;
+using kiln::test::expectError;
 
 namespace {
 
@@ -105,13 +102,7 @@ TEST(Tensor, ReshapeSharesBytes) {
 
 TEST(Tensor, ReshapeWithDifferentCountThrows) {
   Tensor t(DType::F32, {2, 3});
-  try {
-    t.reshaped({4, 2});
-    FAIL() << "expected kiln::Error";
-  } catch (const Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("[2, 3]"));
-    EXPECT_THAT(e.what(), HasSubstr("[4, 2]"));
-  }
+  expectError([&] { t.reshaped({4, 2}); }, {"[2, 3]", "[4, 2]"});
   EXPECT_THROW(t.reshaped({}), Error); // 1 element vs 6
 }
 
@@ -177,11 +168,13 @@ TEST(HalfFormats, ExhaustiveRoundTrip) {
   for (uint32_t b = 0; b <= 0xFFFF; ++b) {
     uint16_t bits = uint16_t(b);
     float h = f16ToF32(bits);
-    if (!std::isnan(h))
+    if (!std::isnan(h)) {
       ASSERT_EQ(f32ToF16(h), bits) << std::hex << b;
+    }
     float bf = bf16ToF32(bits);
-    if (!std::isnan(bf))
+    if (!std::isnan(bf)) {
       ASSERT_EQ(f32ToBf16(bf), bits) << std::hex << b;
+    }
   }
 }
 
@@ -213,8 +206,9 @@ TEST(Tensor, ToNarrowFloatsRoundsToNearestEven) {
                                {1.0f, bitsToFloat(0x3F808000), std::ldexp(1.0f, -24)});
   EXPECT_EQ(elements<uint16_t>(t.to(DType::BF16)),
             (std::vector<uint16_t>{0x3F80, 0x3F80, f32ToBf16(std::ldexp(1.0f, -24))}));
+  // 1 + 2^-8 is a BF16 tie but exactly representable in F16.
   EXPECT_EQ(elements<uint16_t>(t.to(DType::F16)),
-            (std::vector<uint16_t>{0x3C00, 0x3C00, 0x0001}));
+            (std::vector<uint16_t>{0x3C00, 0x3C04, 0x0001}));
   // BF16 -> F16 goes through F32 exactly.
   EXPECT_EQ(elements<uint16_t>(t.to(DType::BF16).to(DType::F16))[0], 0x3C00);
 }
@@ -236,12 +230,7 @@ TEST(Tensor, IntegerConversions) {
   EXPECT_EQ(elements<int64_t>(i32.to(DType::I64)), elements<int64_t>(i64));
 
   Tensor big = makeTensor<int64_t>(DType::I64, {1}, {int64_t(1) << 40});
-  try {
-    big.to(DType::I32);
-    FAIL() << "expected kiln::Error";
-  } catch (const Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("1099511627776"));
-  }
+  expectError([&] { big.to(DType::I32); }, {"1099511627776", "I32"});
   EXPECT_THROW(Tensor(DType::F32, {1}).to(DType::I32), Error);
 }
 

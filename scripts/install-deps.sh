@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what Kiln needs to build and test on Debian 12, if missing.
+# Idempotent and non-interactive: apt-get as root, through sudo otherwise.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache python3
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
+  libopenblas-dev mpich libmpich-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "kiln: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
