@@ -64,8 +64,9 @@ private:
 using TensorMap = std::map<std::string, Tensor>;
 
 /// Writes `tensors` to `path` atomically (a temporary file in the same
-/// directory, fsync, then rename). Header keys are sorted; each tensor's
-/// data is 8-byte aligned as other writers do.
+/// directory, fsync, then rename). Header keys are sorted; the data buffer
+/// starts 8-byte aligned and is contiguous, widest dtype first then by name
+/// (as the reference writer does), so each tensor is aligned to its element.
 void writeSafeTensors(const std::string &path, const TensorMap &tensors,
                       const std::map<std::string, std::string> &metadata = {});
 
