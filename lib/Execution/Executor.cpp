@@ -32,9 +32,35 @@ DType computeDType(Type type) {
   return elt.getIntOrFloatBitWidth() == 32 ? DType::I32 : DType::I64;
 }
 
+/// Live bytes by distinct buffer: values that share bytes (reshape views)
+/// are counted once, when the first appears and until the last goes.
+class LiveBytes {
+public:
+  void add(const Tensor &t) {
+    auto &entry = buffers[t.rawData()];
+    if (entry.second++ == 0) {
+      entry.first = t.nbytes();
+      live += entry.first;
+      peak = std::max(peak, live);
+    }
+  }
+  void remove(const Tensor &t) {
+    auto it = buffers.find(t.rawData());
+    if (it != buffers.end() && --it->second.second == 0) {
+      live -= it->second.first;
+      buffers.erase(it);
+    }
+  }
+  int64_t live = 0, peak = 0;
+
+private:
+  llvm::DenseMap<const void *, std::pair<int64_t, int64_t>> buffers; // bytes, refs
+};
+
 } // namespace
 
-std::vector<Tensor> runFunction(func::FuncOp fn, const std::vector<Tensor> &args) {
+std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
+                                ExecutionStats *stats) {
   Block &body = fn.getBody().front();
   if (args.size() != body.getNumArguments())
     fail("@{}: expected {} arguments, got {}", fn.getName().str(), body.getNumArguments(),
@@ -47,8 +73,16 @@ std::vector<Tensor> runFunction(func::FuncOp fn, const std::vector<Tensor> &args
       lastUser[operand] = &op;
 
   llvm::DenseMap<Value, Tensor> env;
+  LiveBytes memory;
+  auto define = [&](Value value, Tensor tensor) {
+    if (value.use_empty())
+      return;
+    memory.add(tensor);
+    env[value] = std::move(tensor);
+  };
   for (auto [arg, tensor] : llvm::zip(body.getArguments(), args))
-    env[arg] = tensor;
+    define(arg, std::move(tensor));
+  args.clear();
 
   std::vector<Tensor> results;
   SmallVector<Tensor> operands, outs;
@@ -78,53 +112,68 @@ std::vector<Tensor> runFunction(func::FuncOp fn, const std::vector<Tensor> &args
         fail("@{}: {}: kernel produced {} but the IR says {}", fn.getName().str(),
              describe(&op), shapeToString(tensor.shape()),
              shapeToString(shapeOf(result.getType())));
-      if (!result.use_empty())
-        env[result] = std::move(tensor);
+      define(result, std::move(tensor));
     }
     for (Value operand : op.getOperands())
-      if (lastUser.lookup(operand) == &op)
-        env.erase(operand);
+      if (lastUser.lookup(operand) == &op) {
+        auto it = env.find(operand);
+        if (it != env.end()) {
+          memory.remove(it->second);
+          env.erase(it);
+        }
+      }
+  }
+  if (stats) {
+    stats->peakLiveBytes = memory.peak;
+    stats->finalLiveBytes = memory.live;
   }
   return results;
 }
 
+namespace {
+/// Checks `value` against `type` and converts it to the executor's dtype.
+Tensor conform(Tensor value, Type type, const std::string &what, const std::string &user) {
+  Shape expected = shapeOf(type);
+  if (value.shape() != expected)
+    fail("{}: shape {} does not match {} expected by {} (check config.json against the "
+         "checkpoint)",
+         what, shapeToString(value.shape()), shapeToString(expected), user);
+  DType want = computeDType(type);
+  bool isFloat = value.dtype() == DType::F32 || value.dtype() == DType::BF16 ||
+                 value.dtype() == DType::F16;
+  if (isFloat != (want == DType::F32))
+    fail("{}: dtype {} cannot bind to {}", what, dtypeName(value.dtype()),
+         want == DType::F32 ? "a float tensor" : "an integer tensor");
+  return value.dtype() == want ? value : (want == DType::F32 ? value.toF32() : value.to(want));
+}
+} // namespace
+
+Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, Type type,
+                     const std::string &user) {
+  if (!checkpoint.contains(key))
+    fail("{}: missing parameter '{}' needed by {}", checkpoint.path(), key, user);
+  Tensor value = conform(checkpoint.get(key), type,
+                         fmt::format("{}: tensor '{}'", checkpoint.path(), key), user);
+  // An owned copy: the run must not depend on the file staying unchanged.
+  return value.rawData() == checkpoint.get(key).rawData() ? value.to(value.dtype()) : value;
+}
+
 std::vector<Tensor> bindArguments(func::FuncOp fn, const Checkpoint &checkpoint,
                                   const std::map<std::string, Tensor> &inputs) {
+  std::string user = "@" + fn.getName().str();
   std::vector<Tensor> args;
   for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {
     Type type = fn.getArgumentTypes()[i];
-    Shape expected = shapeOf(type);
-    Tensor value;
-    std::string what;
     if (auto key = fn.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
-      what = fmt::format("{}: tensor '{}'", checkpoint.path(), key.str());
-      if (!checkpoint.contains(key.str()))
-        fail("{}: missing parameter '{}' needed by @{}", checkpoint.path(), key.str(),
-             fn.getName().str());
-      value = checkpoint.get(key.str());
+      args.push_back(bindParameter(checkpoint, key.str(), type, user));
     } else if (auto name = fn.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
-      what = fmt::format("input '{}'", name.str());
       auto it = inputs.find(name.str());
       if (it == inputs.end())
-        fail("@{}: no value given for input '{}'", fn.getName().str(), name.str());
-      value = it->second;
+        fail("{}: no value given for input '{}'", user, name.str());
+      args.push_back(conform(it->second, type, fmt::format("input '{}'", name.str()), user));
     } else {
-      fail("@{}: argument {} is neither a parameter nor a named input",
-           fn.getName().str(), i);
+      fail("{}: argument {} is neither a parameter nor a named input", user, i);
     }
-    if (value.shape() != expected)
-      fail("{}: shape {} does not match {} expected by @{} (check config.json against "
-           "the checkpoint)",
-           what, shapeToString(value.shape()), shapeToString(expected), fn.getName().str());
-    DType want = computeDType(type);
-    bool isFloat = value.dtype() == DType::F32 || value.dtype() == DType::BF16 ||
-                   value.dtype() == DType::F16;
-    if (isFloat != (want == DType::F32))
-      fail("{}: dtype {} cannot bind to {}", what, dtypeName(value.dtype()),
-           want == DType::F32 ? "a float tensor" : "an integer tensor");
-    if (value.dtype() != want)
-      value = want == DType::F32 ? value.toF32() : value.to(want);
-    args.push_back(value);
   }
   return args;
 }

@@ -47,6 +47,31 @@ void Qwen3Config::validate(const std::string &source) const {
     fail("{}: 'rope_theta' must be positive, got {}", source, ropeTheta);
 }
 
+std::string Qwen3Config::toHfConfigJson() const {
+  nlohmann::json config = {
+      {"architectures", {"Qwen3ForCausalLM"}},
+      {"model_type", "qwen3"},
+      {"hidden_size", hiddenSize},
+      {"num_hidden_layers", numLayers},
+      {"num_attention_heads", numHeads},
+      {"num_key_value_heads", numKvHeads},
+      {"head_dim", headDim},
+      {"intermediate_size", intermediateSize},
+      {"vocab_size", vocabSize},
+      {"rms_norm_eps", rmsNormEps},
+      {"rope_theta", ropeTheta},
+      {"tie_word_embeddings", tieWordEmbeddings},
+      {"max_position_embeddings", maxPositionEmbeddings},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"rope_scaling", nullptr},
+      {"use_sliding_window", false},
+      {"torch_dtype", "float32"},
+  };
+  return config.dump(2) + "\n";
+}
+
 Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &source) {
   JsonObject config = JsonObject::parse(text, source);
   std::string modelType = config.getString("model_type");

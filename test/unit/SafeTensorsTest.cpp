@@ -18,35 +18,10 @@ using kiln::test::expectError;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
+using kiln::test::TempDir;
+
 namespace {
 
-/// A fresh directory under /tmp, removed with its contents on destruction.
-class TempDir {
-public:
-  TempDir() {
-    char tmpl[] = "/tmp/kiln-safetensors-XXXXXX";
-    if (!::mkdtemp(tmpl))
-      throw std::runtime_error("mkdtemp failed");
-    dir_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string &name) const { return dir_ + "/" + name; }
-  const std::string &path() const { return dir_; }
-  /// Names of the directory's entries, sorted.
-  std::vector<std::string> list() const {
-    std::vector<std::string> out;
-    for (const auto &e : fs::directory_iterator(dir_))
-      out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
-private:
-  std::string dir_;
-};
 
 void writeFile(const std::string &path, const std::string &bytes) {
   std::ofstream(path, std::ios::binary) << bytes;

@@ -8,7 +8,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,6 +57,37 @@ void expectError(Fn fn, const std::vector<std::string> &fragments) {
       EXPECT_THAT(e.what(), ::testing::HasSubstr(fragment));
   }
 }
+
+/// A fresh directory under /tmp, removed with its contents on destruction.
+class TempDir {
+public:
+  TempDir() {
+    char tmpl[] = "/tmp/kiln-test-XXXXXX";
+    if (!::mkdtemp(tmpl))
+      throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+
+  std::string file(const std::string &name) const { return dir_ + "/" + name; }
+  const std::string &path() const { return dir_; }
+  /// Names of the directory's entries, sorted.
+  std::vector<std::string> list() const {
+    std::vector<std::string> out;
+    for (const auto &e : std::filesystem::directory_iterator(dir_))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+private:
+  std::string dir_;
+};
 
 } // namespace kiln::test
 

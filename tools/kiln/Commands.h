@@ -9,6 +9,8 @@ namespace kiln {
 /// Each returns the process exit code; errors are thrown as kiln::Error.
 int runCapture(const std::vector<std::string> &args);
 int runEval(const std::vector<std::string> &args);
+int runTrain(const std::vector<std::string> &args);
+int runCheckpoint(const std::vector<std::string> &args);
 } // namespace kiln
 
 #endif // KILN_TOOLS_KILN_COMMANDS_H

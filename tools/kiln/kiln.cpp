@@ -17,6 +17,11 @@ commands:
           list the built-in Qwen3 flavors with their parameter counts
   eval    --model <dir> --tokens <tokens.json> [--json]
           mean next-token loss of a token batch under a checkpoint
+  train   --config <run.json> [--section.key=value ...]
+          capture the whole training step (forward, loss, backward, AdamW) and
+          train on CPU; torchtitan-style config sections, see docs/cli.md
+  ckpt diff <checkpoint-a> <checkpoint-b>
+          missing/unexpected keys and per-tensor max-abs difference
 )";
 } // namespace
 
@@ -32,6 +37,10 @@ int main(int argc, char **argv) {
       return kiln::runCapture(args);
     if (command == "eval")
       return kiln::runEval(args);
+    if (command == "train")
+      return kiln::runTrain(args);
+    if (command == "ckpt")
+      return kiln::runCheckpoint(args);
     fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
     return 2;
   } catch (const kiln::Error &e) {

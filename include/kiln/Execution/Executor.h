@@ -20,10 +20,20 @@
 
 namespace kiln {
 
+/// Bytes of live tensors during one run, counted once per distinct buffer
+/// (a reshape shares its input's bytes). Arguments count while the run holds
+/// them: pass them by std::move so they can be freed after their last use.
+struct ExecutionStats {
+  int64_t peakLiveBytes = 0;
+  int64_t finalLiveBytes = 0; ///< the results
+};
+
 /// Runs `fn` on `args` (one per function argument, float tensors as F32) and
-/// returns its results. Throws kiln::Error naming the op and its fqn if an
-/// op has no CPU kernel or a kernel rejects its data.
-std::vector<Tensor> runFunction(mlir::func::FuncOp fn, const std::vector<Tensor> &args);
+/// returns its results. Every value is dropped after its last use. Throws
+/// kiln::Error naming the op and its fqn if an op has no CPU kernel or a
+/// kernel rejects its data.
+std::vector<Tensor> runFunction(mlir::func::FuncOp fn, std::vector<Tensor> args,
+                                ExecutionStats *stats = nullptr);
 
 /// Builds the argument list of `fn`: arguments tagged `kiln.param` are read
 /// from `checkpoint` by HF key and converted to F32; arguments tagged
@@ -32,6 +42,11 @@ std::vector<Tensor> runFunction(mlir::func::FuncOp fn, const std::vector<Tensor>
 /// shapes.
 std::vector<Tensor> bindArguments(mlir::func::FuncOp fn, const Checkpoint &checkpoint,
                                   const std::map<std::string, Tensor> &inputs);
+
+/// Reads parameter `key` from `checkpoint` as an owned F32 (or integer)
+/// tensor of exactly `type`'s shape; `user` names who needs it in errors.
+Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, mlir::Type type,
+                     const std::string &user);
 
 } // namespace kiln
 

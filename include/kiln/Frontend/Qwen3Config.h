@@ -33,6 +33,9 @@ struct Qwen3Config {
   /// input embedding unless it doubles as the output projection).
   int64_t matmulParameterCount() const;
 
+  /// A Hugging Face config.json for this model (float32 weights).
+  std::string toHfConfigJson() const;
+
   /// Throws kiln::Error naming `source` if the values are inconsistent.
   void validate(const std::string &source) const;
 

@@ -9,12 +9,14 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Runtime/Kernels.h"
+#include "ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
 using namespace kiln;
+using namespace kiln::detail;
 
 int64_t kiln::tensorBytes(TypeRange types) {
   int64_t total = 0;
@@ -26,88 +28,6 @@ int64_t kiln::tensorBytes(TypeRange types) {
 }
 
 #include "kiln/Dialect/Kiln/IR/KilnInterfaces.cpp.inc"
-
-namespace {
-
-/// Emits "'kiln.x' op (fqn 'a.b'): <message>" at `loc` (when given) and
-/// returns failure; every shape rule reports through this.
-template <typename OpT, typename... Args>
-LogicalResult shapeError(std::optional<Location> loc, StringRef fqn,
-                         Args &&...args) {
-  return emitOptionalError(loc, "'", OpT::getOperationName(), "' op (fqn '",
-                           fqn, "'): ", std::forward<Args>(args)...);
-}
-
-/// The ranked tensor type of `value`, or null (builders may pass anything).
-RankedTensorType rankedType(Value value) {
-  return value ? dyn_cast<RankedTensorType>(value.getType()) : nullptr;
-}
-
-RankedTensorType withShape(RankedTensorType type, ArrayRef<int64_t> shape) {
-  return RankedTensorType::get(shape, type.getElementType());
-}
-
-int64_t leadingElements(RankedTensorType type) {
-  return type.getRank() == 0 ? 1 : type.getNumElements() / type.getShape().back();
-}
-
-/// What an operand must be: its rank (-1: any rank >= 1) and element kind.
-enum class Elt { Float, Id, F32 };
-struct OperandSpec {
-  StringRef name;
-  Value value;
-  int64_t rank;
-  Elt elt;
-};
-
-bool isIdType(Type t) { return t.isSignlessInteger(64) || t.isSignlessInteger(32); }
-bool isComputeFloat(Type t) { return t.isF32() || t.isBF16() || t.isF16(); }
-
-/// Checks each operand's rank, static shape and element type, and that the
-/// float operands (other than f32-only side inputs) share one element type.
-/// ODS only asks for ranked tensors so that these messages, which name the
-/// fqn, are the ones users see.
-template <typename OpT>
-LogicalResult checkOperands(std::optional<Location> loc, StringRef fqn,
-                            ArrayRef<OperandSpec> operands) {
-  Type floatType;
-  for (const OperandSpec &spec : operands) {
-    RankedTensorType type = rankedType(spec.value);
-    if (!type)
-      return shapeError<OpT>(loc, fqn, spec.name, " must be a ranked tensor");
-    if (!type.hasStaticShape())
-      return shapeError<OpT>(loc, fqn, spec.name, " must have a static shape, got ",
-                             type);
-    if (spec.rank >= 0 ? type.getRank() != spec.rank : type.getRank() < 1)
-      return shapeError<OpT>(loc, fqn, spec.name, " must have rank ",
-                             spec.rank >= 0 ? std::to_string(spec.rank) : ">= 1",
-                             ", got ", type);
-    Type elt = type.getElementType();
-    switch (spec.elt) {
-    case Elt::Id:
-      if (!isIdType(elt))
-        return shapeError<OpT>(loc, fqn, spec.name, " must hold i64 or i32 ids, got ",
-                               type);
-      break;
-    case Elt::F32:
-      if (!elt.isF32())
-        return shapeError<OpT>(loc, fqn, spec.name, " must be f32, got ", type);
-      break;
-    case Elt::Float:
-      if (!isComputeFloat(elt))
-        return shapeError<OpT>(loc, fqn, spec.name, " must be f32, bf16 or f16, got ",
-                               type);
-      if (floatType && elt != floatType)
-        return shapeError<OpT>(loc, fqn, spec.name, " has element type ", elt,
-                               " but the op computes in ", floatType);
-      floatType = elt;
-      break;
-    }
-  }
-  return success();
-}
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // EmbeddingOp
@@ -241,27 +161,8 @@ void RopeCacheOp::runOnCpu(ArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
 LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                        Adaptor adaptor,
                                        SmallVectorImpl<Type> &types) {
-  StringRef fqn = adaptor.getFqn();
-  if (failed(checkOperands<RopeOp>(loc, fqn,
-                                   {{"q", adaptor.getQ(), 4, Elt::Float},
-                                    {"k", adaptor.getK(), 4, Elt::Float},
-                                    {"cache", adaptor.getCache(), 2, Elt::F32}})))
-    return failure();
-  auto q = rankedType(adaptor.getQ()), k = rankedType(adaptor.getK());
-  auto cache = rankedType(adaptor.getCache());
-  int64_t seq = q.getDimSize(1), headDim = q.getDimSize(3);
-  if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(1) != seq ||
-      k.getDimSize(3) != headDim)
-    return shapeError<RopeOp>(loc, fqn, "k ", k,
-                              " must share batch, seq and head_dim with q ", q);
-  if (headDim % 2)
-    return shapeError<RopeOp>(loc, fqn, "head_dim must be even, got ", headDim);
-  if (cache.getDimSize(0) != seq || cache.getDimSize(1) != 2 * headDim)
-    return shapeError<RopeOp>(loc, fqn, "cache ", cache, " must be [seq, 2 * head_dim] = [",
-                              seq, ", ", 2 * headDim, "]");
-  types.push_back(q);
-  types.push_back(k);
-  return success();
+  return inferRopeTypes<RopeOp>(loc, adaptor.getFqn(), "q", adaptor.getQ(), "k",
+                                adaptor.getK(), adaptor.getCache(), types);
 }
 
 int64_t RopeOp::getFlops() {
@@ -281,41 +182,21 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
-  if (failed(checkOperands<AttentionOp>(
-          loc, fqn, {{"q", adaptor.getQ(), 4, Elt::Float},
-                     {"k", adaptor.getK(), 4, Elt::Float},
-                     {"v", adaptor.getV(), 4, Elt::Float}})))
+  if (failed(checkAttentionOperands<AttentionOp>(loc, fqn, adaptor.getQ(), adaptor.getK(),
+                                                 adaptor.getV(), adaptor.getScale())))
     return failure();
-  auto q = rankedType(adaptor.getQ()), k = rankedType(adaptor.getK());
-  auto v = rankedType(adaptor.getV());
-  if (k.getShape() != v.getShape())
-    return shapeError<AttentionOp>(loc, fqn, "k ", k, " and v ", v,
-                                   " must have the same shape");
-  int64_t batch = q.getDimSize(0), seq = q.getDimSize(1), heads = q.getDimSize(2);
-  if (k.getDimSize(0) != batch || k.getDimSize(1) != seq ||
-      k.getDimSize(3) != q.getDimSize(3))
-    return shapeError<AttentionOp>(loc, fqn, "k ", k,
-                                   " must share batch, seq and head_dim with q ", q);
-  int64_t kvHeads = k.getDimSize(2);
-  if (kvHeads == 0 || heads % kvHeads)
-    return shapeError<AttentionOp>(loc, fqn, "query heads (", heads,
-                                   ") must be a multiple of kv heads (", kvHeads, ")");
-  if (!(adaptor.getScale().convertToFloat() > 0.0f))
-    return shapeError<AttentionOp>(loc, fqn, "scale must be positive");
+  auto q = rankedType(adaptor.getQ());
   types.push_back(q);
-  types.push_back(RankedTensorType::get({batch, heads, seq}, Float32Type::get(context)));
+  types.push_back(lseType(context, q));
   return success();
 }
 
-int64_t AttentionOp::scoredPairs() {
-  int64_t seq = getQ().getType().getDimSize(1);
-  return getCausal() ? seq * (seq + 1) / 2 : seq * seq;
-}
 int64_t AttentionOp::getFlops() {
   auto q = getQ().getType();
   // Per scored pair: q.k and p*v (2 * head_dim multiply-adds) plus ~5 for
   // scale, max, exp, sum and normalize.
-  return q.getDimSize(0) * q.getDimSize(2) * scoredPairs() * (4 * q.getDimSize(3) + 5);
+  return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
+         (4 * q.getDimSize(3) + 5);
 }
 void AttentionOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   auto [o, lse] = kernels::attention(in[0], in[1], in[2], getCausal(),
@@ -327,21 +208,6 @@ void AttentionOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
 //===----------------------------------------------------------------------===//
 // Elementwise: SwigluOp, AddOp
 //===----------------------------------------------------------------------===//
-
-/// Both operands of an elementwise binary op share one type, the result's.
-template <typename OpT>
-static LogicalResult inferSameType(std::optional<Location> loc, StringRef fqn,
-                                   StringRef lhsName, Value lhs, StringRef rhsName,
-                                   Value rhs, SmallVectorImpl<Type> &types) {
-  if (failed(checkOperands<OpT>(
-          loc, fqn, {{lhsName, lhs, -1, Elt::Float}, {rhsName, rhs, -1, Elt::Float}})))
-    return failure();
-  if (lhs.getType() != rhs.getType())
-    return shapeError<OpT>(loc, fqn, lhsName, " ", lhs.getType(), " and ", rhsName,
-                           " ", rhs.getType(), " must have the same type");
-  types.push_back(lhs.getType());
-  return success();
-}
 
 LogicalResult SwigluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,

@@ -45,4 +45,22 @@ def Kiln_CpuKernelOpInterface : OpInterface<"CpuKernelOpInterface"> {
   ];
 }
 
+def Kiln_VjpOpInterface : OpInterface<"VjpOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    The op's vector-Jacobian product, emitted as kiln ops: given the
+    cotangents of its results (null where none flows back), build the
+    cotangents of its operands (null for non-differentiable operands such as
+    token ids or the RoPE cache). Ops whose backward is a kernel in its own
+    right emit a named backward op that reads the forward's saved values.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the operand cotangents at the builder's insertion point.",
+      "void", "buildVjp",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
 #endif // KILN_INTERFACES_TD

@@ -33,7 +33,7 @@ class Kiln_Op<string mnemonic, list<Trait> traits = []>
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Kiln_EmbeddingOp : Kiln_Op<"embedding"> {
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Token embedding lookup";
   let description = [{
     `result[..., :] = table[ids[...], :]` with table `[vocab, dim]`; ids may
@@ -46,7 +46,7 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding"> {
   }];
 }
 
-def Kiln_RmsNormOp : Kiln_Op<"rms_norm"> {
+def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "RMSNorm over the last dimension";
   let description = [{
     `x * rsqrt(mean(x^2, -1) + eps) * weight`, weight `[dim]` where dim is the
@@ -59,13 +59,13 @@ def Kiln_RmsNormOp : Kiln_Op<"rms_norm"> {
   let hasVerifier = 1;
 }
 
-def Kiln_LinearOp : Kiln_Op<"linear"> {
+def Kiln_LinearOp : Kiln_Op<"linear", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "x @ weight^T with weight in the Hugging Face [out, in] layout";
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_RopeCacheOp : Kiln_Op<"rope_cache"> {
+def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "RoPE cos/sin table for positions 0..seq_len-1";
   let description = [{
     Result `[seq_len, 2 * head_dim]` in f32: columns `[0, head_dim)` hold
@@ -79,7 +79,7 @@ def Kiln_RopeCacheOp : Kiln_Op<"rope_cache"> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-def Kiln_RopeOp : Kiln_Op<"rope"> {
+def Kiln_RopeOp : Kiln_Op<"rope", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Rotary position embedding of queries and keys";
   let description = [{
     `x * cos + rotate_half(x) * sin` for q `[b, s, heads, head_dim]` and k
@@ -92,7 +92,7 @@ def Kiln_RopeOp : Kiln_Op<"rope"> {
   let results = (outs Kiln_FloatTensor:$q_out, Kiln_FloatTensor:$k_out);
 }
 
-def Kiln_AttentionOp : Kiln_Op<"attention"> {
+def Kiln_AttentionOp : Kiln_Op<"attention", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Scaled dot-product attention with grouped KV heads";
   let description = [{
     q `[b, s, heads, head_dim]`, k and v `[b, s, kv_heads, head_dim]`;
@@ -104,25 +104,21 @@ def Kiln_AttentionOp : Kiln_Op<"attention"> {
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
                        UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$out, Kiln_F32Tensor:$lse);
-  let extraClassDeclaration = [{
-    /// Number of (query, key) pairs scored per (batch, head).
-    int64_t scoredPairs();
-  }];
 }
 
-def Kiln_SwigluOp : Kiln_Op<"swiglu"> {
+def Kiln_SwigluOp : Kiln_Op<"swiglu", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "silu(gate) * up";
   let arguments = (ins Kiln_FloatTensor:$gate, Kiln_FloatTensor:$up, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_AddOp : Kiln_Op<"add"> {
+def Kiln_AddOp : Kiln_Op<"add", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Elementwise sum of two tensors of one type (residuals)";
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy"> {
+def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{
     logits `[..., vocab]`, labels with logits' leading shape; the result is the
@@ -132,7 +128,7 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy"> {
   let results = (outs 0DTensorOf<[F32]>:$loss);
 }
 
-def Kiln_ReshapeOp : Kiln_Op<"reshape"> {
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Row-major reshape to a static shape with the same element count";
   let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$shape, StrAttr:$fqn);
   let results = (outs AnyRankedTensor:$result);
@@ -142,10 +138,13 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape"> {
   }];
 }
 
-def Kiln_ShiftLabelsOp : Kiln_Op<"shift_labels"> {
+def Kiln_ShiftLabelsOp : Kiln_Op<"shift_labels", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Splits [b, s+1] tokens into inputs tokens[:, :-1] and labels tokens[:, 1:]";
   let arguments = (ins Kiln_IdTensor:$tokens, StrAttr:$fqn);
   let results = (outs Kiln_IdTensor:$inputs, Kiln_IdTensor:$labels);
 }
+
+include "kiln/Dialect/Kiln/IR/KilnBackwardOps.td"
+include "kiln/Dialect/Kiln/IR/KilnOptimizerOps.td"
 
 #endif // KILN_OPS_TD

@@ -1,0 +1,92 @@
+//===- TrainConfig.h - Run configuration for `kiln train` -------*- C++ -*-===//
+//
+// The torchtitan-style job configuration: sections of keys with torchtitan's
+// defaults, read from an optional JSON file ({"training": {"steps": 100},
+// ...}) and then overridden by `--section.key=value` command-line words, in
+// that order. Every key is one row of a table in TrainConfig.cpp giving its
+// JSON kind and range, so adding a key is one line there plus the member.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_TRAINCONFIG_H
+#define KILN_DRIVER_TRAINCONFIG_H
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct TrainConfig {
+  struct Model {
+    std::string hfPath; ///< HF directory (config.json + safetensors) to start from
+    std::string flavor; ///< or a built-in flavor name, randomly initialised
+  } model;
+
+  struct Training {
+    int64_t steps = 10000;
+    int64_t localBatchSize = 8;
+    int64_t seqLen = 2048;
+    double maxNorm = 1.0; ///< gradient-norm clipping threshold
+    int64_t seed = 0;
+  } training;
+
+  struct Optimizer {
+    std::string name = "AdamW"; ///< the only one implemented (any letter case)
+    double lr = 8e-4;
+    std::array<double, 2> betas{0.9, 0.95};
+    double eps = 1e-8;
+    double weightDecay = 0.1;
+  } optimizer;
+
+  struct LrScheduler {
+    int64_t warmupSteps = 200;
+    /// Fraction of the steps spent decaying at the end; nullopt (torchtitan's
+    /// None) decays over every step after warmup.
+    std::optional<double> decayRatio;
+    std::string decayType = "linear"; ///< "linear", "sqrt" or "cosine"
+    double minLrFactor = 0.0;         ///< final lr as a fraction of lr
+  } lrScheduler;
+
+  struct Checkpoint {
+    /// Save every `interval` steps and at the end (Hugging Face format).
+    bool enable = false;
+    std::string folder = "checkpoint";
+    std::string initialLoadPath;
+    bool initialLoadInHf = false;
+    bool lastSaveInHf = false;
+    int64_t interval = 500;
+    int64_t maxShardBytes = 2000000000;
+  } checkpoint;
+
+  struct Metrics {
+    int64_t logFreq = 10;
+    std::string jsonl; ///< append one JSON line per logged step, if set
+  } metrics;
+
+  struct Data {
+    std::string tokensFile;
+  } data;
+
+  struct Debug {
+    std::string saveGrads; ///< write the first step's gradients here, if set
+  } debug;
+
+  /// Defaults, then the JSON file at `path` (skipped if empty), then each
+  /// override ("--section.key=value" or "section.key=value"; the value is
+  /// JSON if it parses, else a plain string). Throws kiln::Error naming the
+  /// source and "section.key" for unknown keys, wrong types, out-of-range
+  /// values, and if not exactly one of model.hf_path / model.flavor is set.
+  static TrainConfig load(const std::string &path,
+                          const std::vector<std::string> &overrides);
+
+  /// The full effective configuration under the same section/key names.
+  nlohmann::json toJson() const;
+};
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_TRAINCONFIG_H

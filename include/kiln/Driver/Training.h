@@ -1,0 +1,105 @@
+//===- Training.h - Capture and run whole training steps --------*- C++ -*-===//
+//
+// The training path end to end: capture @loss, differentiate it
+// (kiln-autodiff) and add the optimizer (kiln-optimizer) to get
+// @train_step(params..., step, exp_avg..., exp_avg_sq..., tokens)
+//   -> (params..., step, exp_avg..., exp_avg_sq..., loss, grad_norm),
+// then run it on the CPU executor step after step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_TRAINING_H
+#define KILN_DRIVER_TRAINING_H
+
+#include "kiln/Driver/TrainConfig.h"
+#include "kiln/Execution/Executor.h"
+#include "kiln/Frontend/Capture.h"
+#include "kiln/Runtime/LrSchedule.h"
+#include "kiln/Runtime/SafeTensors.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+namespace kiln {
+
+/// The optimizer's hyper-parameters as the kiln-optimizer pass takes them.
+struct OptimizerSettings {
+  double lr = 8e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
+  double maxNorm = 1.0;
+  LrPhases phases;
+  std::string decayType = "linear";
+  double minLrFactor = 0.0;
+
+  static OptimizerSettings fromConfig(const TrainConfig &config);
+  /// The learning rate of the 0-based update `step`.
+  double lrAt(int64_t step) const;
+};
+
+/// Captures @loss for `shape` and runs kiln-autodiff and kiln-optimizer,
+/// adding @loss_grad and @train_step. Throws kiln::Error with the
+/// diagnostics if a pass fails.
+mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context,
+                                                      const Qwen3Config &model,
+                                                      const CaptureOptions &shape,
+                                                      const OptimizerSettings &optimizer);
+
+/// Random initial weights by HF key: normal(0, 0.02) for linear and embedding
+/// weights, ones for norm weights. Each tensor's stream is seeded from `seed`
+/// and its key, so the result does not depend on order.
+TensorMap initialParameters(const Qwen3Config &model, uint64_t seed);
+
+struct StepMetrics {
+  int64_t step = 0; ///< 1-based; step 1's loss is at the initial weights
+  double loss = 0, gradNorm = 0, lr = 0;
+  double seconds = 0, tokensPerSecond = 0, tflops = 0, mfu = 0;
+  int64_t memLivePeakBytes = 0; ///< executor's live-tensor peak during the step
+  int64_t rssPeakBytes = 0;     ///< process high-water mark so far
+};
+
+/// Trains one model on one fixed token batch per step.
+class Trainer {
+public:
+  /// Resolves the model, captures the step, and loads the initial weights
+  /// (checkpoint.initial_load_path) or draws them (training.seed).
+  explicit Trainer(const TrainConfig &config);
+
+  /// One optimizer update on `tokens` [local_batch_size, seq_len + 1].
+  StepMetrics step(const Tensor &tokens);
+  /// Mean loss of `tokens` at the current weights.
+  double evaluate(const Tensor &tokens);
+  /// Unclipped gradients of the loss of `tokens` at the current weights.
+  TensorMap gradients(const Tensor &tokens);
+
+  /// Current weights by HF key (tied models have no lm_head.weight).
+  TensorMap parameters() const;
+  /// Writes config.json + safetensors to `dir` (atomically).
+  void saveHf(const std::string &dir, int64_t maxShardBytes) const;
+
+  const Qwen3Config &model() const { return model_; }
+  const OptimizerSettings &optimizer() const { return optimizer_; }
+  int64_t updatesDone() const { return updates_; }
+  /// FLOPs per token by torchtitan's formula: 6 * matmul parameters +
+  /// 12 * layers * heads * head_dim * seq.
+  double flopsPerToken() const;
+  /// Peak FLOP/s used for MFU: this machine's measured sgemm rate
+  /// (measureCpuPeakFlops), since a CPU has no published bf16 peak to use.
+  double peakFlops() const { return peakFlops_; }
+  mlir::ModuleOp module() { return *module_; }
+
+private:
+  void checkTokens(const Tensor &tokens) const;
+  std::vector<Tensor> lossArguments(const Tensor &tokens) const;
+
+  TrainConfig config_;
+  Qwen3Config model_;
+  OptimizerSettings optimizer_;
+  mlir::MLIRContext context_;
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+  mlir::func::FuncOp loss_, lossGrad_, trainStep_;
+  std::vector<std::string> keys_;  ///< parameter HF keys, in argument order
+  std::vector<Tensor> state_;      ///< params..., step, exp_avg..., exp_avg_sq...
+  int64_t updates_ = 0;
+  double peakFlops_ = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_TRAINING_H

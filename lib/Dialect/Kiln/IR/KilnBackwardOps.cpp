@@ -1,0 +1,249 @@
+//===- KilnBackwardOps.cpp - Shape rules, costs, kernels of backward ops --===//
+
+#include "ShapeRules.h"
+#include "kiln/Runtime/BackwardKernels.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::detail;
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto value = dyn_cast<SplatElementsAttr>(adaptor.getValue());
+  auto type = value ? dyn_cast<RankedTensorType>(value.getType()) : nullptr;
+  if (!type || !isComputeFloat(type.getElementType()))
+    return shapeError<ConstantOp>(loc, adaptor.getFqn(),
+                                  "value must be a splat of f32, bf16 or f16");
+  types.push_back(type);
+  return success();
+}
+int64_t ConstantOp::getFlops() { return 0; }
+void ConstantOp::runOnCpu(ArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
+  auto value = cast<SplatElementsAttr>(getValue());
+  auto type = cast<RankedTensorType>(value.getType());
+  Tensor t(DType::F32, Shape(type.getShape().begin(), type.getShape().end()));
+  float fill = value.getSplatValue<APFloat>().convertToFloat();
+  std::fill_n(t.mutableData<float>(), t.numel(), fill);
+  out.push_back(t);
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                    Adaptor adaptor,
+                                                    SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<EmbeddingBackwardOp>(loc, fqn,
+                                                {{"grad", adaptor.getGrad(), -1, Elt::Float},
+                                                 {"ids", adaptor.getIds(), -1, Elt::Id}})))
+    return failure();
+  auto grad = rankedType(adaptor.getGrad()), ids = rankedType(adaptor.getIds());
+  if (grad.getShape().drop_back() != ids.getShape())
+    return shapeError<EmbeddingBackwardOp>(loc, fqn, "grad ", grad,
+                                           " must be ids' shape plus the embedding dim, ids ",
+                                           ids);
+  if (adaptor.getVocabSize() <= 0)
+    return shapeError<EmbeddingBackwardOp>(loc, fqn, "vocab_size must be positive");
+  types.push_back(withShape(grad, {adaptor.getVocabSize(), grad.getShape().back()}));
+  return success();
+}
+int64_t EmbeddingBackwardOp::getFlops() { return getGrad().getType().getNumElements(); }
+void EmbeddingBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  out.push_back(kernels::embeddingBackward(in[0], in[1], getVocabSize()));
+}
+
+//===----------------------------------------------------------------------===//
+// RmsNormBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  SmallVector<Type> forward;
+  if (failed(inferSameType<RmsNormBackwardOp>(loc, fqn, "grad", adaptor.getGrad(), "input",
+                                              adaptor.getInput(), forward)) ||
+      failed(checkOperands<RmsNormBackwardOp>(
+          loc, fqn, {{"input", adaptor.getInput(), -1, Elt::Float},
+                     {"weight", adaptor.getWeight(), 1, Elt::Float}})))
+    return failure();
+  auto input = rankedType(adaptor.getInput()), weight = rankedType(adaptor.getWeight());
+  if (weight.getDimSize(0) != input.getShape().back())
+    return shapeError<RmsNormBackwardOp>(loc, fqn, "weight ", weight,
+                                         " must match the normalized (last) dimension of ",
+                                         input);
+  types.append({input, weight});
+  return success();
+}
+int64_t RmsNormBackwardOp::getFlops() { return 8 * getInput().getType().getNumElements(); }
+void RmsNormBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  auto [dx, dw] = kernels::rmsNormBackward(in[0], in[1], in[2], getEps().convertToFloat());
+  out.append({dx, dw});
+}
+
+//===----------------------------------------------------------------------===//
+// LinearBackwardDataOp, LinearBackwardWeightOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearBackwardDataOp::inferReturnTypes(MLIRContext *,
+                                                     std::optional<Location> loc,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<LinearBackwardDataOp>(
+          loc, fqn, {{"grad", adaptor.getGrad(), -1, Elt::Float},
+                     {"weight", adaptor.getWeight(), 2, Elt::Float}})))
+    return failure();
+  auto grad = rankedType(adaptor.getGrad()), weight = rankedType(adaptor.getWeight());
+  if (weight.getDimSize(0) != grad.getShape().back())
+    return shapeError<LinearBackwardDataOp>(loc, fqn, "weight ", weight,
+                                            " must be [out, in] with out = ",
+                                            grad.getShape().back(), " (from grad ", grad, ")");
+  SmallVector<int64_t> shape(grad.getShape());
+  shape.back() = weight.getDimSize(1);
+  types.push_back(withShape(grad, shape));
+  return success();
+}
+int64_t LinearBackwardDataOp::getFlops() {
+  return 2 * leadingElements(getGrad().getType()) * getWeight().getType().getNumElements();
+}
+void LinearBackwardDataOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  out.push_back(kernels::linearBackwardData(in[0], in[1]));
+}
+
+LogicalResult LinearBackwardWeightOp::inferReturnTypes(MLIRContext *,
+                                                       std::optional<Location> loc,
+                                                       Adaptor adaptor,
+                                                       SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<LinearBackwardWeightOp>(
+          loc, fqn, {{"grad", adaptor.getGrad(), -1, Elt::Float},
+                     {"input", adaptor.getInput(), -1, Elt::Float}})))
+    return failure();
+  auto grad = rankedType(adaptor.getGrad()), input = rankedType(adaptor.getInput());
+  if (grad.getShape().drop_back() != input.getShape().drop_back())
+    return shapeError<LinearBackwardWeightOp>(loc, fqn, "grad ", grad, " and input ", input,
+                                              " must share their leading dimensions");
+  types.push_back(withShape(grad, {grad.getShape().back(), input.getShape().back()}));
+  return success();
+}
+int64_t LinearBackwardWeightOp::getFlops() {
+  return 2 * leadingElements(getGrad().getType()) *
+         getWeightGrad().getType().getNumElements();
+}
+void LinearBackwardWeightOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  out.push_back(kernels::linearBackwardWeight(in[0], in[1]));
+}
+
+//===----------------------------------------------------------------------===//
+// RopeBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferRopeTypes<RopeBackwardOp>(loc, adaptor.getFqn(), "q_grad", adaptor.getQGrad(),
+                                        "k_grad", adaptor.getKGrad(), adaptor.getCache(),
+                                        types);
+}
+int64_t RopeBackwardOp::getFlops() {
+  return 3 * (getQGrad().getType().getNumElements() + getKGrad().getType().getNumElements());
+}
+void RopeBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  out.push_back(kernels::ropeBackward(in[0], in[2]));
+  out.push_back(kernels::ropeBackward(in[1], in[2]));
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionBackwardOp::inferReturnTypes(MLIRContext *context,
+                                                    std::optional<Location> loc,
+                                                    Adaptor adaptor,
+                                                    SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkAttentionOperands<AttentionBackwardOp>(loc, fqn, adaptor.getQ(),
+                                                         adaptor.getK(), adaptor.getV(),
+                                                         adaptor.getScale())))
+    return failure();
+  auto q = rankedType(adaptor.getQ());
+  for (auto [name, value] : {std::pair<StringRef, Value>{"out_grad", adaptor.getOutGrad()},
+                             std::pair<StringRef, Value>{"out", adaptor.getOut()}})
+    if (value.getType() != q)
+      return shapeError<AttentionBackwardOp>(loc, fqn, name, " ", value.getType(),
+                                             " must have q's type ", q);
+  if (adaptor.getLse().getType() != lseType(context, q))
+    return shapeError<AttentionBackwardOp>(loc, fqn, "lse ", adaptor.getLse().getType(),
+                                           " must be ", lseType(context, q));
+  types.append({q, adaptor.getK().getType(), adaptor.getV().getType()});
+  return success();
+}
+int64_t AttentionBackwardOp::getFlops() {
+  auto q = getQ().getType();
+  // Per scored pair: recompute q.k, then dP = dO.v, dV += p dO, dQ += dS k,
+  // dK += dS q (5 * 2 * head_dim) plus ~8 elementwise.
+  return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
+         (10 * q.getDimSize(3) + 8);
+}
+void AttentionBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  auto [dq, dk, dv] = kernels::attentionBackward(in[0], in[1], in[2], in[3], in[4], in[5],
+                                                 getCausal(), getScale().convertToFloat());
+  out.append({dq, dk, dv});
+}
+
+//===----------------------------------------------------------------------===//
+// SwigluBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SwigluBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  SmallVector<Type> scratch;
+  if (failed(inferSameType<SwigluBackwardOp>(loc, fqn, "out_grad", adaptor.getOutGrad(),
+                                             "gate", adaptor.getGate(), scratch)) ||
+      failed(inferSameType<SwigluBackwardOp>(loc, fqn, "gate", adaptor.getGate(), "up",
+                                             adaptor.getUp(), scratch)))
+    return failure();
+  types.append({adaptor.getGate().getType(), adaptor.getUp().getType()});
+  return success();
+}
+int64_t SwigluBackwardOp::getFlops() { return 10 * getGate().getType().getNumElements(); }
+void SwigluBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  auto [dgate, dup] = kernels::swigluBackward(in[0], in[1], in[2]);
+  out.append({dgate, dup});
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyBackwardOp::inferReturnTypes(MLIRContext *,
+                                                       std::optional<Location> loc,
+                                                       Adaptor adaptor,
+                                                       SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<CrossEntropyBackwardOp>(
+          loc, fqn, {{"logits", adaptor.getLogits(), -1, Elt::Float},
+                     {"labels", adaptor.getLabels(), -1, Elt::Id},
+                     {"loss_grad", adaptor.getLossGrad(), 0, Elt::F32}})))
+    return failure();
+  auto logits = rankedType(adaptor.getLogits()), labels = rankedType(adaptor.getLabels());
+  if (labels.getShape() != logits.getShape().drop_back())
+    return shapeError<CrossEntropyBackwardOp>(loc, fqn, "labels ", labels,
+                                              " must have the leading shape of logits ", logits);
+  types.push_back(logits);
+  return success();
+}
+int64_t CrossEntropyBackwardOp::getFlops() {
+  return 4 * getLogits().getType().getNumElements();
+}
+void CrossEntropyBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  out.push_back(kernels::crossEntropyBackward(in[0], in[1], in[2]));
+}

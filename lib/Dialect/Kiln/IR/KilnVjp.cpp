@@ -1,0 +1,100 @@
+//===- KilnVjp.cpp - Vector-Jacobian products of the forward ops ----------===//
+//
+// Each forward op's VjpOpInterface: given the cotangents of its results, emit
+// kiln ops computing the cotangents of its operands. Backward ops keep the
+// forward op's location and fqn, since they run the same module's backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+/// The cotangent `grad`, or zeros of `like`'s type when none flows back (a
+/// result nobody differentiates through, e.g. one of rope's two outputs).
+Value gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like) {
+  if (grad)
+    return grad;
+  auto type = cast<RankedTensorType>(like.getType());
+  auto zero = SplatElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0));
+  return ConstantOp::create(b, op->getLoc(), zero,
+                            b.getStringAttr(op->getAttrOfType<StringAttr>("fqn").str() +
+                                            ".zero_grad"));
+}
+} // namespace
+
+void EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                           SmallVectorImpl<Value> &gradIn) {
+  int64_t vocab = getTable().getType().getDimSize(0);
+  gradIn.push_back(EmbeddingBackwardOp::create(b, getLoc(), gradOut[0], getIds(),
+                                               b.getI64IntegerAttr(vocab), getFqnAttr()));
+  gradIn.push_back(nullptr);
+}
+
+void RmsNormOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                         SmallVectorImpl<Value> &gradIn) {
+  auto bwd = RmsNormBackwardOp::create(b, getLoc(), gradOut[0], getInput(), getWeight(),
+                                       getEpsAttr(), getFqnAttr());
+  gradIn.append({bwd.getInputGrad(), bwd.getWeightGrad()});
+}
+
+void LinearOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                        SmallVectorImpl<Value> &gradIn) {
+  gradIn.push_back(
+      LinearBackwardDataOp::create(b, getLoc(), gradOut[0], getWeight(), getFqnAttr()));
+  gradIn.push_back(
+      LinearBackwardWeightOp::create(b, getLoc(), gradOut[0], getInput(), getFqnAttr()));
+}
+
+void RopeCacheOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {}
+
+void RopeOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut, SmallVectorImpl<Value> &gradIn) {
+  Operation *op = getOperation();
+  auto bwd = RopeBackwardOp::create(b, getLoc(), gradOrZeros(b, op, gradOut[0], getQOut()),
+                                    gradOrZeros(b, op, gradOut[1], getKOut()), getCache(),
+                                    getFqnAttr());
+  gradIn.append({bwd.getQInputGrad(), bwd.getKInputGrad(), nullptr});
+}
+
+void AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                           SmallVectorImpl<Value> &gradIn) {
+  // lse only feeds the backward itself; its cotangent is never requested.
+  auto bwd = AttentionBackwardOp::create(
+      b, getLoc(), gradOrZeros(b, getOperation(), gradOut[0], getOut()), getQ(), getK(),
+      getV(), getOut(), getLse(), getCausalAttr(), getScaleAttr(), getFqnAttr());
+  gradIn.append({bwd.getQGrad(), bwd.getKGrad(), bwd.getVGrad()});
+}
+
+void SwigluOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                        SmallVectorImpl<Value> &gradIn) {
+  auto bwd = SwigluBackwardOp::create(b, getLoc(), gradOut[0], getGate(), getUp(),
+                                      getFqnAttr());
+  gradIn.append({bwd.getGateGrad(), bwd.getUpGrad()});
+}
+
+void AddOp::buildVjp(OpBuilder &, ArrayRef<Value> gradOut, SmallVectorImpl<Value> &gradIn) {
+  gradIn.append({gradOut[0], gradOut[0]});
+}
+
+void CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                              SmallVectorImpl<Value> &gradIn) {
+  gradIn.push_back(CrossEntropyBackwardOp::create(b, getLoc(), getLogits(), getLabels(),
+                                                  gradOut[0], getFqnAttr()));
+  gradIn.push_back(nullptr);
+}
+
+void ReshapeOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                         SmallVectorImpl<Value> &gradIn) {
+  auto shape = getInput().getType().getShape();
+  gradIn.push_back(ReshapeOp::create(b, getLoc(), gradOut[0], b.getDenseI64ArrayAttr(shape),
+                                     getFqnAttr()));
+}
+
+void ShiftLabelsOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &gradIn) {
+  gradIn.push_back(nullptr);
+}

@@ -1,0 +1,276 @@
+//===- TrainConfig.cpp - Run configuration for `kiln train` ---------------===//
+
+#include "kiln/Driver/TrainConfig.h"
+#include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <limits>
+#include <type_traits>
+
+namespace kiln {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char *kCommandLine = "command line";
+
+/// A constraint beyond the JSON kind; `ok` only sees values of the right kind.
+struct Rule {
+  std::string what; // completes "'section.key' <what>, got <value>"
+  std::function<bool(const json &)> ok;
+};
+
+/// One configuration key: where it lives, how to type-check, read and write it.
+struct Field {
+  std::string section, key;
+  std::string kindText;                   // "must be an integer", ...
+  std::function<bool(const json &)> isKind;
+  std::function<void(TrainConfig &, const json &)> set;
+  std::function<json(const TrainConfig &)> get;
+  std::optional<Rule> rule;
+  bool isString;                          // overrides then keep raw text
+};
+
+/// The JSON kind of a member type: its check and the phrase naming it.
+template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
+  if constexpr (std::is_same_v<T, int64_t>)
+    return {"must be an integer", [](const json &v) {
+              // Unsigned values above int64 max would wrap in get<int64_t>().
+              return v.is_number_integer() &&
+                     !(v.is_number_unsigned() &&
+                       v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()));
+            }};
+  else if constexpr (std::is_same_v<T, double>)
+    return {"must be a number", [](const json &v) { return v.is_number(); }};
+  else if constexpr (std::is_same_v<T, std::optional<double>>)
+    return {"must be a number or null",
+            [](const json &v) { return v.is_number() || v.is_null(); }};
+  else if constexpr (std::is_same_v<T, bool>)
+    return {"must be true or false", [](const json &v) { return v.is_boolean(); }};
+  else if constexpr (std::is_same_v<T, std::string>)
+    return {"must be a string", [](const json &v) { return v.is_string(); }};
+  else {
+    static_assert(std::is_same_v<T, std::array<double, 2>>, "unsupported kind");
+    return {"must be an array of 2 numbers", [](const json &v) {
+              return v.is_array() && v.size() == 2 && v[0].is_number() &&
+                     v[1].is_number();
+            }};
+  }
+}
+
+template <typename T> T fromJson(const json &v) {
+  if constexpr (std::is_same_v<T, std::optional<double>>)
+    return v.is_null() ? std::nullopt : std::optional<double>(v.get<double>());
+  else
+    return v.get<T>();
+}
+
+template <typename T> json toJsonValue(const T &value) {
+  if constexpr (std::is_same_v<T, std::optional<double>>)
+    return value ? json(*value) : json(nullptr);
+  else
+    return json(value);
+}
+
+template <typename S, typename T>
+Field field(const char *section, const char *key, S TrainConfig::*sec, T S::*member,
+            std::optional<Rule> rule = std::nullopt) {
+  auto [kindText, isKind] = kindOf<T>();
+  return {section,
+          key,
+          kindText,
+          isKind,
+          [=](TrainConfig &c, const json &v) { (c.*sec).*member = fromJson<T>(v); },
+          [=](const TrainConfig &c) { return toJsonValue((c.*sec).*member); },
+          std::move(rule),
+          std::is_same_v<T, std::string>};
+}
+
+/// Numeric rules; null (an unset optional) always passes.
+Rule numberRule(std::string what, std::function<bool(double)> ok) {
+  return {std::move(what),
+          [ok](const json &v) { return v.is_null() || ok(v.get<double>()); }};
+}
+Rule positive() {
+  return numberRule("must be > 0", [](double x) { return x > 0; });
+}
+Rule nonNegative() {
+  return numberRule("must be >= 0", [](double x) { return x >= 0; });
+}
+Rule unitInterval() {
+  return numberRule("must be in [0, 1]", [](double x) { return x >= 0 && x <= 1; });
+}
+Rule betasRule() {
+  return {"must be two numbers in [0, 1)", [](const json &v) {
+            return std::all_of(v.begin(), v.end(), [](const json &b) {
+              return b.get<double>() >= 0 && b.get<double>() < 1;
+            });
+          }};
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+Rule oneOf(std::vector<std::string> choices, bool ignoreCase = false) {
+  std::string what = "must be one of";
+  for (size_t i = 0; i < choices.size(); ++i)
+    what += (i ? ", \"" : " \"") + choices[i] + "\"";
+  if (ignoreCase)
+    what += " (any letter case)";
+  return {what, [choices, ignoreCase](const json &v) {
+            auto norm = [&](const std::string &s) { return ignoreCase ? lower(s) : s; };
+            std::string s = norm(v.get<std::string>());
+            return std::any_of(choices.begin(), choices.end(),
+                               [&](const std::string &c) { return norm(c) == s; });
+          }};
+}
+
+const std::vector<Field> &fields() {
+  using C = TrainConfig;
+  static const std::vector<Field> table = {
+      field("model", "hf_path", &C::model, &C::Model::hfPath),
+      field("model", "flavor", &C::model, &C::Model::flavor),
+
+      field("training", "steps", &C::training, &C::Training::steps, positive()),
+      field("training", "local_batch_size", &C::training, &C::Training::localBatchSize, positive()),
+      field("training", "seq_len", &C::training, &C::Training::seqLen, positive()),
+      field("training", "max_norm", &C::training, &C::Training::maxNorm, positive()),
+      field("training", "seed", &C::training, &C::Training::seed),
+
+      field("optimizer", "name", &C::optimizer, &C::Optimizer::name, oneOf({"AdamW"}, true)),
+      field("optimizer", "lr", &C::optimizer, &C::Optimizer::lr, positive()),
+      field("optimizer", "betas", &C::optimizer, &C::Optimizer::betas, betasRule()),
+      field("optimizer", "eps", &C::optimizer, &C::Optimizer::eps, positive()),
+      field("optimizer", "weight_decay", &C::optimizer, &C::Optimizer::weightDecay, nonNegative()),
+
+      field("lr_scheduler", "warmup_steps", &C::lrScheduler, &C::LrScheduler::warmupSteps,
+            nonNegative()),
+      field("lr_scheduler", "decay_ratio", &C::lrScheduler, &C::LrScheduler::decayRatio,
+            unitInterval()),
+      field("lr_scheduler", "decay_type", &C::lrScheduler, &C::LrScheduler::decayType,
+            oneOf({"linear", "sqrt", "cosine"})),
+      field("lr_scheduler", "min_lr_factor", &C::lrScheduler, &C::LrScheduler::minLrFactor,
+            unitInterval()),
+
+      field("checkpoint", "enable", &C::checkpoint, &C::Checkpoint::enable),
+      field("checkpoint", "folder", &C::checkpoint, &C::Checkpoint::folder),
+      field("checkpoint", "initial_load_path", &C::checkpoint, &C::Checkpoint::initialLoadPath),
+      field("checkpoint", "initial_load_in_hf", &C::checkpoint, &C::Checkpoint::initialLoadInHf),
+      field("checkpoint", "last_save_in_hf", &C::checkpoint, &C::Checkpoint::lastSaveInHf),
+      field("checkpoint", "interval", &C::checkpoint, &C::Checkpoint::interval, positive()),
+      field("checkpoint", "max_shard_bytes", &C::checkpoint, &C::Checkpoint::maxShardBytes,
+            positive()),
+
+      field("metrics", "log_freq", &C::metrics, &C::Metrics::logFreq, positive()),
+      field("metrics", "jsonl", &C::metrics, &C::Metrics::jsonl),
+
+      field("data", "tokens_file", &C::data, &C::Data::tokensFile),
+
+      field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
+  };
+  return table;
+}
+
+/// Comma-separated, first-seen order (the table's order, i.e. the documented one).
+std::string knownList(const std::string &section) {
+  std::vector<std::string> names;
+  for (const Field &f : fields()) {
+    const std::string &name = section.empty() ? f.section : f.key;
+    if ((section.empty() || f.section == section) &&
+        std::find(names.begin(), names.end(), name) == names.end())
+      names.push_back(name);
+  }
+  std::string out;
+  for (const std::string &n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+bool isSection(const std::string &section) {
+  return std::any_of(fields().begin(), fields().end(),
+                     [&](const Field &f) { return f.section == section; });
+}
+
+void requireSection(const std::string &section, const std::string &source) {
+  if (!isSection(section))
+    fail("{}: unknown section '{}' (known: {})", source, section, knownList(""));
+}
+
+const Field &findField(const std::string &section, const std::string &key,
+                       const std::string &source) {
+  requireSection(section, source);
+  for (const Field &f : fields())
+    if (f.section == section && f.key == key)
+      return f;
+  fail("{}: unknown key '{}.{}' (known in '{}': {})", source, section, key, section,
+       knownList(section));
+}
+
+void assign(TrainConfig &config, const Field &f, const json &value,
+            const std::string &source) {
+  if (!f.isKind(value))
+    fail("{}: '{}.{}' {}, got {}", source, f.section, f.key, f.kindText, value.dump());
+  if (f.rule && !f.rule->ok(value))
+    fail("{}: '{}.{}' {}, got {}", source, f.section, f.key, f.rule->what, value.dump());
+  f.set(config, value);
+}
+
+void applyFile(TrainConfig &config, const std::string &path) {
+  JsonObject doc = JsonObject::parse(readFile(path), path);
+  for (const auto &[section, body] : doc.json().items()) {
+    requireSection(section, path);
+    if (!body.is_object())
+      fail("{}: section '{}' must be an object, got {}", path, section, body.dump());
+    for (const auto &[key, value] : body.items())
+      assign(config, findField(section, key, path), value, path);
+  }
+}
+
+void applyOverride(TrainConfig &config, const std::string &text) {
+  std::string word = text.rfind("--", 0) == 0 ? text.substr(2) : text;
+  size_t eq = word.find('=');
+  std::string name = word.substr(0, eq);
+  size_t dot = name.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot == 0 ||
+      dot + 1 == name.size())
+    fail("{}: override '{}' must have the form --section.key=value", kCommandLine, text);
+  const Field &f = findField(name.substr(0, dot), name.substr(dot + 1), kCommandLine);
+  std::string raw = word.substr(eq + 1);
+  json value = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  // Plain words are strings; string keys also keep text that happens to be
+  // JSON (--data.tokens_file=2024 names a file, not a number).
+  if (value.is_discarded() || (f.isString && !value.is_string()))
+    value = raw;
+  assign(config, f, value, kCommandLine);
+}
+
+} // namespace
+
+TrainConfig TrainConfig::load(const std::string &path,
+                              const std::vector<std::string> &overrides) {
+  TrainConfig config;
+  if (!path.empty())
+    applyFile(config, path);
+  for (const std::string &o : overrides)
+    applyOverride(config, o);
+  if (config.model.hfPath.empty() == config.model.flavor.empty())
+    fail("model: set exactly one of model.hf_path and model.flavor ({})",
+         config.model.hfPath.empty() ? "neither is set" : "both are set");
+  return config;
+}
+
+json TrainConfig::toJson() const {
+  json out = json::object();
+  for (const Field &f : fields())
+    out[f.section][f.key] = f.get(*this);
+  return out;
+}
+
+} // namespace kiln

@@ -1,0 +1,250 @@
+//===- BackwardKernels.cpp - Host kernels for gradients and AdamW ---------===//
+
+#include "kiln/Runtime/BackwardKernels.h"
+#include "kiln/Runtime/Kernels.h"
+#include "kiln/Support/Error.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln::kernels {
+
+namespace {
+/// Product of all but the last dimension (as in Kernels.cpp).
+int64_t rowsOf(const Tensor &t) {
+  return t.rank() == 0 ? 1 : t.numel() / t.shape().back();
+}
+} // namespace
+
+Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab) {
+  int64_t dim = grad.shape().back();
+  Tensor dtable(DType::F32, {vocab, dim});
+  const float *g = grad.data<float>();
+  float *dt = dtable.mutableData<float>();
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
+    int64_t id = idAt(ids, i);
+    if (id < 0 || id >= vocab)
+      fail("token id {} at position {} is outside the table of {} rows", id, i,
+           vocab);
+    // Repeated ids accumulate: each occurrence contributes its own gradient.
+    for (int64_t j = 0; j < dim; ++j)
+      dt[id * dim + j] += g[i * dim + j];
+  }
+  return dtable;
+}
+
+std::pair<Tensor, Tensor> rmsNormBackward(const Tensor &grad, const Tensor &x,
+                                          const Tensor &weight, float eps) {
+  int64_t dim = x.shape().back(), rows = rowsOf(x);
+  Tensor dx(DType::F32, x.shape()), dw(DType::F32, weight.shape());
+  const float *in = x.data<float>(), *w = weight.data<float>(),
+              *dy = grad.data<float>();
+  float *dxp = dx.mutableData<float>();
+  std::vector<double> dwAcc(dim, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = in + r * dim, *gr = dy + r * dim;
+    double sumSq = 0, dot = 0; // dot = sum_j (dy_j w_j) x_j
+    for (int64_t i = 0; i < dim; ++i) {
+      sumSq += double(xr[i]) * xr[i];
+      dot += double(gr[i]) * w[i] * xr[i];
+    }
+    double inv = 1.0 / std::sqrt(sumSq / dim + eps);
+    // d inv / d x_i = -inv^3 x_i / dim, hence the second term.
+    double coef = inv * inv * inv * dot / dim;
+    for (int64_t i = 0; i < dim; ++i) {
+      dxp[r * dim + i] = float(inv * gr[i] * w[i] - coef * xr[i]);
+      dwAcc[i] += double(gr[i]) * xr[i] * inv;
+    }
+  }
+  std::copy(dwAcc.begin(), dwAcc.end(), dw.mutableData<float>());
+  return {dx, dw};
+}
+
+Tensor linearBackwardData(const Tensor &grad, const Tensor &weight) {
+  int64_t n = grad.shape().back(), m = rowsOf(grad), k = weight.dim(1);
+  Shape shape = grad.shape();
+  shape.back() = k;
+  Tensor dx(DType::F32, shape);
+  // dx[m, k] = grad[m, n] * weight[n, k]
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f,
+              grad.data<float>(), n, weight.data<float>(), k, 0.0f,
+              dx.mutableData<float>(), k);
+  return dx;
+}
+
+Tensor linearBackwardWeight(const Tensor &grad, const Tensor &x) {
+  int64_t n = grad.shape().back(), m = rowsOf(grad), k = x.shape().back();
+  Tensor dw(DType::F32, {n, k});
+  // dw[n, k] = grad[m, n]^T * x[m, k]
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f,
+              grad.data<float>(), n, x.data<float>(), k, 0.0f,
+              dw.mutableData<float>(), k);
+  return dw;
+}
+
+Tensor ropeBackward(const Tensor &grad, const Tensor &cache) {
+  int64_t batch = grad.dim(0), seq = grad.dim(1), heads = grad.dim(2),
+          d = grad.dim(3), half = d / 2;
+  Tensor dx(DType::F32, grad.shape());
+  const float *g = grad.data<float>(), *c = cache.data<float>();
+  float *o = dx.mutableData<float>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s) {
+      const float *cs = c + s * 2 * d, *sn = cs + d;
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t base = ((b * seq + s) * heads + h) * d;
+        const float *gi = g + base;
+        float *xo = o + base;
+        // Transpose of the forward's 2x2 rotation per (i, i + half) pair.
+        for (int64_t i = 0; i < half; ++i) {
+          xo[i] = gi[i] * cs[i] + gi[i + half] * sn[i + half];
+          xo[i + half] = gi[i + half] * cs[i + half] - gi[i] * sn[i];
+        }
+      }
+    }
+  return dx;
+}
+
+std::tuple<Tensor, Tensor, Tensor> attentionBackward(const Tensor &dout, const Tensor &q,
+                                                     const Tensor &k, const Tensor &v,
+                                                     const Tensor &out, const Tensor &lse,
+                                                     bool causal, float scale) {
+  int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), d = q.dim(3);
+  int64_t kvHeads = k.dim(2), group = heads / kvHeads;
+  Tensor dq(DType::F32, q.shape()), dk(DType::F32, k.shape()),
+      dv(DType::F32, v.shape());
+  std::vector<float> p(seq * seq), dp(seq * seq);
+  const int64_t qStride = heads * d, kvStride = kvHeads * d;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t kvh = h / group;
+      int64_t qOff = b * seq * qStride + h * d, kvOff = b * seq * kvStride + kvh * d;
+      const float *qp = q.data<float>() + qOff, *op = out.data<float>() + qOff,
+                  *dop = dout.data<float>() + qOff;
+      const float *kp = k.data<float>() + kvOff, *vp = v.data<float>() + kvOff;
+      const float *lp = lse.data<float>() + (b * heads + h) * seq;
+      // Recompute the probabilities from the saved log-sum-exp instead of
+      // storing the [s, s] matrix in the forward.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, d, scale,
+                  qp, qStride, kp, kvStride, 0.0f, p.data(), seq);
+      for (int64_t i = 0; i < seq; ++i) {
+        float *row = p.data() + i * seq;
+        int64_t visible = causal ? i + 1 : seq;
+        for (int64_t j = 0; j < visible; ++j)
+          row[j] = std::exp(row[j] - lp[i]);
+        std::fill(row + visible, row + seq, 0.0f);
+      }
+      // dV += P^T dO (beta = 1: query heads of a group share this kv head).
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, d, seq, 1.0f,
+                  p.data(), seq, dop, qStride, 1.0f,
+                  dv.mutableData<float>() + kvOff, kvStride);
+      // dP = dO V^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, d, 1.0f,
+                  dop, qStride, vp, kvStride, 0.0f, dp.data(), seq);
+      // dS = P * (dP - D_i) with D_i = dO_i . O_i (= sum_j P_ij dP_ij); dS
+      // overwrites dP. Masked entries have P = 0, so dS = 0 there.
+      for (int64_t i = 0; i < seq; ++i) {
+        double di = 0;
+        for (int64_t e = 0; e < d; ++e)
+          di += double(dop[i * qStride + e]) * op[i * qStride + e];
+        for (int64_t j = 0; j < seq; ++j)
+          dp[i * seq + j] = p[i * seq + j] * (dp[i * seq + j] - float(di));
+      }
+      // dQ = scale * dS K; dK += scale * dS^T Q.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, d, seq, scale,
+                  dp.data(), seq, kp, kvStride, 0.0f,
+                  dq.mutableData<float>() + qOff, qStride);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, d, seq, scale,
+                  dp.data(), seq, qp, qStride, 1.0f,
+                  dk.mutableData<float>() + kvOff, kvStride);
+    }
+  return {dq, dk, dv};
+}
+
+std::pair<Tensor, Tensor> swigluBackward(const Tensor &dout, const Tensor &gate,
+                                         const Tensor &up) {
+  Tensor dgate(DType::F32, gate.shape()), dup(DType::F32, up.shape());
+  const float *dy = dout.data<float>(), *g = gate.data<float>(),
+              *u = up.data<float>();
+  float *dg = dgate.mutableData<float>(), *du = dup.mutableData<float>();
+  for (int64_t i = 0, n = gate.numel(); i < n; ++i) {
+    float sig = 1.0f / (1.0f + std::exp(-g[i]));
+    du[i] = dy[i] * g[i] * sig;
+    // silu'(g) = sig * (1 + g * (1 - sig))
+    dg[i] = dy[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+  }
+  return {dgate, dup};
+}
+
+Tensor crossEntropyBackward(const Tensor &logits, const Tensor &labels,
+                            const Tensor &dloss) {
+  int64_t vocab = logits.shape().back(), rows = labels.numel();
+  Tensor dlogits(DType::F32, logits.shape());
+  const float *l = logits.data<float>();
+  float *dl = dlogits.mutableData<float>();
+  // The forward is a mean over rows, so each row's gradient carries 1/rows.
+  double factor = double(*dloss.data<float>()) / rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = l + r * vocab;
+    int64_t label = idAt(labels, r);
+    if (label < 0 || label >= vocab)
+      fail("label {} at position {} is outside the vocabulary of {}", label, r,
+           vocab);
+    double mx = *std::max_element(row, row + vocab), sum = 0;
+    for (int64_t j = 0; j < vocab; ++j)
+      sum += std::exp(row[j] - mx);
+    for (int64_t j = 0; j < vocab; ++j) {
+      double prob = std::exp(row[j] - mx) / sum;
+      dl[r * vocab + j] = float((prob - (j == label ? 1.0 : 0.0)) * factor);
+    }
+  }
+  return dlogits;
+}
+
+Tensor globalNorm(const std::vector<Tensor> &tensors) {
+  double sumSq = 0;
+  for (const Tensor &t : tensors) {
+    const float *p = t.data<float>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      sumSq += double(p[i]) * p[i];
+  }
+  Tensor norm(DType::F32, {});
+  *norm.mutableData<float>() = float(std::sqrt(sumSq));
+  return norm;
+}
+
+std::tuple<Tensor, Tensor, Tensor> adamw(const Tensor &param, const Tensor &grad,
+                                         const Tensor &m, const Tensor &v,
+                                         const AdamWHyper &hyper) {
+  Tensor pOut(DType::F32, param.shape()), mOut(DType::F32, m.shape()),
+      vOut(DType::F32, v.shape());
+  // Scalars in double, then rounded to float once, as torch does when a
+  // Python float multiplies a float32 tensor; elementwise math in float so the
+  // result tracks torch's float32 AdamW bit-for-bit in the common case.
+  double bc1 = 1.0 - std::pow(hyper.beta1, double(hyper.step));
+  double bc2 = 1.0 - std::pow(hyper.beta2, double(hyper.step));
+  const float decay = float(1.0 - hyper.lr * hyper.weightDecay);
+  const float w1 = float(1.0 - hyper.beta1), beta2 = float(hyper.beta2),
+              w2 = float(1.0 - hyper.beta2);
+  const float stepSize = float(hyper.lr / bc1), bc2Sqrt = float(std::sqrt(bc2));
+  const float eps = float(hyper.eps), gradScale = float(hyper.gradScale);
+  const float *p0 = param.data<float>(), *g0 = grad.data<float>(),
+              *m0 = m.data<float>(), *v0 = v.data<float>();
+  float *p = pOut.mutableData<float>(), *mo = mOut.mutableData<float>(),
+        *vo = vOut.mutableData<float>();
+  for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+    float g = g0[i] * gradScale;
+    // torch.lerp picks the formula by weight to stay exact at both ends.
+    float mi = w1 < 0.5f ? m0[i] + w1 * (g - m0[i]) : g - (g - m0[i]) * (1.0f - w1);
+    float vi = v0[i] * beta2 + w2 * g * g;
+    float denom = std::sqrt(vi) / bc2Sqrt + eps;
+    p[i] = p0[i] * decay - stepSize * (mi / denom);
+    mo[i] = mi;
+    vo[i] = vi;
+  }
+  return {pOut, mOut, vOut};
+}
+
+} // namespace kiln::kernels

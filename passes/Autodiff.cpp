@@ -1,0 +1,152 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of a loss --------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+std::string fqnOf(Operation *op) {
+  auto fqn = op->getAttrOfType<StringAttr>("fqn");
+  return fqn ? fqn.str() : op->getName().getStringRef().str();
+}
+
+/// Cotangents of the values of one function, summed over all their uses.
+class Cotangents {
+public:
+  explicit Cotangents(OpBuilder &b) : b(b) {}
+
+  Value lookup(Value v) const { return grads.lookup(v); }
+
+  /// Adds `grad` into v's cotangent; `from` names the accumulation op after
+  /// the op whose VJP produced this contribution.
+  void accumulate(Value v, Value grad, Operation *from) {
+    Value &slot = grads[v];
+    slot = slot ? AddOp::create(b, from->getLoc(), slot, grad,
+                                b.getStringAttr(fqnOf(from) + ".grad_accum"))
+                      .getResult()
+                : grad;
+  }
+
+private:
+  OpBuilder &b;
+  DenseMap<Value, Value> grads;
+};
+
+struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
+  using AutodiffBase::AutodiffBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto loss = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!loss) {
+      module.emitError() << "kiln-autodiff: no function @" << funcName << " to differentiate";
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol(gradFuncName)) {
+      module.emitError() << "kiln-autodiff: @" << gradFuncName << " already exists";
+      return signalPassFailure();
+    }
+    auto resultTypes = loss.getFunctionType().getResults();
+    auto scalar = resultTypes.size() == 1 ? dyn_cast<RankedTensorType>(resultTypes[0])
+                                          : RankedTensorType();
+    if (!scalar || scalar.getRank() != 0 || !scalar.getElementType().isF32()) {
+      loss.emitError() << "kiln-autodiff: @" << funcName
+                       << " must return one f32 scalar (tensor<f32>)";
+      return signalPassFailure();
+    }
+    if (failed(differentiate(loss)))
+      return signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp loss) {
+    OpBuilder b(loss);
+    b.setInsertionPointAfter(loss);
+    auto grad = cast<func::FuncOp>(b.clone(*loss));
+    grad.setSymName(gradFuncName);
+    Block &body = grad.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator())
+      forward.push_back(&op);
+
+    b.setInsertionPoint(ret);
+    Cotangents cotangents(b);
+    Value lossValue = ret.getOperand(0);
+    auto seed = ConstantOp::create(
+        b, lossValue.getLoc(),
+        SplatElementsAttr::get(cast<ShapedType>(lossValue.getType()), b.getF32FloatAttr(1.0f)),
+        b.getStringAttr("loss.seed_grad"));
+    cotangents.accumulate(lossValue, seed, seed);
+
+    for (Operation *op : llvm::reverse(forward)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value result : op->getResults()) {
+        resultGrads.push_back(cotangents.lookup(result));
+        any |= resultGrads.back() != nullptr;
+      }
+      if (!any)
+        continue;
+      auto vjp = dyn_cast<VjpOpInterface>(op);
+      if (!vjp)
+        return op->emitOpError() << "(fqn '" << fqnOf(op)
+                                 << "'): no VJP, cannot differentiate through it";
+      SmallVector<Value> operandGrads;
+      vjp.buildVjp(b, resultGrads, operandGrads);
+      assert(operandGrads.size() == op->getNumOperands() && "one cotangent per operand");
+      for (auto [operand, operandGrad] : llvm::zip(op->getOperands(), operandGrads))
+        if (operandGrad)
+          cotangents.accumulate(operand, operandGrad, op);
+    }
+
+    // Results: the loss, then one gradient per parameter in argument order.
+    SmallVector<Value> results{lossValue};
+    SmallVector<Attribute> resultAttrs{b.getDictionaryAttr({})};
+    for (BlockArgument arg : body.getArguments()) {
+      auto key = grad.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr);
+      if (!key)
+        continue;
+      Value g = cotangents.lookup(arg);
+      if (!g)
+        return grad.emitError() << "kiln-autodiff: parameter '" << key.getValue()
+                                << "' does not influence the loss";
+      results.push_back(g);
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kGradAttr, key)));
+    }
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    grad.setFunctionType(
+        b.getFunctionType(grad.getArgumentTypes(), ValueRange(results).getTypes()));
+    grad.setAllResultAttrs(resultAttrs);
+    markSavedActivations(forward);
+    return success();
+  }
+
+  /// Tags each forward op with the results that backward ops read.
+  static void markSavedActivations(ArrayRef<Operation *> forward) {
+    llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
+    for (Operation *op : forward) {
+      SmallVector<int64_t> saved;
+      for (OpResult result : op->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return !isForward.contains(user) && !isa<func::ReturnOp>(user);
+            }))
+          saved.push_back(result.getResultNumber());
+      if (!saved.empty())
+        op->setAttr(kSavedAttr, DenseI64ArrayAttr::get(op->getContext(), saved));
+    }
+  }
+};
+
+} // namespace

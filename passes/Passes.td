@@ -1,0 +1,63 @@
+//===- Passes.td - Kiln's passes ---------------------------*- tablegen -*-===//
+
+#ifndef KILN_PASSES_TD
+#define KILN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of a loss into parameter gradients";
+  let description = [{
+    Clones `func @<func>` (a scalar loss of tokens and parameters) into
+    `func @<grad-func>` returning `(loss, d loss / d param...)`, one gradient
+    per argument tagged `kiln.param`, in argument order, each result tagged
+    `kiln.grad = "<HF key>"`. Ops are visited in reverse; each op's
+    VjpOpInterface emits its backward, and cotangents of values used more than
+    once (tied embeddings, residual streams) are summed with kiln.add.
+    Forward ops whose results the backward reads are marked
+    `kiln.saved = array<i64: result indices>`: the saved activations.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"loss\"",
+           "The loss function to differentiate">,
+    Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
+           "Name of the function to create">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+}
+
+def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
+  let summary = "AdamW with gradient clipping and an LR schedule: builds @train_step";
+  let description = [{
+    From `func @<grad-func>(tokens, params...) -> (loss, grads...)` builds
+    `func @<train-func>(params..., step, exp_avg..., exp_avg_sq..., tokens)
+     -> (params..., step, exp_avg..., exp_avg_sq..., loss, grad_norm)`:
+    the total gradient norm (reported before clipping), the clipping
+    coefficient min(1, max_norm / (norm + 1e-6)), the learning rate of update
+    `step` and one kiln.adamw per parameter. State arguments and results are
+    tagged `kiln.state` ("step", "exp_avg.<key>", "exp_avg_sq.<key>").
+  }];
+  let options = [
+    Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
+           "The function made by kiln-autodiff">,
+    Option<"trainFuncName", "train-func", "std::string", "\"train_step\"",
+           "Name of the function to create">,
+    Option<"lr", "lr", "double", "8e-4", "Peak learning rate">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.95", "AdamW beta2">,
+    Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.1", "Decoupled weight decay">,
+    Option<"maxNorm", "max-norm", "double", "1.0", "Gradient clipping threshold">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0", "Linear warmup updates">,
+    Option<"stableSteps", "stable-steps", "int64_t", "1000000000",
+           "Constant-rate updates after warmup">,
+    Option<"decaySteps", "decay-steps", "int64_t", "0", "Decay updates after stable">,
+    Option<"decayType", "decay-type", "std::string", "\"linear\"",
+           "linear, sqrt or cosine">,
+    Option<"minLrFactor", "min-lr-factor", "double", "0.0",
+           "Rate at the end of decay, as a fraction of lr">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+}
+
+#endif // KILN_PASSES_TD

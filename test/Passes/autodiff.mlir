@@ -1,0 +1,96 @@
+// RUN: kiln-opt %s --kiln-autodiff --split-input-file --verify-diagnostics | FileCheck %s
+
+// A tied toy model: the table feeds the embedding and the output projection,
+// so its two gradients are summed; each forward op gets its VJP and the values
+// the backward reads are marked as saved activations.
+func.func @loss(%tokens: tensor<2x5xi64> {kiln.input = "tokens"},
+                %table: tensor<16x8xf32> {kiln.param = "model.embed_tokens.weight"},
+                %norm: tensor<8xf32> {kiln.param = "model.norm.weight"},
+                %w1: tensor<12x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight"},
+                %w3: tensor<12x8xf32> {kiln.param = "model.layers.0.mlp.up_proj.weight"},
+                %w2: tensor<8x12xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight"})
+    -> tensor<f32> {
+  %ids, %labels = kiln.shift_labels %tokens {fqn = "loss.shift_labels"} : (tensor<2x5xi64>) -> (tensor<2x4xi64>, tensor<2x4xi64>)
+  %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %g = kiln.linear %h, %w1 {fqn = "layers.0.feed_forward.w1"} : (tensor<2x4x8xf32>, tensor<12x8xf32>) -> tensor<2x4x12xf32>
+  %u = kiln.linear %h, %w3 {fqn = "layers.0.feed_forward.w3"} : (tensor<2x4x8xf32>, tensor<12x8xf32>) -> tensor<2x4x12xf32>
+  %a = kiln.swiglu %g, %u {fqn = "layers.0.feed_forward.swiglu"} : (tensor<2x4x12xf32>, tensor<2x4x12xf32>) -> tensor<2x4x12xf32>
+  %d = kiln.linear %a, %w2 {fqn = "layers.0.feed_forward.w2"} : (tensor<2x4x12xf32>, tensor<8x12xf32>) -> tensor<2x4x8xf32>
+  %r = kiln.add %h, %d {fqn = "layers.0.ffn_residual"} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %n = kiln.rms_norm %r, %norm {eps = 1.0e-6 : f32, fqn = "norm"} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %logits = kiln.linear %n, %table {fqn = "output"} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// The original function is kept as it was.
+// CHECK-LABEL: func.func @loss(
+// CHECK-NOT: kiln.saved
+// CHECK: return
+
+// CHECK-LABEL: func.func @loss_grad(
+// CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<8xf32> {kiln.grad = "model.norm.weight"}, tensor<12x8xf32> {kiln.grad = "model.layers.0.mlp.gate_proj.weight"}, tensor<12x8xf32> {kiln.grad = "model.layers.0.mlp.up_proj.weight"}, tensor<8x12xf32> {kiln.grad = "model.layers.0.mlp.down_proj.weight"})
+// CHECK: %[[IDS:.*]], %[[LABELS:.*]] = kiln.shift_labels {{.*}} {fqn = "loss.shift_labels", kiln.saved = array<i64: 0, 1>}
+// CHECK: %[[H:.*]] = kiln.embedding {{.*}} {fqn = "tok_embeddings", kiln.saved = array<i64: 0>}
+// CHECK: %[[G:.*]] = kiln.linear %[[H]], %{{.*}} {fqn = "layers.0.feed_forward.w1", kiln.saved = array<i64: 0>}
+// CHECK: %[[U:.*]] = kiln.linear %[[H]], %{{.*}} {fqn = "layers.0.feed_forward.w3", kiln.saved = array<i64: 0>}
+// CHECK: %[[A:.*]] = kiln.swiglu %[[G]], %[[U]] {fqn = "layers.0.feed_forward.swiglu", kiln.saved = array<i64: 0>}
+// The down projection's output is not needed by any backward op.
+// CHECK: kiln.linear %[[A]], %{{.*}} {fqn = "layers.0.feed_forward.w2"} :
+// CHECK: %[[R:.*]] = kiln.add {{.*}} {fqn = "layers.0.ffn_residual", kiln.saved = array<i64: 0>}
+// CHECK: %[[N:.*]] = kiln.rms_norm %[[R]], {{.*}} {eps = {{.*}}, fqn = "norm", kiln.saved = array<i64: 0>}
+// CHECK: %[[LOGITS:.*]] = kiln.linear %[[N]], %arg1 {fqn = "output", kiln.saved = array<i64: 0>}
+// CHECK: %[[LOSS:.*]] = kiln.cross_entropy %[[LOGITS]], %[[LABELS]] {fqn = "loss"}
+// Backward, in reverse order, seeded with d loss = 1.
+// CHECK: %[[SEED:.*]] = kiln.constant {fqn = "loss.seed_grad", value = dense<1.000000e+00> : tensor<f32>} : tensor<f32>
+// CHECK: %[[DLOGITS:.*]] = kiln.cross_entropy_backward %[[LOGITS]], %[[LABELS]], %[[SEED]] {fqn = "loss"}
+// CHECK: %[[DN:.*]] = kiln.linear_backward_data %[[DLOGITS]], %arg1 {fqn = "output"}
+// CHECK: %[[DTABLE_OUT:.*]] = kiln.linear_backward_weight %[[DLOGITS]], %[[N]] {fqn = "output"}
+// CHECK: %[[DR:.*]], %[[DNORM:.*]] = kiln.rms_norm_backward %[[DN]], %[[R]], %arg2 {{.*}}fqn = "norm"
+// CHECK: %[[DA:.*]] = kiln.linear_backward_data %[[DR]], %arg5 {fqn = "layers.0.feed_forward.w2"}
+// CHECK: %[[DW2:.*]] = kiln.linear_backward_weight %[[DR]], %[[A]] {fqn = "layers.0.feed_forward.w2"}
+// CHECK: %[[DG:.*]], %[[DU:.*]] = kiln.swiglu_backward %[[DA]], %[[G]], %[[U]] {fqn = "layers.0.feed_forward.swiglu"}
+// CHECK: %[[DH_U:.*]] = kiln.linear_backward_data %[[DU]], %arg4
+// CHECK: %[[DW3:.*]] = kiln.linear_backward_weight %[[DU]], %[[H]]
+// The residual stream's cotangents from the w1, w3 and skip branches are summed.
+// CHECK: %[[ACC1:.*]] = kiln.add %[[DR]], %[[DH_U]] {fqn = "layers.0.feed_forward.w3.grad_accum"}
+// CHECK: %[[DH_G:.*]] = kiln.linear_backward_data %[[DG]], %arg3
+// CHECK: %[[DW1:.*]] = kiln.linear_backward_weight %[[DG]], %[[H]]
+// CHECK: %[[ACC2:.*]] = kiln.add %[[ACC1]], %[[DH_G]] {fqn = "layers.0.feed_forward.w1.grad_accum"}
+// CHECK: %[[DTABLE_IN:.*]] = kiln.embedding_backward %[[ACC2]], %[[IDS]] {fqn = "tok_embeddings", vocab_size = 16 : i64}
+// Tied embeddings: one gradient, the sum of both uses.
+// CHECK: %[[DTABLE:.*]] = kiln.add %[[DTABLE_OUT]], %[[DTABLE_IN]] {fqn = "tok_embeddings.grad_accum"}
+// CHECK: return %[[LOSS]], %[[DTABLE]], %[[DNORM]], %[[DW1]], %[[DW3]], %[[DW2]]
+
+// -----
+
+// expected-error@below {{kiln-autodiff: no function @loss to differentiate}}
+module {
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error@below {{kiln-autodiff: @loss must return one f32 scalar (tensor<f32>)}}
+  func.func @loss(%x: tensor<4xf32> {kiln.param = "w"}) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error@below {{kiln-autodiff: parameter 'unused' does not influence the loss}}
+  func.func @loss(%t: tensor<1x3xi64> {kiln.input = "tokens"},
+                  %table: tensor<8x4xf32> {kiln.param = "table"},
+                  %unused: tensor<4xf32> {kiln.param = "unused"}) -> tensor<f32> {
+    %ids, %labels = kiln.shift_labels %t {fqn = "loss.shift_labels"} : (tensor<1x3xi64>) -> (tensor<1x2xi64>, tensor<1x2xi64>)
+    %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x4xf32>
+    %logits = kiln.linear %h, %table {fqn = "output"} : (tensor<1x2x4xf32>, tensor<8x4xf32>) -> tensor<1x2x8xf32>
+    %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<1x2x8xf32>, tensor<1x2xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

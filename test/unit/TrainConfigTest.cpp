@@ -1,0 +1,250 @@
+//===- TrainConfigTest.cpp - `kiln train` run configuration ---------------===//
+
+#include "TestUtil.h"
+#include "kiln/Driver/TrainConfig.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace kiln;
+using kiln::test::expectError;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFlavor = "--model.flavor=qwen3-0.6b";
+
+/// A JSON config file in a fresh /tmp directory, removed on destruction.
+class ConfigFile {
+public:
+  explicit ConfigFile(const std::string &text) {
+    char tmpl[] = "/tmp/kiln-trainconfig-XXXXXX";
+    if (!::mkdtemp(tmpl))
+      throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+    std::ofstream(path()) << text;
+  }
+  ~ConfigFile() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path() const { return dir_ + "/run.json"; }
+
+private:
+  std::string dir_;
+};
+
+TrainConfig withOverrides(std::vector<std::string> overrides) {
+  overrides.insert(overrides.begin(), kFlavor);
+  return TrainConfig::load("", overrides);
+}
+
+/// Loading `text` as a file must fail naming the file and every fragment.
+void expectFileError(const std::string &text, std::vector<std::string> fragments) {
+  ConfigFile file(text);
+  fragments.insert(fragments.begin(), file.path() + ": ");
+  expectError([&] { TrainConfig::load(file.path(), {kFlavor}); }, fragments);
+}
+
+/// Applying `override` must fail as a command-line error with `fragments`.
+void expectOverrideError(const std::string &override, std::vector<std::string> fragments) {
+  SCOPED_TRACE(override);
+  fragments.insert(fragments.begin(), "command line: ");
+  expectError([&] { withOverrides({override}); }, fragments);
+}
+
+} // namespace
+
+TEST(TrainConfig, DefaultsMatchTorchtitan) {
+  TrainConfig c = withOverrides({});
+  EXPECT_EQ(c.model.flavor, "qwen3-0.6b");
+  EXPECT_EQ(c.model.hfPath, "");
+  EXPECT_EQ(c.training.steps, 10000);
+  EXPECT_EQ(c.training.localBatchSize, 8);
+  EXPECT_EQ(c.training.seqLen, 2048);
+  EXPECT_EQ(c.training.maxNorm, 1.0);
+  EXPECT_EQ(c.training.seed, 0);
+  EXPECT_EQ(c.optimizer.name, "AdamW");
+  EXPECT_EQ(c.optimizer.lr, 8e-4);
+  EXPECT_EQ(c.optimizer.betas, (std::array<double, 2>{0.9, 0.95}));
+  EXPECT_EQ(c.optimizer.eps, 1e-8);
+  EXPECT_EQ(c.optimizer.weightDecay, 0.1);
+  EXPECT_EQ(c.lrScheduler.warmupSteps, 200);
+  EXPECT_FALSE(c.lrScheduler.decayRatio.has_value());
+  EXPECT_EQ(c.lrScheduler.decayType, "linear");
+  EXPECT_EQ(c.lrScheduler.minLrFactor, 0.0);
+  EXPECT_EQ(c.checkpoint.folder, "checkpoint");
+  EXPECT_EQ(c.checkpoint.initialLoadPath, "");
+  EXPECT_FALSE(c.checkpoint.initialLoadInHf);
+  EXPECT_FALSE(c.checkpoint.lastSaveInHf);
+  EXPECT_EQ(c.checkpoint.interval, 500);
+  EXPECT_EQ(c.checkpoint.maxShardBytes, 2000000000);
+  EXPECT_EQ(c.metrics.logFreq, 10);
+  EXPECT_EQ(c.metrics.jsonl, "");
+  EXPECT_EQ(c.data.tokensFile, "");
+  EXPECT_EQ(c.debug.saveGrads, "");
+}
+
+TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
+  TrainConfig c = withOverrides({});
+  json expected = json::parse(R"({
+    "model": {"hf_path": "", "flavor": "qwen3-0.6b"},
+    "training": {"steps": 10000, "local_batch_size": 8, "seq_len": 2048,
+                 "max_norm": 1.0, "seed": 0},
+    "optimizer": {"name": "AdamW", "lr": 0.0008, "betas": [0.9, 0.95],
+                  "eps": 1e-8, "weight_decay": 0.1},
+    "lr_scheduler": {"warmup_steps": 200, "decay_ratio": null,
+                     "decay_type": "linear", "min_lr_factor": 0.0},
+    "checkpoint": {"folder": "checkpoint", "initial_load_path": "",
+                   "initial_load_in_hf": false, "last_save_in_hf": false,
+                   "interval": 500, "max_shard_bytes": 2000000000},
+    "metrics": {"log_freq": 10, "jsonl": ""},
+    "data": {"tokens_file": ""},
+    "debug": {"save_grads": ""}
+  })");
+  EXPECT_EQ(c.toJson(), expected);
+
+  // The logged config is itself a valid config file reproducing the run.
+  TrainConfig changed = withOverrides({"--training.steps=7", "--lr_scheduler.decay_ratio=0.25",
+                                       "--checkpoint.last_save_in_hf=true"});
+  ConfigFile file(changed.toJson().dump());
+  EXPECT_EQ(TrainConfig::load(file.path(), {}).toJson(), changed.toJson());
+}
+
+TEST(TrainConfig, FileThenOverridesInOrder) {
+  ConfigFile file(R"({"model": {"hf_path": "/models/q"},
+                      "training": {"steps": 100, "seq_len": 512},
+                      "optimizer": {"lr": 1e-3, "name": "adamw"},
+                      "checkpoint": {"initial_load_in_hf": true}})");
+  TrainConfig c = TrainConfig::load(
+      file.path(), {"--training.steps=5", "training.steps=6", "--metrics.jsonl=out/m.jsonl",
+                    "--optimizer.lr=2", "--training.max_norm=0.5"});
+  EXPECT_EQ(c.model.hfPath, "/models/q");
+  EXPECT_EQ(c.training.steps, 6) << "later overrides win";
+  EXPECT_EQ(c.training.seqLen, 512) << "file values survive";
+  EXPECT_EQ(c.training.localBatchSize, 8) << "untouched keys keep defaults";
+  EXPECT_EQ(c.optimizer.lr, 2.0) << "numbers accept integers";
+  EXPECT_EQ(c.optimizer.name, "adamw");
+  EXPECT_EQ(c.training.maxNorm, 0.5);
+  EXPECT_TRUE(c.checkpoint.initialLoadInHf);
+  EXPECT_EQ(c.metrics.jsonl, "out/m.jsonl");
+}
+
+TEST(TrainConfig, OverrideValuesParseAsJsonElseString) {
+  TrainConfig c = withOverrides({"--optimizer.lr=1e-3", "--checkpoint.last_save_in_hf=true",
+                                 "--data.tokens_file=2024", "--debug.save_grads=\"g.st\"",
+                                 "--checkpoint.folder=a=b"});
+  EXPECT_EQ(c.optimizer.lr, 1e-3);
+  EXPECT_TRUE(c.checkpoint.lastSaveInHf);
+  EXPECT_EQ(c.data.tokensFile, "2024") << "string keys keep JSON-looking text";
+  EXPECT_EQ(c.debug.saveGrads, "g.st") << "a JSON string is unquoted";
+  EXPECT_EQ(c.checkpoint.folder, "a=b") << "only the first '=' splits";
+}
+
+TEST(TrainConfig, Betas) {
+  ConfigFile file(R"({"model": {"flavor": "f"}, "optimizer": {"betas": [0.8, 0.99]}})");
+  EXPECT_EQ(TrainConfig::load(file.path(), {}).optimizer.betas,
+            (std::array<double, 2>{0.8, 0.99}));
+  EXPECT_EQ(TrainConfig::load(file.path(), {"--optimizer.betas=[0, 0.5]"}).optimizer.betas,
+            (std::array<double, 2>{0.0, 0.5}));
+}
+
+TEST(TrainConfig, DecayRatioNullOrNumber) {
+  ConfigFile file(R"({"model": {"flavor": "f"}, "lr_scheduler": {"decay_ratio": 0.5}})");
+  EXPECT_EQ(TrainConfig::load(file.path(), {}).lrScheduler.decayRatio, 0.5);
+  TrainConfig c = TrainConfig::load(file.path(), {"--lr_scheduler.decay_ratio=null"});
+  EXPECT_FALSE(c.lrScheduler.decayRatio.has_value());
+  EXPECT_TRUE(c.toJson()["lr_scheduler"]["decay_ratio"].is_null());
+  EXPECT_EQ(withOverrides({"--lr_scheduler.decay_ratio=1"}).lrScheduler.decayRatio, 1.0);
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+TEST(TrainConfig, FileStructureErrors) {
+  expectFileError(R"({"trainng": {"steps": 1}})", {"unknown section 'trainng'", "training"});
+  expectFileError(R"({"training": {"stepz": 1}})", {"unknown key 'training.stepz'", "steps"});
+  expectFileError(R"({"training": 5})", {"section 'training' must be an object, got 5"});
+  expectFileError(R"({"training": {"steps": 1},)", {"malformed JSON"});
+  expectFileError("[1, 2]", {"expected a JSON object"});
+  std::string missing = "/tmp/kiln-no-such-dir/run.json";
+  expectError([&] { TrainConfig::load(missing, {kFlavor}); }, {missing, "cannot open"});
+}
+
+TEST(TrainConfig, TypeErrorsNameKeyAndValue) {
+  expectFileError(R"({"training": {"steps": "ten"}})",
+                  {"'training.steps' must be an integer, got \"ten\""});
+  expectFileError(R"({"training": {"steps": 5.0}})", {"'training.steps' must be an integer"});
+  expectFileError(R"({"optimizer": {"lr": "fast"}})", {"'optimizer.lr' must be a number"});
+  expectFileError(R"({"model": {"flavor": 3}})", {"'model.flavor' must be a string, got 3"});
+  expectFileError(R"({"checkpoint": {"last_save_in_hf": 1}})",
+                  {"'checkpoint.last_save_in_hf' must be true or false, got 1"});
+  expectFileError(R"({"lr_scheduler": {"decay_ratio": "half"}})",
+                  {"'lr_scheduler.decay_ratio' must be a number or null"});
+  expectFileError(R"({"optimizer": {"betas": [0.9]}})",
+                  {"'optimizer.betas' must be an array of 2 numbers, got [0.9]"});
+  expectFileError(R"({"training": {"seed": 18446744073709551615}})",
+                  {"'training.seed' must be an integer"});
+  expectOverrideError("--training.steps=ten", {"'training.steps' must be an integer, got \"ten\""});
+  expectOverrideError("--checkpoint.initial_load_in_hf=yes",
+                      {"'checkpoint.initial_load_in_hf' must be true or false, got \"yes\""});
+  expectOverrideError("--optimizer.betas=0.9", {"'optimizer.betas' must be an array of 2 numbers"});
+}
+
+TEST(TrainConfig, OverrideSyntaxErrors) {
+  for (std::string bad : {"--training.steps", "--steps=5", "--.steps=5", "--training.=5"})
+    expectOverrideError(bad, {"override '" + bad + "' must have the form --section.key=value"});
+  expectOverrideError("--trainng.steps=5", {"unknown section 'trainng'"});
+  expectOverrideError("--training.stepz=5", {"unknown key 'training.stepz'"});
+}
+
+TEST(TrainConfig, RangeErrors) {
+  struct Case {
+    std::string override, message;
+  };
+  const std::vector<Case> cases = {
+      {"training.steps=0", "'training.steps' must be > 0, got 0"},
+      {"training.local_batch_size=-1", "'training.local_batch_size' must be > 0, got -1"},
+      {"training.seq_len=0", "'training.seq_len' must be > 0"},
+      {"training.max_norm=0", "'training.max_norm' must be > 0"},
+      {"optimizer.lr=0", "'optimizer.lr' must be > 0"},
+      {"optimizer.eps=-1e-8", "'optimizer.eps' must be > 0"},
+      {"optimizer.weight_decay=-0.1", "'optimizer.weight_decay' must be >= 0"},
+      {"optimizer.betas=[0.9,1]", "'optimizer.betas' must be two numbers in [0, 1), got [0.9,1]"},
+      {"optimizer.betas=[-0.1,0.9]", "'optimizer.betas' must be two numbers in [0, 1)"},
+      {"optimizer.name=SGD", "'optimizer.name' must be one of \"AdamW\""},
+      {"lr_scheduler.warmup_steps=-1", "'lr_scheduler.warmup_steps' must be >= 0"},
+      {"lr_scheduler.decay_ratio=1.5", "'lr_scheduler.decay_ratio' must be in [0, 1]"},
+      {"lr_scheduler.decay_type=exp",
+       "'lr_scheduler.decay_type' must be one of \"linear\", \"sqrt\", \"cosine\", got \"exp\""},
+      {"lr_scheduler.min_lr_factor=2", "'lr_scheduler.min_lr_factor' must be in [0, 1]"},
+      {"checkpoint.interval=0", "'checkpoint.interval' must be > 0"},
+      {"checkpoint.max_shard_bytes=0", "'checkpoint.max_shard_bytes' must be > 0"},
+      {"metrics.log_freq=0", "'metrics.log_freq' must be > 0"},
+  };
+  for (const Case &c : cases)
+    expectOverrideError("--" + c.override, {c.message});
+  // The same checks apply to file values, naming the file.
+  expectFileError(R"({"training": {"steps": -3}})", {"'training.steps' must be > 0, got -3"});
+  // Boundary values are accepted.
+  TrainConfig ok = withOverrides({"--lr_scheduler.warmup_steps=0", "--optimizer.weight_decay=0",
+                                  "--optimizer.betas=[0,0.999]", "--lr_scheduler.min_lr_factor=1",
+                                  "--lr_scheduler.decay_ratio=0",
+                                  "--lr_scheduler.decay_type=cosine",
+                                  "--optimizer.name=ADAMW"});
+  EXPECT_EQ(ok.lrScheduler.decayType, "cosine");
+}
+
+TEST(TrainConfig, ExactlyOneModelSource) {
+  const std::string message = "model: set exactly one of model.hf_path and model.flavor";
+  expectError([&] { TrainConfig::load("", {}); }, {message, "neither"});
+  expectError([&] { withOverrides({"--model.hf_path=/m"}); }, {message, "both"});
+  // Clearing one source via an override makes the other the only one.
+  ConfigFile file(R"({"model": {"flavor": "f"}})");
+  TrainConfig c = TrainConfig::load(file.path(), {"--model.flavor=", "--model.hf_path=/m"});
+  EXPECT_EQ(c.model.hfPath, "/m");
+  EXPECT_EQ(c.model.flavor, "");
+}

@@ -1,0 +1,196 @@
+//===- TrainingTest.cpp - Whole training steps vs references --------------===//
+//
+// The captured training step (autodiff + AdamW + clipping) against Hugging
+// Face Transformers + torch.optim.AdamW on the shared fixture, and the
+// whole-model gradient against central finite differences of the loss.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+#include "kiln/Driver/Training.h"
+#include "kiln/Passes.h"
+#include "kiln/Runtime/TokenBatch.h"
+#include "kiln/Support/Json.h"
+
+#include <numeric>
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+const std::string kFixture = dataPath("qwen3-dense-tiny");
+
+/// The fixture's run: its expected.json hyper-parameters, constant LR.
+TrainConfig fixtureConfig(int64_t steps) {
+  return TrainConfig::load(
+      "", {"--model.hf_path=" + kFixture, "--checkpoint.initial_load_path=" + kFixture,
+           "--checkpoint.initial_load_in_hf=true", "--training.local_batch_size=2",
+           "--training.seq_len=32", "--training.steps=" + std::to_string(steps),
+           "--training.max_norm=1.0", "--optimizer.lr=0.0008", "--optimizer.betas=[0.9,0.95]",
+           "--optimizer.eps=1e-8", "--optimizer.weight_decay=0.1",
+           "--lr_scheduler.warmup_steps=0", "--lr_scheduler.decay_ratio=0"});
+}
+
+nlohmann::json expectedSteps() {
+  return parseJson(readFile(kFixture + "/expected.json"), "expected.json")["steps"];
+}
+
+Tensor fixtureTokens() { return readTokenBatch(kFixture + "/tokens.json"); }
+
+/// Largest |a - b| over every tensor of `want`, which `got` must also hold.
+double maxDiff(const TensorMap &got, const SafeTensorsFile &want) {
+  double worst = 0;
+  for (const std::string &name : want.names()) {
+    auto it = got.find(name);
+    EXPECT_NE(it, got.end()) << name;
+    if (it != got.end())
+      worst = std::max(worst, maxAbsDiff(toDoubles(it->second), toDoubles(want.get(name))));
+  }
+  EXPECT_EQ(got.size(), want.names().size());
+  return worst;
+}
+
+TEST(TrainingTest, GradientsMatchTransformers) {
+  Trainer trainer(fixtureConfig(5));
+  auto want = SafeTensorsFile::open(kFixture + "/grads_step0.safetensors");
+  EXPECT_LT(maxDiff(trainer.gradients(fixtureTokens()), *want), 1e-6);
+}
+
+TEST(TrainingTest, FiveStepsMatchTransformersAndAdamW) {
+  Trainer trainer(fixtureConfig(5));
+  nlohmann::json steps = expectedSteps();
+  Tensor tokens = fixtureTokens();
+  for (int k = 0; k < 5; ++k) {
+    StepMetrics m = trainer.step(tokens);
+    EXPECT_EQ(m.step, k + 1);
+    EXPECT_NEAR(m.loss, steps[k]["loss_before_update"].get<double>(), 1e-5) << "step " << k;
+    EXPECT_NEAR(m.gradNorm, steps[k]["grad_norm_before_clipping"].get<double>(), 1e-5)
+        << "step " << k;
+    EXPECT_DOUBLE_EQ(m.lr, 0.0008);
+    EXPECT_GT(m.memLivePeakBytes, 3 * 143904 * 4); // params, moments and more are live
+  }
+  auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
+  EXPECT_LT(maxDiff(trainer.parameters(), *want), 1e-5);
+  EXPECT_NEAR(trainer.evaluate(tokens), steps[5]["loss_before_update"].get<double>(), 1e-5);
+}
+
+TEST(TrainingTest, LearningRateFollowsTorchtitanSchedule) {
+  // 10 steps, 2 warmup, decay over the last 50% (5 steps) to 0.1 x lr.
+  LrPhases p = lrPhases(10, 2, 0.5);
+  EXPECT_EQ(p.warmup, 2);
+  EXPECT_EQ(p.decay, 5);
+  EXPECT_EQ(p.stable, 4);
+  // Warmup (k+1)/2, then stable 1, then progress (k + 1 - 6) / 5.
+  double want[] = {0.5, 1, 1, 1, 1, 1, 0.1 + 0.9 * 0.8, 0.1 + 0.9 * 0.6, 0.1 + 0.9 * 0.4,
+                   0.1 + 0.9 * 0.2};
+  for (int k = 0; k < 10; ++k)
+    EXPECT_NEAR(lrFactor(k, p, "linear", 0.1), want[k], 1e-12) << k;
+  EXPECT_NEAR(lrFactor(8, p, "cosine", 0.0), 0.5 * (1 + std::cos(M_PI * 0.6)), 1e-12);
+  EXPECT_NEAR(lrFactor(8, p, "sqrt", 0.0), 1 - std::sqrt(0.6), 1e-12);
+  // No ratio: decay over everything after warmup; the virtual last step keeps
+  // the final update's rate above zero.
+  LrPhases all = lrPhases(4, 0, std::nullopt);
+  EXPECT_EQ(all.decay, 4);
+  EXPECT_GT(lrFactor(3, all, "linear", 0.0), 0.0);
+}
+
+/// A small random Qwen3 with GQA and tied embeddings, weights scaled up so
+/// the loss responds well above float32 rounding.
+struct RandomModel {
+  Qwen3Config config;
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  TensorMap params;
+  Tensor tokens;
+
+  RandomModel(bool tied) {
+    config.name = "random";
+    config.hiddenSize = 16;
+    config.numLayers = 2;
+    config.numHeads = 4;
+    config.numKvHeads = 2;
+    config.headDim = 8;
+    config.intermediateSize = 24;
+    config.vocabSize = 32;
+    config.tieWordEmbeddings = tied;
+    config.maxPositionEmbeddings = 64;
+    module = captureTrainingStep(context, config, {2, 6}, OptimizerSettings());
+    params = initialParameters(config, 7);
+    std::mt19937 rng(11);
+    for (auto &[key, t] : params) {
+      float *p = t.mutableData<float>();
+      bool norm = t.rank() == 1;
+      std::normal_distribution<float> noise(0.0f, 0.1f);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        p[i] = norm ? 1.0f + noise(rng) : p[i] * 15.0f; // std 0.3
+    }
+    tokens = Tensor(DType::I64, {2, 7});
+    std::uniform_int_distribution<int64_t> id(0, 31);
+    for (int64_t i = 0; i < 14; ++i)
+      tokens.mutableData<int64_t>()[i] = id(rng);
+  }
+
+  std::vector<Tensor> args(mlir::func::FuncOp fn) {
+    std::vector<Tensor> out{tokens};
+    for (unsigned i = 1; i < fn.getNumArguments(); ++i)
+      out.push_back(params.at(fn.getArgAttrOfType<mlir::StringAttr>(i, kParamAttr).str()));
+    return out;
+  }
+  double loss() {
+    auto fn = module->lookupSymbol<mlir::func::FuncOp>("loss");
+    return *runFunction(fn, args(fn)).at(0).data<float>();
+  }
+};
+
+/// Checks d loss / d param at the entries with the largest gradients and a
+/// few random ones against (L(p + h) - L(p - h)) / 2h. float32 loss rounding
+/// (~5e-7) over 2h = 2e-2 gives ~3e-5 noise; tolerance 1e-4 + 2% relative.
+void checkAgainstFiniteDifferences(bool tied) {
+  RandomModel m(tied);
+  auto gradFn = m.module->lookupSymbol<mlir::func::FuncOp>("loss_grad");
+  std::vector<Tensor> results = runFunction(gradFn, m.args(gradFn));
+  ASSERT_EQ(results.size(), m.params.size() + 1);
+  const float h = 1e-2f;
+  std::mt19937 rng(3);
+  for (unsigned r = 1; r < results.size(); ++r) {
+    std::string key = gradFn.getResultAttrOfType<mlir::StringAttr>(r, kGradAttr).str();
+    const Tensor &grad = results[r];
+    std::vector<int64_t> order(grad.numel());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 3, order.end(), [&](int64_t a, int64_t b) {
+      return std::abs(grad.data<float>()[a]) > std::abs(grad.data<float>()[b]);
+    });
+    order.resize(3);
+    std::uniform_int_distribution<int64_t> any(0, grad.numel() - 1);
+    order.push_back(any(rng));
+    for (int64_t i : order) {
+      float *p = m.params.at(key).mutableData<float>() + i;
+      float saved = *p;
+      *p = saved + h;
+      double up = m.loss();
+      *p = saved - h;
+      double down = m.loss();
+      *p = saved;
+      double fd = (up - down) / (2 * h), analytic = grad.data<float>()[i];
+      EXPECT_NEAR(analytic, fd, 1e-4 + 0.02 * std::abs(fd)) << key << "[" << i << "]";
+    }
+  }
+}
+
+TEST(TrainingTest, GradientMatchesFiniteDifferencesTiedGqa) {
+  checkAgainstFiniteDifferences(/*tied=*/true);
+}
+
+TEST(TrainingTest, GradientMatchesFiniteDifferencesUntiedGqa) {
+  checkAgainstFiniteDifferences(/*tied=*/false);
+}
+
+TEST(TrainingTest, TokenBatchMustMatchTheCapturedShape) {
+  Trainer trainer(fixtureConfig(1));
+  Tensor wrong(DType::I64, {2, 20});
+  expectError([&] { trainer.step(wrong); },
+              {"[2, 20]", "training.local_batch_size=2", "training.seq_len=32", "[2, 33]"});
+}
+
+} // namespace
