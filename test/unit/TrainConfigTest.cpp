@@ -97,7 +97,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
                   "eps": 1e-8, "weight_decay": 0.1},
     "lr_scheduler": {"warmup_steps": 200, "decay_ratio": null,
                      "decay_type": "linear", "min_lr_factor": 0.0},
-    "checkpoint": {"folder": "checkpoint", "initial_load_path": "",
+    "checkpoint": {"enable": false, "folder": "checkpoint", "initial_load_path": "",
                    "initial_load_in_hf": false, "last_save_in_hf": false,
                    "interval": 500, "max_shard_bytes": 2000000000},
     "metrics": {"log_freq": 10, "jsonl": ""},
