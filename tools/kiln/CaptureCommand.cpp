@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Driver/Training.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Planner/ProgramCost.h"
 #include "kiln/Support/CommandLine.h"
@@ -65,7 +66,7 @@ void printSummary(mlir::ModuleOp module, const Qwen3Config &c) {
 } // namespace
 
 int runCapture(const std::vector<std::string> &args) {
-  OptionList options("capture", args, {"list-flavors", "summary"});
+  OptionList options("capture", args, {"list-flavors", "summary", "train-step"});
   if (options.flag("list-flavors")) {
     options.finish();
     listFlavors();
@@ -77,10 +78,21 @@ int runCapture(const std::vector<std::string> &args) {
   capture.seq = options.integer("seq", 0);
   std::optional<std::string> output = options.value("o");
   bool summary = options.flag("summary");
+  bool trainStep = options.flag("train-step");
+  std::optional<std::string> runConfig = options.value("config");
   options.finish();
 
   mlir::MLIRContext context;
-  auto module = captureQwen3(context, config, capture);
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (trainStep || runConfig) {
+    // The optimizer's hyper-parameters come from a run config (torchtitan's
+    // defaults without one); the model and shapes from the flags above.
+    TrainConfig train = runConfig ? TrainConfig::load(*runConfig, {}) : TrainConfig();
+    module = captureTrainingStep(context, config, capture,
+                                 OptimizerSettings::fromConfig(train));
+  } else {
+    module = captureQwen3(context, config, capture);
+  }
   if (output) {
     std::string text;
     llvm::raw_string_ostream os(text);

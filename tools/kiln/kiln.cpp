@@ -12,7 +12,9 @@ constexpr const char *kUsage = R"(usage: kiln <command> [options]
 
 commands:
   capture --model <dir|flavor> [--batch B] [--seq S] [-o out.mlir] [--summary]
-          capture a Qwen3 model as kiln dialect IR (@forward and @loss)
+          [--train-step [--config run.json]]
+          capture a Qwen3 model as kiln dialect IR (@forward and @loss; with
+          --train-step also @loss_grad and @train_step)
   capture --list-flavors
           list the built-in Qwen3 flavors with their parameter counts
   eval    --model <dir> --tokens <tokens.json> [--json]
