@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
 #include <limits>
 
 namespace kiln {
@@ -147,19 +148,41 @@ static void checkShape(const Shape &shape) {
       fail("tensor shape {} has a negative dimension", shapeToString(shape));
 }
 
+namespace {
+/// Zero-filled host memory. Large buffers are mapped directly with
+/// transparent huge pages: the kernel hands out zeroed 2 MiB pages, so a
+/// multi-GB training step takes thousands of page faults instead of millions
+/// and needs no memset; small ones come from malloc (64-byte aligned for the
+/// kernels) and are cleared by hand.
+std::shared_ptr<const void> allocateZeroed(size_t bytes, const Shape &shape, DType dtype) {
+  constexpr size_t kHugePage = size_t(2) << 20;
+  if (bytes >= 2 * kHugePage) {
+    size_t length = (bytes + kHugePage - 1) & ~(kHugePage - 1);
+    void *p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (p == MAP_FAILED)
+      fail("out of memory mapping {} bytes for tensor {} x {}", length, shapeToString(shape),
+           dtypeName(dtype));
+    ::madvise(p, length, MADV_HUGEPAGE);
+    return std::shared_ptr<const void>(
+        p, [length](const void *q) { ::munmap(const_cast<void *>(q), length); });
+  }
+  // aligned_alloc needs a size that is a multiple of the alignment; always
+  // allocate at least one line so the pointer is non-null for empty tensors.
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) & ~size_t(63);
+  void *p = std::aligned_alloc(64, rounded);
+  if (!p)
+    fail("out of memory allocating {} bytes for tensor {} x {}", rounded, shapeToString(shape),
+         dtypeName(dtype));
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<const void>(p, [](const void *q) { std::free(const_cast<void *>(q)); });
+}
+} // namespace
+
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   checkShape(shape_);
-  // 64-byte alignment (a cache line / one AVX-512 vector) for the kernels.
-  // aligned_alloc needs a size that is a multiple of the alignment; always
-  // allocate at least one line so data_ is non-null even for empty tensors.
-  size_t bytes = (std::max<size_t>(nbytes(), 1) + 63) & ~size_t(63);
-  void *p = std::aligned_alloc(64, bytes);
-  if (!p)
-    fail("out of memory allocating {} bytes for tensor {} x {}", bytes,
-         shapeToString(shape_), dtypeName(dtype_));
-  std::memset(p, 0, bytes);
-  owner_ = std::shared_ptr<const void>(p, [](const void *q) { std::free(const_cast<void *>(q)); });
-  data_ = p;
+  owner_ = allocateZeroed(nbytes(), shape_, dtype_);
+  data_ = owner_.get();
 }
 
 Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<const void> owner,
