@@ -9,6 +9,7 @@
 #include "TestUtil.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Passes.h"
+#include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Json.h"
 
@@ -191,6 +192,24 @@ TEST(TrainingTest, TokenBatchMustMatchTheCapturedShape) {
   Tensor wrong(DType::I64, {2, 20});
   expectError([&] { trainer.step(wrong); },
               {"[2, 20]", "training.local_batch_size=2", "training.seq_len=32", "[2, 33]"});
+}
+
+} // namespace
+
+namespace {
+
+TEST(TrainingTest, StaticMemoryPlanPredictsTheExecutorsPeakExactly) {
+  Trainer trainer(fixtureConfig(1));
+  auto trainStep = trainer.module().lookupSymbol<mlir::func::FuncOp>("train_step");
+  MemoryPlan plan = planMemory(trainStep);
+  StepMetrics m = trainer.step(fixtureTokens());
+  EXPECT_EQ(plan.peakBytes, m.memLivePeakBytes);
+  const int64_t paramBytes = 143904 * 4;
+  EXPECT_EQ(plan.parameterBytes, paramBytes);
+  EXPECT_EQ(plan.gradientBytes, paramBytes);
+  EXPECT_EQ(plan.stateBytes, 2 * paramBytes + 8); // exp_avg, exp_avg_sq, step
+  EXPECT_GT(plan.peakIntermediateBytes, paramBytes); // gradients + saved activations
+  EXPECT_LE(plan.peakBytes, plan.argumentBytes + plan.peakIntermediateBytes);
 }
 
 } // namespace
