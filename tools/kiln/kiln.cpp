@@ -22,6 +22,8 @@ commands:
   train   --config <run.json> [--section.key=value ...]
           capture the whole training step (forward, loss, backward, AdamW) and
           train on CPU; torchtitan-style config sections, see docs/cli.md
+  tokenize --tokenizer <tokenizer.json> [--decode] [--input <file>]
+          Qwen3 byte-level BPE: text to ids, or ids back to text (stdin default)
   ckpt diff <checkpoint-a> <checkpoint-b>
           missing/unexpected keys and per-tensor max-abs difference
 )";
@@ -43,6 +45,8 @@ int main(int argc, char **argv) {
       return kiln::runTrain(args);
     if (command == "ckpt")
       return kiln::runCheckpoint(args);
+    if (command == "tokenize")
+      return kiln::runTokenize(args);
     fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
     return 2;
   } catch (const kiln::Error &e) {

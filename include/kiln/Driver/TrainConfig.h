@@ -64,11 +64,24 @@ struct TrainConfig {
 
   struct Metrics {
     int64_t logFreq = 10;
-    std::string jsonl; ///< append one JSON line per logged step, if set
+    std::string jsonl;     ///< one JSON line per logged step and evaluation, if set
+    int64_t evalFreq = 0;  ///< validation loss every N steps (0: only at the end)
+    std::string lossCurve; ///< SVG of train and validation loss, if set
   } metrics;
 
   struct Data {
+    /// "tokens": the fixed batch in tokens_file, every step; "text", "jsonl"
+    /// or "brown": documents at `path`, tokenized and packed.
+    std::string source = "tokens";
     std::string tokensFile;
+    std::string path;      ///< "" with source "brown": the fetched corpus
+    std::string tokenizer; ///< tokenizer.json ("": the fetched Qwen3 one)
+    int64_t seqLen = 0;    ///< 0: training.seq_len; else overrides it
+    int64_t seed = 0;      ///< shuffling seed
+    double validationFraction = 0.0;
+    std::string cacheDir;  ///< tokenized-corpus cache ("": under the asset cache)
+    /// Write the held-out batches as a token file (for `kiln eval`), if set.
+    std::string saveValidationTokens;
   } data;
 
   struct Debug {

@@ -1,0 +1,262 @@
+//===- TrainingJob.cpp - A whole `kiln train` run -------------------------===//
+
+#include "kiln/Driver/TrainingJob.h"
+#include "kiln/Data/Corpus.h"
+#include "kiln/Data/DataLoader.h"
+#include "kiln/Driver/LossCurve.h"
+#include "kiln/Driver/Training.h"
+#include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Runtime/TokenBatch.h"
+#include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
+#include "kiln/Support/Paths.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+namespace kiln {
+
+namespace {
+
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void onInterrupt(int) { interrupted = 1; }
+
+std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", bytes / 1e6); }
+
+/// Creates the directory a file will be written into.
+void makeParent(const std::string &file) {
+  std::filesystem::path parent = std::filesystem::path(file).parent_path();
+  if (!parent.empty())
+    std::filesystem::create_directories(parent);
+}
+
+/// Writes batches as one token file (`kiln eval`'s input format).
+void writeTokenFile(const std::string &path, const std::vector<Tensor> &batches) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Tensor &batch : batches)
+    for (int64_t r = 0; r < batch.dim(0); ++r) {
+      const int64_t *row = batch.data<int64_t>() + r * batch.dim(1);
+      rows.push_back(std::vector<int64_t>(row, row + batch.dim(1)));
+    }
+  makeParent(path);
+  writeFileAtomic(path, rows.dump() + "\n");
+}
+
+/// Where the training batches come from.
+class BatchSource {
+public:
+  explicit BatchSource(const TrainConfig &c) {
+    if (c.data.source == "tokens") {
+      if (c.data.tokensFile.empty())
+        fail("data: source 'tokens' needs data.tokens_file");
+      fixed_ = readTokenBatch(c.data.tokensFile);
+      return;
+    }
+    std::string cache = assetCacheDir();
+    std::string path = c.data.path;
+    if (path.empty() && c.data.source == "brown")
+      path = cache + "/brown";
+    if (path.empty())
+      fail("data: source '{}' needs data.path", c.data.source);
+    if (!std::filesystem::exists(path))
+      fail("data.path: {} does not exist{}", path,
+           c.data.source == "brown" ? " (run scripts/fetch-assets.sh)" : "");
+    std::string tokenizerPath =
+        c.data.tokenizer.empty() ? cache + "/qwen3/tokenizer.json" : c.data.tokenizer;
+    if (!std::filesystem::exists(tokenizerPath))
+      fail("data.tokenizer: {} does not exist (run scripts/fetch-assets.sh)", tokenizerPath);
+    tokenizer_ = Tokenizer::load(tokenizerPath);
+    DataLoaderOptions o;
+    o.seqLen = c.training.seqLen;
+    o.batchSize = c.training.localBatchSize;
+    o.seed = uint64_t(c.data.seed);
+    o.validationFraction = c.data.validationFraction;
+    o.cacheDir = c.data.cacheDir.empty() ? cache + "/tokens" : c.data.cacheDir;
+    auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> documents = readCorpus(c.data.source, path);
+    loader_.emplace(documents, *tokenizer_, o);
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    for (Tensor &batch : loader_->validationBatches())
+      if (batch.dim(0) == c.training.localBatchSize) // the captured batch size
+        validation_.push_back(std::move(batch));
+    if (!c.data.saveValidationTokens.empty() && !validation_.empty())
+      writeTokenFile(c.data.saveValidationTokens, validation_);
+    fmt::print("data: {} documents from {} ({}), {} tokens{}, {} training windows, {} "
+               "held out ({} full validation batches), {:.1f} s\n",
+               documents.size(), path, c.data.source, loader_->totalTokens(),
+               loader_->loadedFromCache() ? " (cached)" : "", loader_->trainWindowsPerRank(),
+               loader_->validationWindows(), validation_.size(), took.count());
+  }
+
+  Tensor train(int64_t step) const { return loader_ ? loader_->trainBatch(step) : fixed_; }
+  const std::vector<Tensor> &validation() const { return validation_; }
+
+private:
+  Tensor fixed_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::optional<DataLoader> loader_;
+  std::vector<Tensor> validation_;
+};
+
+void printPlan(Trainer &trainer) {
+  MemoryPlan plan = planMemory(trainer.module().lookupSymbol<mlir::func::FuncOp>("train_step"));
+  const Qwen3Config &m = trainer.model();
+  fmt::print("plan: {} parameters ({} layers, hidden {}, vocab {}), {:.4g} FLOPs/token\n",
+             m.parameterCount(), m.numLayers, m.hiddenSize, m.vocabSize,
+             trainer.flopsPerToken());
+  fmt::print("  memory per step (f32, exact for the CPU executor): parameters {}, gradients "
+             "{}, optimizer state {}, peak activations + gradients in flight {}; peak total "
+             "{}\n",
+             megabytes(plan.parameterBytes), megabytes(plan.gradientBytes),
+             megabytes(plan.stateBytes), megabytes(plan.peakIntermediateBytes),
+             megabytes(plan.peakBytes));
+  fmt::print("  MFU is against this CPU's measured sgemm peak, {:.1f} GFLOP/s\n",
+             trainer.peakFlops() / 1e9);
+}
+
+void printStep(const StepMetrics &m) {
+  fmt::print("step {:>5}  loss {:.6f}  grad_norm {:.4f}  lr {:.3e}  tok/s {:.0f}  "
+             "tflops {:.4f}  mfu {:.2f}%  mem_live_peak {}  rss_peak {}  ({:.2f} s)\n",
+             m.step, m.loss, m.gradNorm, m.lr, m.tokensPerSecond, m.tflops, 100 * m.mfu,
+             megabytes(m.memLivePeakBytes), megabytes(m.rssPeakBytes), m.seconds);
+  std::fflush(stdout);
+}
+
+nlohmann::json stepJson(const StepMetrics &m) {
+  return {{"step", m.step},
+          {"loss", m.loss},
+          {"grad_norm", m.gradNorm},
+          {"lr", m.lr},
+          {"seconds", m.seconds},
+          {"tokens_per_s", m.tokensPerSecond},
+          {"tflops", m.tflops},
+          {"mfu", m.mfu},
+          {"mem_live_peak_bytes", m.memLivePeakBytes},
+          {"rss_peak_bytes", m.rssPeakBytes}};
+}
+
+/// A one-line bar on stderr, redrawn in place; only on a terminal.
+class ProgressBar {
+public:
+  explicit ProgressBar(int64_t total) : total_(total), enabled_(isatty(STDERR_FILENO)) {}
+  void update(int64_t done, double loss, double seconds) {
+    if (!enabled_)
+      return;
+    constexpr int kWidth = 30;
+    int filled = int(kWidth * done / total_);
+    double eta = done ? seconds / double(done) * double(total_ - done) : 0;
+    fmt::print(stderr, "\r[{}{}] {}/{} steps  loss {:.4f}  eta {:.0f} s ",
+               std::string(filled, '#'), std::string(kWidth - filled, '.'), done, total_, loss,
+               eta);
+    std::fflush(stderr);
+  }
+  /// Moves off the bar's line before other output.
+  void clear() {
+    if (enabled_)
+      fmt::print(stderr, "\r{}\r", std::string(80, ' '));
+  }
+
+private:
+  int64_t total_;
+  bool enabled_;
+};
+
+} // namespace
+
+int runTrainingJob(const TrainConfig &config) {
+  BatchSource data(config);
+  Trainer trainer(config);
+  const Qwen3Config &model = trainer.model();
+  fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
+             model.parameterCount(), config.training.localBatchSize, config.training.seqLen,
+             config.training.steps);
+  printPlan(trainer);
+
+  if (!config.debug.saveGrads.empty()) {
+    writeSafeTensors(config.debug.saveGrads, trainer.gradients(data.train(0)));
+    fmt::print("  wrote step-1 gradients to {}\n", config.debug.saveGrads);
+  }
+  std::ofstream jsonl;
+  if (!config.metrics.jsonl.empty()) {
+    makeParent(config.metrics.jsonl);
+    jsonl.open(config.metrics.jsonl, std::ios::trunc);
+    if (!jsonl)
+      fail("metrics.jsonl: cannot write '{}'", config.metrics.jsonl);
+  }
+  LossPoints trainCurve, validationCurve;
+  auto validate = [&](int64_t step) {
+    if (data.validation().empty())
+      return;
+    double sum = 0;
+    for (const Tensor &batch : data.validation())
+      sum += trainer.evaluate(batch);
+    double loss = sum / double(data.validation().size());
+    validationCurve.push_back({step, loss});
+    fmt::print("step {:>5}  validation loss {:.6f} over {} held-out batches\n", step, loss,
+               data.validation().size());
+    if (jsonl.is_open())
+      jsonl << nlohmann::json{{"step", step}, {"validation_loss", loss}}.dump() << "\n"
+            << std::flush;
+  };
+  auto save = [&](int64_t step) {
+    std::string dir =
+        (std::filesystem::path(config.checkpoint.folder) / fmt::format("step-{}", step))
+            .string();
+    trainer.saveHf(dir, config.checkpoint.maxShardBytes);
+    fmt::print("saved Hugging Face checkpoint {}\n", dir);
+  };
+
+  interrupted = 0;
+  auto previous = std::signal(SIGINT, onInterrupt);
+  ProgressBar bar(config.training.steps);
+  auto start = std::chrono::steady_clock::now();
+  int64_t steps = config.training.steps, done = 0, lastSaved = -1;
+  validate(0);
+  for (int64_t s = 1; s <= steps && !interrupted; ++s) {
+    StepMetrics m = trainer.step(data.train(s - 1));
+    done = s;
+    trainCurve.push_back({s, m.loss});
+    bar.clear();
+    if (s == 1 || s == steps || s % config.metrics.logFreq == 0) {
+      printStep(m);
+      if (jsonl.is_open())
+        jsonl << stepJson(m).dump() << "\n" << std::flush;
+    }
+    if (config.metrics.evalFreq > 0 && s % config.metrics.evalFreq == 0 && s != steps)
+      validate(s);
+    if (config.checkpoint.enable && s % config.checkpoint.interval == 0) {
+      save(s);
+      lastSaved = s;
+    }
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    bar.update(s, m.loss, elapsed.count());
+  }
+  bar.clear();
+  if (interrupted)
+    fmt::print("interrupted: stopping after step {}\n", done);
+  // Held-out loss of the final weights (the weights after `done` updates).
+  validate(done);
+  if ((config.checkpoint.enable || config.checkpoint.lastSaveInHf) && lastSaved != done &&
+      done > 0)
+    save(done);
+  std::signal(SIGINT, previous);
+
+  if (!config.metrics.lossCurve.empty()) {
+    makeParent(config.metrics.lossCurve);
+    writeFileAtomic(config.metrics.lossCurve,
+                    lossCurveSvg(trainCurve, validationCurve,
+                                 fmt::format("{}: loss over {} steps", model.name, done)));
+    fmt::print("loss curve: {}\n", config.metrics.lossCurve);
+  }
+  if (jsonl.is_open())
+    fmt::print("metrics: {}\n", config.metrics.jsonl);
+  return interrupted ? 130 : 0;
+}
+
+} // namespace kiln
