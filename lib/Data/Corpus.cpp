@@ -5,6 +5,7 @@
 #include "kiln/Support/Json.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -52,7 +53,8 @@ std::vector<std::string> nonEmpty(std::vector<std::string> docs, const std::stri
 /// The corpus's contraction pieces, in case a tokenization splits them off
 /// (the Brown corpus itself keeps "didn't" and "Atlanta's" whole).
 bool isClitic(std::string word) {
-  std::transform(word.begin(), word.end(), word.begin(), ::tolower);
+  for (char &c : word)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
   static const char *const clitics[] = {"n't", "'s", "'ll", "'re", "'ve", "'d", "'m"};
   return std::find(std::begin(clitics), std::end(clitics), word) != std::end(clitics);
 }
@@ -91,12 +93,15 @@ public:
                  isClitic(w);
     }
     // Closing punctuation attaches to the previous word even where the source
-    // starts a new line with it (a few hundred Brown sentences begin with '').
-    if (!out_.empty() && !glueLeft)
-      out_ += pending_ == Paragraph ? "\n\n" : pending_ == Sentence ? "\n" : glueRight_ ? "" : " ";
+    // starts a new line with it (a few hundred Brown sentences begin with '');
+    // the line break then goes after it.
+    if (!glueLeft || out_.empty()) {
+      if (!out_.empty())
+        out_ += pending_ == Paragraph ? "\n\n" : pending_ == Sentence ? "\n" : glueRight_ ? "" : " ";
+      pending_ = None;
+    }
     out_ += w;
     glueRight_ = glueRight;
-    pending_ = None;
   }
 
   std::string take() { return std::move(out_); }

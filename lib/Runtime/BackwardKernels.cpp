@@ -38,7 +38,8 @@ Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab) {
 std::pair<Tensor, Tensor> rmsNormBackward(const Tensor &grad, const Tensor &x,
                                           const Tensor &weight, float eps) {
   int64_t dim = x.shape().back(), rows = rowsOf(x);
-  Tensor dx(DType::F32, x.shape()), dw(DType::F32, weight.shape());
+  Tensor dx = Tensor::uninitialized(DType::F32, x.shape());
+  Tensor dw = Tensor::uninitialized(DType::F32, weight.shape());
   const float *in = x.data<float>(), *w = weight.data<float>(),
               *dy = grad.data<float>();
   float *dxp = dx.mutableData<float>();
@@ -66,7 +67,7 @@ Tensor linearBackwardData(const Tensor &grad, const Tensor &weight) {
   int64_t n = grad.shape().back(), m = rowsOf(grad), k = weight.dim(1);
   Shape shape = grad.shape();
   shape.back() = k;
-  Tensor dx(DType::F32, shape);
+  Tensor dx = Tensor::uninitialized(DType::F32, shape);
   // dx[m, k] = grad[m, n] * weight[n, k]
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f,
               grad.data<float>(), n, weight.data<float>(), k, 0.0f,
@@ -76,7 +77,7 @@ Tensor linearBackwardData(const Tensor &grad, const Tensor &weight) {
 
 Tensor linearBackwardWeight(const Tensor &grad, const Tensor &x) {
   int64_t n = grad.shape().back(), m = rowsOf(grad), k = x.shape().back();
-  Tensor dw(DType::F32, {n, k});
+  Tensor dw = Tensor::uninitialized(DType::F32, {n, k});
   // dw[n, k] = grad[m, n]^T * x[m, k]
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f,
               grad.data<float>(), n, x.data<float>(), k, 0.0f,
@@ -85,26 +86,7 @@ Tensor linearBackwardWeight(const Tensor &grad, const Tensor &x) {
 }
 
 Tensor ropeBackward(const Tensor &grad, const Tensor &cache) {
-  int64_t batch = grad.dim(0), seq = grad.dim(1), heads = grad.dim(2),
-          d = grad.dim(3), half = d / 2;
-  Tensor dx(DType::F32, grad.shape());
-  const float *g = grad.data<float>(), *c = cache.data<float>();
-  float *o = dx.mutableData<float>();
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t s = 0; s < seq; ++s) {
-      const float *cs = c + s * 2 * d, *sn = cs + d;
-      for (int64_t h = 0; h < heads; ++h) {
-        int64_t base = ((b * seq + s) * heads + h) * d;
-        const float *gi = g + base;
-        float *xo = o + base;
-        // Transpose of the forward's 2x2 rotation per (i, i + half) pair.
-        for (int64_t i = 0; i < half; ++i) {
-          xo[i] = gi[i] * cs[i] + gi[i + half] * sn[i + half];
-          xo[i + half] = gi[i + half] * cs[i + half] - gi[i] * sn[i];
-        }
-      }
-    }
-  return dx;
+  return ropeRotate(grad, cache, /*transpose=*/true);
 }
 
 std::tuple<Tensor, Tensor, Tensor> attentionBackward(const Tensor &dout, const Tensor &q,
@@ -165,7 +147,8 @@ std::tuple<Tensor, Tensor, Tensor> attentionBackward(const Tensor &dout, const T
 
 std::pair<Tensor, Tensor> swigluBackward(const Tensor &dout, const Tensor &gate,
                                          const Tensor &up) {
-  Tensor dgate(DType::F32, gate.shape()), dup(DType::F32, up.shape());
+  Tensor dgate = Tensor::uninitialized(DType::F32, gate.shape());
+  Tensor dup = Tensor::uninitialized(DType::F32, up.shape());
   const float *dy = dout.data<float>(), *g = gate.data<float>(),
               *u = up.data<float>();
   float *dg = dgate.mutableData<float>(), *du = dup.mutableData<float>();
@@ -181,17 +164,17 @@ std::pair<Tensor, Tensor> swigluBackward(const Tensor &dout, const Tensor &gate,
 Tensor crossEntropyBackward(const Tensor &logits, const Tensor &labels,
                             const Tensor &dloss) {
   int64_t vocab = logits.shape().back(), rows = labels.numel();
-  Tensor dlogits(DType::F32, logits.shape());
+  Tensor dlogits = Tensor::uninitialized(DType::F32, logits.shape());
   const float *l = logits.data<float>();
   float *dl = dlogits.mutableData<float>();
   // The forward is a mean over rows, so each row's gradient carries 1/rows.
   double factor = double(*dloss.data<float>()) / rows;
+  checkLabels(labels, vocab);
+  // Rows are independent: one thread each (no exceptions past this point).
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = l + r * vocab;
     int64_t label = idAt(labels, r);
-    if (label < 0 || label >= vocab)
-      fail("label {} at position {} is outside the vocabulary of {}", label, r,
-           vocab);
     double mx = *std::max_element(row, row + vocab), sum = 0;
     for (int64_t j = 0; j < vocab; ++j)
       sum += std::exp(row[j] - mx);
@@ -204,11 +187,20 @@ Tensor crossEntropyBackward(const Tensor &logits, const Tensor &labels,
 }
 
 Tensor globalNorm(const std::vector<Tensor> &tensors) {
+  // Fixed-size chunks summed in parallel, then added in order: the result
+  // does not depend on the number of threads.
+  constexpr int64_t kChunk = int64_t(1) << 20;
   double sumSq = 0;
   for (const Tensor &t : tensors) {
     const float *p = t.data<float>();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i)
-      sumSq += double(p[i]) * p[i];
+    int64_t n = t.numel(), chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i)
+        partial[c] += double(p[i]) * p[i];
+    for (double s : partial)
+      sumSq += s;
   }
   Tensor norm(DType::F32, {});
   *norm.mutableData<float>() = float(std::sqrt(sumSq));
@@ -218,8 +210,9 @@ Tensor globalNorm(const std::vector<Tensor> &tensors) {
 std::tuple<Tensor, Tensor, Tensor> adamw(const Tensor &param, const Tensor &grad,
                                          const Tensor &m, const Tensor &v,
                                          const AdamWHyper &hyper) {
-  Tensor pOut(DType::F32, param.shape()), mOut(DType::F32, m.shape()),
-      vOut(DType::F32, v.shape());
+  Tensor pOut = Tensor::uninitialized(DType::F32, param.shape());
+  Tensor mOut = Tensor::uninitialized(DType::F32, m.shape());
+  Tensor vOut = Tensor::uninitialized(DType::F32, v.shape());
   // Scalars in double, then rounded to float once, as torch does when a
   // Python float multiplies a float32 tensor; elementwise math in float so the
   // result tracks torch's float32 AdamW bit-for-bit in the common case.
@@ -234,7 +227,9 @@ std::tuple<Tensor, Tensor, Tensor> adamw(const Tensor &param, const Tensor &grad
               *m0 = m.data<float>(), *v0 = v.data<float>();
   float *p = pOut.mutableData<float>(), *mo = mOut.mutableData<float>(),
         *vo = vOut.mutableData<float>();
-  for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+  const int64_t n = param.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
     float g = g0[i] * gradScale;
     // torch.lerp picks the formula by weight to stay exact at both ends.
     float mi = w1 < 0.5f ? m0[i] + w1 * (g - m0[i]) : g - (g - m0[i]) * (1.0f - w1);

@@ -33,7 +33,7 @@ Tensor embedding(const Tensor &table, const Tensor &ids) {
   int64_t vocab = table.dim(0), dim = table.dim(1);
   Shape shape = ids.shape();
   shape.push_back(dim);
-  Tensor out(DType::F32, shape);
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
   const float *src = table.data<float>();
   float *dst = out.mutableData<float>();
   for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
@@ -48,7 +48,7 @@ Tensor embedding(const Tensor &table, const Tensor &ids) {
 
 Tensor rmsNorm(const Tensor &x, const Tensor &weight, float eps) {
   int64_t dim = x.shape().back(), rows = rowsOf(x);
-  Tensor out(DType::F32, x.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.data<float>(), *w = weight.data<float>();
   float *o = out.mutableData<float>();
   for (int64_t r = 0; r < rows; ++r) {
@@ -65,7 +65,7 @@ Tensor rmsNorm(const Tensor &x, const Tensor &weight, float eps) {
 
 Tensor linear(const Tensor &x, const Tensor &weight) {
   int64_t k = x.shape().back(), m = rowsOf(x), n = weight.dim(0);
-  Tensor out(DType::F32, withLastDim(x.shape(), n));
+  Tensor out = Tensor::uninitialized(DType::F32, withLastDim(x.shape(), n));
   // out[m, n] = x[m, k] * weight[n, k]^T
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
               x.data<float>(), k, weight.data<float>(), k, 0.0f,
@@ -94,10 +94,10 @@ Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim) {
   return cache;
 }
 
-Tensor rope(const Tensor &x, const Tensor &cache) {
+Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose) {
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2), d = x.dim(3);
   int64_t half = d / 2;
-  Tensor out(DType::F32, x.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.data<float>(), *c = cache.data<float>();
   float *o = out.mutableData<float>();
   for (int64_t b = 0; b < batch; ++b)
@@ -108,21 +108,27 @@ Tensor rope(const Tensor &x, const Tensor &cache) {
         const float *xi = in + base;
         float *xo = o + base;
         for (int64_t i = 0; i < half; ++i) {
-          // rotate_half(x) = cat(-x[half:], x[:half])
-          xo[i] = xi[i] * cs[i] - xi[i + half] * sn[i];
-          xo[i + half] = xi[i + half] * cs[i + half] + xi[i] * sn[i + half];
+          // Forward: x * cos + rotate_half(x) * sin with
+          // rotate_half(x) = cat(-x[half:], x[:half]); the transpose (the
+          // VJP) swaps and negates the two sine coefficients of each pair.
+          float sinLo = transpose ? -sn[i + half] : sn[i];
+          float sinHi = transpose ? -sn[i] : sn[i + half];
+          xo[i] = xi[i] * cs[i] - xi[i + half] * sinLo;
+          xo[i + half] = xi[i + half] * cs[i + half] + xi[i] * sinHi;
         }
       }
     }
   return out;
 }
 
+Tensor rope(const Tensor &x, const Tensor &cache) { return ropeRotate(x, cache, false); }
+
 std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
                                     const Tensor &v, bool causal, float scale) {
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), d = q.dim(3);
   int64_t kvHeads = k.dim(2), group = heads / kvHeads;
-  Tensor out(DType::F32, q.shape());
-  Tensor lse(DType::F32, {batch, heads, seq});
+  Tensor out = Tensor::uninitialized(DType::F32, q.shape());
+  Tensor lse = Tensor::uninitialized(DType::F32, {batch, heads, seq});
   std::vector<float> scores(seq * seq);
   const int64_t qStride = heads * d, kvStride = kvHeads * d;
   for (int64_t b = 0; b < batch; ++b)
@@ -161,39 +167,53 @@ std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
 }
 
 Tensor swiglu(const Tensor &gate, const Tensor &up) {
-  Tensor out(DType::F32, gate.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, gate.shape());
   const float *g = gate.data<float>(), *u = up.data<float>();
   float *o = out.mutableData<float>();
-  for (int64_t i = 0, n = gate.numel(); i < n; ++i)
+  const int64_t n = gate.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
     o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   return out;
 }
 
 Tensor add(const Tensor &lhs, const Tensor &rhs) {
-  Tensor out(DType::F32, lhs.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, lhs.shape());
   const float *a = lhs.data<float>(), *b = rhs.data<float>();
   float *o = out.mutableData<float>();
-  for (int64_t i = 0, n = lhs.numel(); i < n; ++i)
+  const int64_t n = lhs.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
     o[i] = a[i] + b[i];
   return out;
+}
+
+void checkLabels(const Tensor &labels, int64_t vocab) {
+  for (int64_t r = 0, n = labels.numel(); r < n; ++r) {
+    int64_t label = idAt(labels, r);
+    if (label < 0 || label >= vocab)
+      fail("label {} at position {} is outside the vocabulary of {}", label, r, vocab);
+  }
 }
 
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels) {
   int64_t vocab = logits.shape().back(), rows = rowsOf(logits);
   const float *l = logits.data<float>();
-  double total = 0;
+  checkLabels(labels, vocab);
+  // Per-row losses in parallel, summed in order (thread-count independent).
+  std::vector<double> rowLoss(rows);
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = l + r * vocab;
-    int64_t label = idAt(labels, r);
-    if (label < 0 || label >= vocab)
-      fail("label {} at position {} is outside the vocabulary of {}", label, r,
-           vocab);
     float mx = *std::max_element(row, row + vocab);
     double sum = 0;
     for (int64_t j = 0; j < vocab; ++j)
       sum += std::exp(double(row[j]) - mx);
-    total += mx + std::log(sum) - row[label];
+    rowLoss[r] = mx + std::log(sum) - row[idAt(labels, r)];
   }
+  double total = 0;
+  for (double loss : rowLoss)
+    total += loss;
   Tensor loss(DType::F32, {});
   *loss.mutableData<float>() = float(total / rows);
   return loss;

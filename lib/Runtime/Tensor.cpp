@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <sys/mman.h>
 #include <limits>
 
@@ -149,23 +151,74 @@ static void checkShape(const Shape &shape) {
 }
 
 namespace {
-/// Zero-filled host memory. Large buffers are mapped directly with
-/// transparent huge pages: the kernel hands out zeroed 2 MiB pages, so a
-/// multi-GB training step takes thousands of page faults instead of millions
-/// and needs no memset; small ones come from malloc (64-byte aligned for the
-/// kernels) and are cleared by hand.
-std::shared_ptr<const void> allocateZeroed(size_t bytes, const Shape &shape, DType dtype) {
-  constexpr size_t kHugePage = size_t(2) << 20;
+
+constexpr size_t kHugePage = size_t(2) << 20;
+
+/// Large buffers freed by tensors, kept for reuse. A training step frees and
+/// allocates the same sizes over and over (old and new weights, moments,
+/// gradients); handing a mapping back to the kernel would make it clear
+/// every page again on the next fault, which dominated multi-GB steps.
+class LargeBufferCache {
+public:
+  static LargeBufferCache &get() {
+    static LargeBufferCache cache;
+    return cache;
+  }
+  /// A mapping of exactly `length` bytes: recycled (contents undefined) or
+  /// fresh (zero). `recycled` says which.
+  void *take(size_t length, bool &recycled) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(length);
+      if (it != free_.end()) {
+        void *p = it->second;
+        free_.erase(it);
+        cachedBytes_ -= length;
+        recycled = true;
+        return p;
+      }
+    }
+    recycled = false;
+    void *p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return nullptr;
+    ::madvise(p, length, MADV_HUGEPAGE); // thousands of faults instead of millions
+    return p;
+  }
+  void give(void *p, size_t length) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cachedBytes_ + length > kMaxCachedBytes) {
+      ::munmap(p, length);
+      return;
+    }
+    free_.emplace(length, p);
+    cachedBytes_ += length;
+  }
+
+private:
+  static constexpr size_t kMaxCachedBytes = size_t(4) << 30;
+  std::mutex mutex_;
+  std::multimap<size_t, void *> free_;
+  size_t cachedBytes_ = 0;
+};
+
+/// Host memory for a tensor; zero-filled when `zero`, else undefined (for
+/// kernels that write every element). Buffers of 4 MiB and more are
+/// huge-page mappings recycled through LargeBufferCache; smaller ones come
+/// from malloc, 64-byte aligned for the kernels.
+std::shared_ptr<const void> allocate(size_t bytes, bool zero, const Shape &shape,
+                                     DType dtype) {
   if (bytes >= 2 * kHugePage) {
     size_t length = (bytes + kHugePage - 1) & ~(kHugePage - 1);
-    void *p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
-    if (p == MAP_FAILED)
+    bool recycled = false;
+    void *p = LargeBufferCache::get().take(length, recycled);
+    if (!p)
       fail("out of memory mapping {} bytes for tensor {} x {}", length, shapeToString(shape),
            dtypeName(dtype));
-    ::madvise(p, length, MADV_HUGEPAGE);
+    if (zero && recycled)
+      std::memset(p, 0, bytes);
     return std::shared_ptr<const void>(
-        p, [length](const void *q) { ::munmap(const_cast<void *>(q), length); });
+        p, [length](const void *q) { LargeBufferCache::get().give(const_cast<void *>(q), length); });
   }
   // aligned_alloc needs a size that is a multiple of the alignment; always
   // allocate at least one line so the pointer is non-null for empty tensors.
@@ -174,15 +227,26 @@ std::shared_ptr<const void> allocateZeroed(size_t bytes, const Shape &shape, DTy
   if (!p)
     fail("out of memory allocating {} bytes for tensor {} x {}", rounded, shapeToString(shape),
          dtypeName(dtype));
-  std::memset(p, 0, rounded);
+  if (zero)
+    std::memset(p, 0, rounded);
   return std::shared_ptr<const void>(p, [](const void *q) { std::free(const_cast<void *>(q)); });
 }
 } // namespace
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   checkShape(shape_);
-  owner_ = allocateZeroed(nbytes(), shape_, dtype_);
+  owner_ = allocate(nbytes(), /*zero=*/true, shape_, dtype_);
   data_ = owner_.get();
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  checkShape(shape);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.owner_ = allocate(t.nbytes(), /*zero=*/false, t.shape_, dtype);
+  t.data_ = t.owner_.get();
+  return t;
 }
 
 Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<const void> owner,

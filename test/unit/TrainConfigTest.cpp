@@ -100,8 +100,10 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
     "checkpoint": {"enable": false, "folder": "checkpoint", "initial_load_path": "",
                    "initial_load_in_hf": false, "last_save_in_hf": false,
                    "interval": 500, "max_shard_bytes": 2000000000},
-    "metrics": {"log_freq": 10, "jsonl": ""},
-    "data": {"tokens_file": ""},
+    "metrics": {"log_freq": 10, "jsonl": "", "eval_freq": 0, "loss_curve": ""},
+    "data": {"source": "tokens", "tokens_file": "", "path": "", "tokenizer": "",
+             "seq_len": 0, "seed": 0, "validation_fraction": 0.0, "cache_dir": "",
+             "save_validation_tokens": ""},
     "debug": {"save_grads": ""}
   })");
   EXPECT_EQ(c.toJson(), expected);

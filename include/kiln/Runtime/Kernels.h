@@ -25,6 +25,9 @@ Tensor linear(const Tensor &x, const Tensor &weight);
 Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim);
 /// x [b, s, heads, headDim], cache [s, 2 * headDim].
 Tensor rope(const Tensor &x, const Tensor &cache);
+/// The rotation rope applies, or (transpose) its transpose, which is rope's
+/// vector-Jacobian product.
+Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose);
 /// q [b, s, h, d], k/v [b, s, hkv, d] -> (out [b, s, h, d], lse [b, h, s]).
 std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
                                     const Tensor &v, bool causal, float scale);
@@ -34,6 +37,9 @@ Tensor add(const Tensor &lhs, const Tensor &rhs);
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 /// tokens [b, s+1] -> (tokens[:, :-1], tokens[:, 1:]), same dtype.
 std::pair<Tensor, Tensor> shiftLabels(const Tensor &tokens);
+
+/// Throws kiln::Error if a label is outside [0, vocab).
+void checkLabels(const Tensor &labels, int64_t vocab);
 
 /// Reads element i of an I64 or I32 tensor.
 int64_t idAt(const Tensor &ids, int64_t i);

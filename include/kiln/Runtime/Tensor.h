@@ -37,6 +37,9 @@ public:
   Tensor() = default;
   /// A new zero-filled tensor owning its storage.
   Tensor(DType dtype, Shape shape);
+  /// A new tensor whose contents are undefined, for kernels that write every
+  /// element (skips clearing memory that is about to be overwritten).
+  static Tensor uninitialized(DType dtype, Shape shape);
   /// A view over externally owned bytes kept alive by `owner`.
   Tensor(DType dtype, Shape shape, std::shared_ptr<const void> owner,
          const void *data);
