@@ -8,6 +8,9 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 export CCACHE_DIR ?= $(HOME)/.cache/kiln-ccache
+# Paths relative to the checkout, so a fresh clone elsewhere hits the cache.
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 KILN = $(BUILD)/tools/kiln/kiln
 
 RUN_OUT = out/brown
