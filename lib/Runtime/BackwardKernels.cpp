@@ -23,11 +23,9 @@ Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab) {
   Tensor dtable(DType::F32, {vocab, dim});
   const float *g = grad.data<float>();
   float *dt = dtable.mutableData<float>();
+  checkIds(ids, vocab, "token id");
   for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
     int64_t id = idAt(ids, i);
-    if (id < 0 || id >= vocab)
-      fail("token id {} at position {} is outside the table of {} rows", id, i,
-           vocab);
     // Repeated ids accumulate: each occurrence contributes its own gradient.
     for (int64_t j = 0; j < dim; ++j)
       dt[id * dim + j] += g[i * dim + j];
@@ -169,7 +167,7 @@ Tensor crossEntropyBackward(const Tensor &logits, const Tensor &labels,
   float *dl = dlogits.mutableData<float>();
   // The forward is a mean over rows, so each row's gradient carries 1/rows.
   double factor = double(*dloss.data<float>()) / rows;
-  checkLabels(labels, vocab);
+  checkIds(labels, vocab, "label");
   // Rows are independent: one thread each (no exceptions past this point).
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {

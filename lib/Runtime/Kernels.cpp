@@ -36,13 +36,9 @@ Tensor embedding(const Tensor &table, const Tensor &ids) {
   Tensor out = Tensor::uninitialized(DType::F32, shape);
   const float *src = table.data<float>();
   float *dst = out.mutableData<float>();
-  for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
-    int64_t id = idAt(ids, i);
-    if (id < 0 || id >= vocab)
-      fail("token id {} at position {} is outside the table of {} rows", id, i,
-           vocab);
-    std::copy_n(src + id * dim, dim, dst + i * dim);
-  }
+  checkIds(ids, vocab, "token id");
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
+    std::copy_n(src + idAt(ids, i) * dim, dim, dst + i * dim);
   return out;
 }
 
@@ -188,18 +184,18 @@ Tensor add(const Tensor &lhs, const Tensor &rhs) {
   return out;
 }
 
-void checkLabels(const Tensor &labels, int64_t vocab) {
-  for (int64_t r = 0, n = labels.numel(); r < n; ++r) {
-    int64_t label = idAt(labels, r);
-    if (label < 0 || label >= vocab)
-      fail("label {} at position {} is outside the vocabulary of {}", label, r, vocab);
+void checkIds(const Tensor &ids, int64_t limit, const char *what) {
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
+    int64_t id = idAt(ids, i);
+    if (id < 0 || id >= limit)
+      fail("{} {} at position {} is outside [0, {})", what, id, i, limit);
   }
 }
 
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels) {
   int64_t vocab = logits.shape().back(), rows = rowsOf(logits);
   const float *l = logits.data<float>();
-  checkLabels(labels, vocab);
+  checkIds(labels, vocab, "label");
   // Per-row losses in parallel, summed in order (thread-count independent).
   std::vector<double> rowLoss(rows);
 #pragma omp parallel for schedule(static)

@@ -38,8 +38,9 @@ Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 /// tokens [b, s+1] -> (tokens[:, :-1], tokens[:, 1:]), same dtype.
 std::pair<Tensor, Tensor> shiftLabels(const Tensor &tokens);
 
-/// Throws kiln::Error if a label is outside [0, vocab).
-void checkLabels(const Tensor &labels, int64_t vocab);
+/// Throws kiln::Error naming `what` ("token id", "label"), the value and its
+/// position if an element of `ids` is outside [0, limit).
+void checkIds(const Tensor &ids, int64_t limit, const char *what);
 
 /// Reads element i of an I64 or I32 tensor.
 int64_t idAt(const Tensor &ids, int64_t i);
