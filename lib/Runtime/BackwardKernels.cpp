@@ -173,13 +173,14 @@ Tensor crossEntropyBackward(const Tensor &logits, const Tensor &labels,
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = l + r * vocab;
     int64_t label = idAt(labels, r);
-    double mx = *std::max_element(row, row + vocab), sum = 0;
+    float *out = dl + r * vocab;
+    float mx = *std::max_element(row, row + vocab);
+    // softmax = exp(row - max) / sum: one exp per element, kept in `out`.
+    float scale = float(factor / sumExp(row, vocab, mx, out));
+#pragma omp simd
     for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(row[j] - mx);
-    for (int64_t j = 0; j < vocab; ++j) {
-      double prob = std::exp(row[j] - mx) / sum;
-      dl[r * vocab + j] = float((prob - (j == label ? 1.0 : 0.0)) * factor);
-    }
+      out[j] *= scale;
+    out[label] -= float(factor);
   }
   return dlogits;
 }

@@ -184,6 +184,24 @@ Tensor add(const Tensor &lhs, const Tensor &rhs) {
   return out;
 }
 
+double sumExp(const float *row, int64_t n, float shift, float *exps) {
+  // Single-precision exp (vectorized through libmvec: see CMakeLists), summed
+  // in double; arguments are <= 0 after the shift, so each term is in (0, 1].
+  double sum = 0;
+  if (exps) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      exps[j] = std::exp(row[j] - shift);
+      sum += exps[j];
+    }
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j)
+      sum += std::exp(row[j] - shift);
+  }
+  return sum;
+}
+
 void checkIds(const Tensor &ids, int64_t limit, const char *what) {
   for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
     int64_t id = idAt(ids, i);
@@ -202,10 +220,7 @@ Tensor crossEntropy(const Tensor &logits, const Tensor &labels) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = l + r * vocab;
     float mx = *std::max_element(row, row + vocab);
-    double sum = 0;
-    for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(double(row[j]) - mx);
-    rowLoss[r] = mx + std::log(sum) - row[idAt(labels, r)];
+    rowLoss[r] = mx + std::log(sumExp(row, vocab, mx, nullptr)) - row[idAt(labels, r)];
   }
   double total = 0;
   for (double loss : rowLoss)

@@ -38,6 +38,9 @@ Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 /// tokens [b, s+1] -> (tokens[:, :-1], tokens[:, 1:]), same dtype.
 std::pair<Tensor, Tensor> shiftLabels(const Tensor &tokens);
 
+/// sum_j exp(row[j] - shift), also storing each term in `exps` if non-null.
+double sumExp(const float *row, int64_t n, float shift, float *exps);
+
 /// Throws kiln::Error naming `what` ("token id", "label"), the value and its
 /// position if an element of `ids` is outside [0, limit).
 void checkIds(const Tensor &ids, int64_t limit, const char *what);
