@@ -203,3 +203,74 @@ func.func @shift_labels_short(%t: tensor<2x1xi64>) {
   %0:2 = kiln.shift_labels %t {fqn = "loss.shift_labels"} : (tensor<2x1xi64>) -> (tensor<2x0xi64>, tensor<2x0xi64>)
   return
 }
+
+// -----
+
+func.func @embedding_backward_shape(%g: tensor<2x8x32xf32>, %ids: tensor<2x7xi64>) {
+  // expected-error@+2 {{'kiln.embedding_backward' op (fqn 'tok_embeddings'): grad 'tensor<2x8x32xf32>' must be ids' shape plus the embedding dim, ids 'tensor<2x7xi64>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.embedding_backward %g, %ids {fqn = "tok_embeddings", vocab_size = 64 : i64} : (tensor<2x8x32xf32>, tensor<2x7xi64>) -> tensor<64x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_backward_lse(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %lse: tensor<1x8x4xf32>) {
+  // expected-error@+2 {{'kiln.attention_backward' op (fqn 'layers.0.attention.inner_attention'): lse 'tensor<1x8x4xf32>' must be 'tensor<1x4x8xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = kiln.attention_backward %q, %q, %k, %k, %q, %lse {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention"} : (tensor<1x8x4x16xf32>, tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x16xf32>, tensor<1x8x4xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @constant_not_float() {
+  // expected-error@+2 {{'kiln.constant' op (fqn 'loss.seed_grad'): value must be a splat of f32, bf16 or f16}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.constant {fqn = "loss.seed_grad", value = dense<1> : tensor<i64>} : tensor<i64>
+  return
+}
+
+// -----
+
+func.func @adamw_moment_type(%p: tensor<32xf32>, %m: tensor<16xf32>, %step: tensor<i64>, %lr: tensor<f32>) {
+  // expected-error@+2 {{'kiln.adamw' op (fqn 'optimizer.model.norm.weight'): param 'tensor<32xf32>' and exp_avg 'tensor<16xf32>' must have the same type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = kiln.adamw %p, %p, %m, %p, %step, %lr, %lr {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, fqn = "optimizer.model.norm.weight"} : (tensor<32xf32>, tensor<32xf32>, tensor<16xf32>, tensor<32xf32>, tensor<i64>, tensor<f32>, tensor<f32>) -> (tensor<32xf32>, tensor<32xf32>, tensor<32xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_step_type(%p: tensor<32xf32>, %step: tensor<i32>, %lr: tensor<f32>) {
+  // expected-error@+2 {{'kiln.adamw' op (fqn 'optimizer.w'): step must be i64, got 'tensor<i32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = kiln.adamw %p, %p, %p, %p, %step, %lr, %lr {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, fqn = "optimizer.w"} : (tensor<32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<i32>, tensor<f32>, tensor<f32>) -> (tensor<32xf32>, tensor<32xf32>, tensor<32xf32>)
+  return
+}
+
+// -----
+
+func.func @lr_schedule_decay_type(%step: tensor<i64>) {
+  // expected-error@+1 {{'kiln.lr_schedule' op (fqn 'lr_scheduler'): decay_type must be linear, sqrt or cosine, got 'step'}}
+  %lr = kiln.lr_schedule %step {lr = 3.0e-3 : f64, warmup_steps = 2 : i64, stable_steps = 5 : i64, decay_steps = 10 : i64, decay_type = "step", min_lr_factor = 0.1 : f64, fqn = "lr_scheduler"} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @global_norm_empty() {
+  // expected-error@+2 {{'kiln.global_norm' op (fqn 'optimizer.grad_norm'): needs at least one tensor}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.global_norm {fqn = "optimizer.grad_norm"} : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @clip_coef_rank(%n: tensor<2xf32>) {
+  // expected-error@+2 {{'kiln.clip_coef' op (fqn 'optimizer.clip_grad_norm'): norm must have rank 0, got 'tensor<2xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.clip_coef %n {max_norm = 1.0 : f64, fqn = "optimizer.clip_grad_norm"} : (tensor<2xf32>) -> tensor<f32>
+  return
+}
