@@ -48,14 +48,15 @@ LogicalResult EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, std::optional
     return shapeError<EmbeddingBackwardOp>(loc, fqn, "grad ", grad,
                                            " must be ids' shape plus the embedding dim, ids ",
                                            ids);
-  if (adaptor.getVocabSize() <= 0)
+  int64_t vocab = int64_t(adaptor.getVocabSize());
+  if (vocab <= 0)
     return shapeError<EmbeddingBackwardOp>(loc, fqn, "vocab_size must be positive");
-  types.push_back(withShape(grad, {adaptor.getVocabSize(), grad.getShape().back()}));
+  types.push_back(withShape(grad, {vocab, grad.getShape().back()}));
   return success();
 }
 int64_t EmbeddingBackwardOp::getFlops() { return getGrad().getType().getNumElements(); }
 void EmbeddingBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::embeddingBackward(in[0], in[1], getVocabSize()));
+  out.push_back(kernels::embeddingBackward(in[0], in[1], int64_t(getVocabSize())));
 }
 
 //===----------------------------------------------------------------------===//

@@ -136,7 +136,7 @@ LogicalResult RopeCacheOp::inferReturnTypes(MLIRContext *context,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
-  int64_t seq = adaptor.getSeqLen(), headDim = adaptor.getHeadDim();
+  int64_t seq = int64_t(adaptor.getSeqLen()), headDim = int64_t(adaptor.getHeadDim());
   if (seq <= 0)
     return shapeError<RopeCacheOp>(loc, fqn, "seq_len must be positive, got ", seq);
   if (headDim <= 0 || headDim % 2)
@@ -148,10 +148,10 @@ LogicalResult RopeCacheOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-int64_t RopeCacheOp::getFlops() { return 2 * getSeqLen() * getHeadDim(); }
+int64_t RopeCacheOp::getFlops() { return 2 * int64_t(getSeqLen()) * int64_t(getHeadDim()); }
 void RopeCacheOp::runOnCpu(ArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::ropeCache(getTheta().convertToDouble(), getSeqLen(),
-                                   getHeadDim()));
+  out.push_back(kernels::ropeCache(getTheta().convertToDouble(), int64_t(getSeqLen()),
+                                   int64_t(getHeadDim())));
 }
 
 //===----------------------------------------------------------------------===//

@@ -87,7 +87,8 @@ LogicalResult LrScheduleOp::verify() {
   };
   if (!(getLr().convertToDouble() > 0))
     return error() << "lr must be positive";
-  if (getWarmupSteps() < 0 || getStableSteps() < 0 || getDecaySteps() < 0)
+  if (int64_t(getWarmupSteps()) < 0 || int64_t(getStableSteps()) < 0 ||
+      int64_t(getDecaySteps()) < 0)
     return error() << "warmup_steps, stable_steps and decay_steps must be non-negative";
   if (!isKnownDecayType(getDecayType().str()))
     return error() << "decay_type must be linear, sqrt or cosine, got '" << getDecayType()
@@ -99,7 +100,8 @@ LogicalResult LrScheduleOp::verify() {
 }
 int64_t LrScheduleOp::getFlops() { return 0; }
 void LrScheduleOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  LrPhases phases{getWarmupSteps(), getStableSteps(), getDecaySteps()};
+  LrPhases phases{int64_t(getWarmupSteps()), int64_t(getStableSteps()),
+                  int64_t(getDecaySteps())};
   double factor = lrFactor(*in[0].data<int64_t>(), phases, getDecayType().str(),
                            getMinLrFactor().convertToDouble());
   out.push_back(scalarTensor(float(getLr().convertToDouble() * factor)));
