@@ -191,7 +191,8 @@ int runTrainingJob(const TrainConfig &config) {
   }
   LossPoints trainCurve, validationCurve;
   auto validate = [&](int64_t step) {
-    if (data.validation().empty())
+    if (data.validation().empty() ||
+        (!validationCurve.empty() && validationCurve.back().first == step))
       return;
     double sum = 0;
     for (const Tensor &batch : data.validation())
@@ -228,7 +229,7 @@ int runTrainingJob(const TrainConfig &config) {
       if (jsonl.is_open())
         jsonl << stepJson(m).dump() << "\n" << std::flush;
     }
-    if (config.metrics.evalFreq > 0 && s % config.metrics.evalFreq == 0 && s != steps)
+    if (config.metrics.evalFreq > 0 && s % config.metrics.evalFreq == 0)
       validate(s);
     if (config.checkpoint.enable && s % config.checkpoint.interval == 0) {
       save(s);

@@ -12,7 +12,7 @@ namespace kiln {
 
 double measureCpuPeakFlops() {
   static const double peak = [] {
-    constexpr int n = 768, reps = 4;
+    constexpr int n = 1024, reps = 8;
     std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
     double best = 0;
     for (int r = 0; r < reps; ++r) { // the first rep also warms caches and threads
