@@ -15,7 +15,7 @@ KILN = $(BUILD)/tools/kiln/kiln
 
 RUN_OUT = out/brown
 
-.PHONY: all deps assets configure build run test docs clean
+.PHONY: all deps assets configure build run test bench docs clean
 
 all: build
 
@@ -46,6 +46,10 @@ run: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Benchmarks of the hot paths, each optimisation next to its baseline.
+bench: build
+	$(BUILD)/bench/kiln-bench
 
 # Regenerates the dialect reference from ODS.
 docs: configure

@@ -185,19 +185,19 @@ Tensor add(const Tensor &lhs, const Tensor &rhs) {
 }
 
 double sumExp(const float *row, int64_t n, float shift, float *exps) {
-  // Single-precision exp (vectorized through libmvec: see CMakeLists), summed
-  // in double; arguments are <= 0 after the shift, so each term is in (0, 1].
+  // Arguments are <= 0 after the shift, so each term is in [0, 1]; terms in
+  // single precision (vectorized), the sum in double.
   double sum = 0;
   if (exps) {
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j) {
-      exps[j] = std::exp(row[j] - shift);
+      exps[j] = expNonPositive(row[j] - shift);
       sum += exps[j];
     }
   } else {
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j)
-      sum += std::exp(row[j] - shift);
+      sum += expNonPositive(row[j] - shift);
   }
   return sum;
 }

@@ -179,3 +179,22 @@ TEST(KernelsTest, ShiftLabelsSplitsInputsAndTargets) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(KernelsTest, ExpNonPositiveIsWithinAFewUlpOfExp) {
+  // Dense sweep of (-87, 0], then the clamp region, where e^x < 1.7e-38.
+  double worst = 0;
+  for (int i = 0; i < 870000; ++i) {
+    float x = -87.0f * float(i) / 870000.0f;
+    double want = std::exp(double(x));
+    double got = kiln::kernels::expNonPositive(x);
+    worst = std::max(worst, std::abs(got - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7) << "a float's ulp is 6e-8 to 1.2e-7 relative";
+  EXPECT_EQ(kiln::kernels::expNonPositive(0.0f), 1.0f);
+  EXPECT_EQ(kiln::kernels::expNonPositive(-100.0f), 0.0f);
+  EXPECT_EQ(kiln::kernels::expNonPositive(-INFINITY), 0.0f);
+}
+
+} // namespace

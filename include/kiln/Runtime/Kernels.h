@@ -11,6 +11,8 @@
 
 #include "kiln/Runtime/Tensor.h"
 
+#include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace kiln::kernels {
@@ -37,6 +39,25 @@ Tensor add(const Tensor &lhs, const Tensor &rhs);
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 /// tokens [b, s+1] -> (tokens[:, :-1], tokens[:, 1:]), same dtype.
 std::pair<Tensor, Tensor> shiftLabels(const Tensor &tokens);
+
+/// e^x for x <= 0 in single precision, relative error < 3e-7 (a few ulp), and
+/// 0 from -87 down, where e^x is no longer a normal float. Branch-free so
+/// that loops over it vectorize, unlike calls into libm; softmax arguments
+/// are always <= 0.
+inline float expNonPositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  // x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^x = 2^n e^r.
+  const float shifter = 12582912.0f; // 1.5 * 2^23: adding it rounds to integer
+  float n = (x * 1.44269504088896341f + shifter) - shifter;
+  float r = x - n * 0.693145751953125f - n * 1.428606765330187045e-6f;
+  // Taylor series of e^r to r^6: truncation error r^7/7! < 1.3e-7 relative.
+  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
+                                   r * (1.0f / 120 + r * (1.0f / 720))))));
+  int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x <= -87.0f ? 0.0f : p * scale;
+}
 
 /// sum_j exp(row[j] - shift), also storing each term in `exps` if non-null.
 double sumExp(const float *row, int64_t n, float shift, float *exps);
