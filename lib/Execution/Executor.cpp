@@ -152,10 +152,11 @@ Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, Type 
                      const std::string &user) {
   if (!checkpoint.contains(key))
     fail("{}: missing parameter '{}' needed by {}", checkpoint.path(), key, user);
-  Tensor value = conform(checkpoint.get(key), type,
-                         fmt::format("{}: tensor '{}'", checkpoint.path(), key), user);
+  Tensor stored = checkpoint.get(key);
+  Tensor value = conform(stored, type, fmt::format("{}: tensor '{}'", checkpoint.path(), key),
+                         user);
   // An owned copy: the run must not depend on the file staying unchanged.
-  return value.rawData() == checkpoint.get(key).rawData() ? value.to(value.dtype()) : value;
+  return value.rawData() == stored.rawData() ? value.to(value.dtype()) : value;
 }
 
 std::vector<Tensor> bindArguments(func::FuncOp fn, const Checkpoint &checkpoint,
