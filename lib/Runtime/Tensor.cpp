@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <limits>
 
 namespace kiln {
@@ -187,7 +188,7 @@ public:
   }
   void give(void *p, size_t length) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (cachedBytes_ + length > kMaxCachedBytes) {
+    if (cachedBytes_ + length > maxCachedBytes_) {
       ::munmap(p, length);
       return;
     }
@@ -196,7 +197,10 @@ public:
   }
 
 private:
-  static constexpr size_t kMaxCachedBytes = size_t(4) << 30;
+  /// Up to a quarter of physical memory: enough to recycle a whole training
+  /// step's turnover of large buffers on models that fit comfortably.
+  const size_t maxCachedBytes_ =
+      size_t(::sysconf(_SC_PHYS_PAGES)) * size_t(::sysconf(_SC_PAGE_SIZE)) / 4;
   std::mutex mutex_;
   std::multimap<size_t, void *> free_;
   size_t cachedBytes_ = 0;
