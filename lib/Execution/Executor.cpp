@@ -44,8 +44,8 @@ public:
       peak = std::max(peak, live);
     }
   }
-  void remove(const Tensor &t) {
-    auto it = buffers.find(t.rawData());
+  void remove(const void *buffer) {
+    auto it = buffers.find(buffer);
     if (it != buffers.end() && --it->second.second == 0) {
       live -= it->second.first;
       buffers.erase(it);
@@ -86,10 +86,18 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
 
   std::vector<Tensor> results;
   SmallVector<Tensor> operands, outs;
+  SmallVector<const void *> operandBuffers; // kernels may move operands away
   for (Operation &op : body) {
+    // Operands that die here are moved out of the environment, so the op may
+    // reuse their buffers (see CpuKernelOpInterface); the rest are shared.
     operands.clear();
-    for (Value operand : op.getOperands())
-      operands.push_back(env.lookup(operand));
+    operandBuffers.clear();
+    for (Value operand : op.getOperands()) {
+      bool dies = lastUser.lookup(operand) == &op &&
+                  llvm::count(op.getOperands(), operand) == 1 && env.count(operand);
+      operands.push_back(dies ? std::move(env[operand]) : env.lookup(operand));
+      operandBuffers.push_back(operands.back().rawData());
+    }
 
     if (isa<func::ReturnOp>(op)) {
       results.assign(operands.begin(), operands.end());
@@ -114,14 +122,12 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
              shapeToString(shapeOf(result.getType())));
       define(result, std::move(tensor));
     }
-    for (Value operand : op.getOperands())
-      if (lastUser.lookup(operand) == &op) {
-        auto it = env.find(operand);
-        if (it != env.end()) {
-          memory.remove(it->second);
-          env.erase(it);
-        }
-      }
+    // Dead operands leave the live set after the results joined it, so a
+    // result written in place keeps its buffer counted throughout.
+    for (auto [operand, buffer] : llvm::zip(op.getOperands(), operandBuffers))
+      if (lastUser.lookup(operand) == &op && env.erase(operand))
+        memory.remove(buffer);
+    operands.clear(); // moved-in operands the op did not reuse are freed now
   }
   if (stats) {
     stats->peakLiveBytes = memory.peak;

@@ -51,16 +51,33 @@ MemoryPlan planMemory(func::FuncOp fn) {
       plan.stateBytes += bytes;
   }
 
+  // The buffer of `operand` if the executor hands it to `op` as the only
+  // reference (it dies at `op`, appears once there, no other value aliases
+  // it), so the kernel may write a result into it. Arguments count as moved
+  // in by the caller, as the Trainer does.
+  auto donatedBuffer = [&](Operation &op, Value operand) -> std::optional<unsigned> {
+    auto it = bufferOf.find(operand);
+    if (it == bufferOf.end() || lastUser.lookup(operand) != &op ||
+        llvm::count(op.getOperands(), operand) != 1 || buffers[it->second].second != 1)
+      return std::nullopt;
+    return it->second;
+  };
+
   // One gradient per parameter, of the parameter's type.
   plan.gradientBytes = plan.parameterBytes;
 
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
       break;
-    for (Value result : op.getResults()) {
+    auto kernel = dyn_cast<CpuKernelOpInterface>(op);
+    for (OpResult result : op.getResults()) {
       std::optional<unsigned> shared;
       if (isa<ReshapeOp>(op))
         shared = bufferOf.lookup(op.getOperand(0));
+      else if (std::optional<unsigned> donor =
+                   kernel ? kernel.getInPlaceOperand(result.getResultNumber()) : std::nullopt)
+        if (std::optional<unsigned> id = donatedBuffer(op, op.getOperand(*donor)))
+          shared = id;
       define(result, shared, shared && argumentBuffers.contains(*shared));
     }
     for (Value operand : op.getOperands()) {

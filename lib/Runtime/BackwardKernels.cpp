@@ -206,12 +206,14 @@ Tensor globalNorm(const std::vector<Tensor> &tensors) {
   return norm;
 }
 
-std::tuple<Tensor, Tensor, Tensor> adamw(const Tensor &param, const Tensor &grad,
-                                         const Tensor &m, const Tensor &v,
-                                         const AdamWHyper &hyper) {
-  Tensor pOut = Tensor::uninitialized(DType::F32, param.shape());
-  Tensor mOut = Tensor::uninitialized(DType::F32, m.shape());
-  Tensor vOut = Tensor::uninitialized(DType::F32, v.shape());
+std::tuple<Tensor, Tensor, Tensor> adamw(Tensor param, const Tensor &grad, Tensor m,
+                                         Tensor v, const AdamWHyper &hyper) {
+  // Each element is read before it is written, so a dead input's buffer can
+  // take the output.
+  auto output = [](const Tensor &in) {
+    return in.isUniquelyOwned() ? in : Tensor::uninitialized(DType::F32, in.shape());
+  };
+  Tensor pOut = output(param), mOut = output(m), vOut = output(v);
   // Scalars in double, then rounded to float once, as torch does when a
   // Python float multiplies a float32 tensor; elementwise math in float so the
   // result tracks torch's float32 AdamW bit-for-bit in the common case.

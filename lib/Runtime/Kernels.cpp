@@ -173,8 +173,8 @@ Tensor swiglu(const Tensor &gate, const Tensor &up) {
   return out;
 }
 
-Tensor add(const Tensor &lhs, const Tensor &rhs) {
-  Tensor out = Tensor::uninitialized(DType::F32, lhs.shape());
+Tensor add(Tensor lhs, const Tensor &rhs) {
+  Tensor out = lhs.isUniquelyOwned() ? lhs : Tensor::uninitialized(DType::F32, lhs.shape());
   const float *a = lhs.data<float>(), *b = rhs.data<float>();
   float *o = out.mutableData<float>();
   const int64_t n = lhs.numel();

@@ -241,6 +241,7 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   checkShape(shape_);
   owner_ = allocate(nbytes(), /*zero=*/true, shape_, dtype_);
   data_ = owner_.get();
+  writable_ = true;
 }
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) {
@@ -250,6 +251,7 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   t.shape_ = std::move(shape);
   t.owner_ = allocate(t.nbytes(), /*zero=*/false, t.shape_, dtype);
   t.data_ = t.owner_.get();
+  t.writable_ = true;
   return t;
 }
 
@@ -264,7 +266,9 @@ Tensor Tensor::reshaped(Shape shape) const {
   if (numElements(shape) != numel())
     fail("cannot reshape tensor {} ({} elements) to {} ({} elements)",
          shapeToString(shape_), numel(), shapeToString(shape), numElements(shape));
-  return Tensor(dtype_, std::move(shape), owner_, data_);
+  Tensor view = *this; // same storage (and writability), new shape
+  view.shape_ = std::move(shape);
+  return view;
 }
 
 /// Applies `f(src[i])` into a new tensor of `dtype` with element type `Dst`.

@@ -285,3 +285,28 @@ TEST(BackwardKernelsTest, AdamWSingleElementByHandAndLeavesInputsAlone) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(BackwardKernelsTest, AdamWWritesInPlaceOnlyIntoUniquelyOwnedInputs) {
+  std::mt19937 rng(21);
+  Tensor p = kiln::test::randomTensor({64}, rng), g = kiln::test::randomTensor({64}, rng);
+  Tensor m(DType::F32, {64}), v(DType::F32, {64});
+  kernels::AdamWHyper hyper{1e-3, 0.9, 0.95, 1e-8, 0.1, 1, 1.0};
+  // Shared inputs (the caller keeps them): fresh outputs, inputs untouched.
+  auto shared = kernels::adamw(p, g, m, v, hyper);
+  EXPECT_NE(std::get<0>(shared).rawData(), p.rawData());
+  const void *pBuffer = p.rawData(), *mBuffer = m.rawData();
+  std::vector<float> before(p.data<float>(), p.data<float>() + 64);
+  // Handed over: the same buffers come back, holding the same values.
+  auto donated = kernels::adamw(std::move(p), g, std::move(m), v, hyper);
+  EXPECT_EQ(std::get<0>(donated).rawData(), pBuffer);
+  EXPECT_EQ(std::get<1>(donated).rawData(), mBuffer);
+  EXPECT_NE(std::get<2>(donated).rawData(), v.rawData()) << "v is still shared";
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(std::get<0>(donated).data<float>()[i], std::get<0>(shared).data<float>()[i]);
+    EXPECT_NE(std::get<0>(donated).data<float>()[i], before[i]);
+  }
+}
+
+} // namespace

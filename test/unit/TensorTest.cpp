@@ -240,3 +240,24 @@ TEST(Tensor, ConvertsEmptyAndScalarTensors) {
   EXPECT_EQ(s.rank(), 0u);
   EXPECT_EQ(s.data<uint16_t>()[0], 0x4000);
 }
+
+namespace {
+
+TEST(Tensor, UniqueOwnershipAllowsInPlaceWritesButViewsNever) {
+  kiln::Tensor t(kiln::DType::F32, {4});
+  EXPECT_TRUE(t.isUniquelyOwned());
+  {
+    kiln::Tensor alias = t.reshaped({2, 2});
+    EXPECT_FALSE(t.isUniquelyOwned()) << "a reshape shares the buffer";
+    EXPECT_FALSE(alias.isUniquelyOwned());
+  }
+  EXPECT_TRUE(t.isUniquelyOwned());
+  // A view over memory Kiln did not allocate (e.g. a mapped file) is never
+  // writable, even as the only reference.
+  auto bytes = std::make_shared<std::vector<float>>(4, 1.0f);
+  kiln::Tensor view(kiln::DType::F32, {4}, bytes, bytes->data());
+  bytes.reset();
+  EXPECT_FALSE(view.isUniquelyOwned());
+}
+
+} // namespace

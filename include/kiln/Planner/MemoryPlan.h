@@ -2,8 +2,11 @@
 //
 // Replays a function's op order with the eager executor's rules, from types
 // alone: a value is live from its definition (arguments: from the start) to
-// its last use, values with no use never occupy memory, and a reshape shares
-// its input's buffer. The peak it predicts is exactly what the executor's
+// its last use, values with no use never occupy memory, a reshape shares its
+// input's buffer, and a result an op may write in place
+// (CpuKernelOpInterface::getInPlaceOperand) takes over its donor operand's
+// buffer when that operand dies there unaliased. With the arguments moved in
+// (as the Trainer does), the peak it predicts is exactly what the executor's
 // ExecutionStats::peakLiveBytes measures for the same function.
 //
 //===----------------------------------------------------------------------===//

@@ -60,10 +60,10 @@ struct AdamWHyper {
 /// One torch.optim.AdamW update (decoupled weight decay p *= 1 - lr*wd,
 /// m = lerp(m, g, 1-beta1), v = beta2 v + (1-beta2) g^2,
 /// p -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)), with
-/// g = grad * gradScale. Returns new (param, m, v).
-std::tuple<Tensor, Tensor, Tensor> adamw(const Tensor &param, const Tensor &grad,
-                                         const Tensor &m, const Tensor &v,
-                                         const AdamWHyper &hyper);
+/// g = grad * gradScale. Returns the updated (param, m, v), written in place
+/// into any of the three inputs that is uniquely owned.
+std::tuple<Tensor, Tensor, Tensor> adamw(Tensor param, const Tensor &grad, Tensor m,
+                                         Tensor v, const AdamWHyper &hyper);
 
 } // namespace kiln::kernels
 

@@ -34,7 +34,8 @@ Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose);
 std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
                                     const Tensor &v, bool causal, float scale);
 Tensor swiglu(const Tensor &gate, const Tensor &up);
-Tensor add(const Tensor &lhs, const Tensor &rhs);
+/// Writes into lhs's buffer when lhs is uniquely owned.
+Tensor add(Tensor lhs, const Tensor &rhs);
 /// logits [..., V], labels [...] -> f32 scalar mean cross-entropy.
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 /// tokens [b, s+1] -> (tokens[:, :-1], tokens[:, 1:]), same dtype.

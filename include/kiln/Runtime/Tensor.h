@@ -60,6 +60,9 @@ public:
     return static_cast<T *>(const_cast<void *>(data_));
   }
   const void *rawData() const { return data_; }
+  /// True when this tensor owns writable memory that nothing else refers to
+  /// (no other Tensor, view or reshape), so a kernel may overwrite it.
+  bool isUniquelyOwned() const { return writable_ && owner_.use_count() == 1; }
 
   /// Same bytes, new shape (element counts must agree).
   Tensor reshaped(Shape shape) const;
@@ -73,6 +76,7 @@ private:
   Shape shape_;
   std::shared_ptr<const void> owner_;
   const void *data_ = nullptr;
+  bool writable_ = false; ///< storage allocated here, not a view of a file
 };
 
 /// IEEE half and bfloat16 conversions (round to nearest even).

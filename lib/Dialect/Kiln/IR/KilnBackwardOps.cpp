@@ -22,7 +22,7 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location
   return success();
 }
 int64_t ConstantOp::getFlops() { return 0; }
-void ConstantOp::runOnCpu(ArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
+void ConstantOp::runOnCpu(MutableArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
   auto value = cast<SplatElementsAttr>(getValue());
   auto type = cast<RankedTensorType>(value.getType());
   Tensor t(DType::F32, Shape(type.getShape().begin(), type.getShape().end()));
@@ -55,7 +55,7 @@ LogicalResult EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, std::optional
   return success();
 }
 int64_t EmbeddingBackwardOp::getFlops() { return getGrad().getType().getNumElements(); }
-void EmbeddingBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void EmbeddingBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::embeddingBackward(in[0], in[1], int64_t(getVocabSize())));
 }
 
@@ -83,7 +83,7 @@ LogicalResult RmsNormBackwardOp::inferReturnTypes(MLIRContext *, std::optional<L
   return success();
 }
 int64_t RmsNormBackwardOp::getFlops() { return 8 * getInput().getType().getNumElements(); }
-void RmsNormBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void RmsNormBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   auto [dx, dw] = kernels::rmsNormBackward(in[0], in[1], in[2], getEps().convertToFloat());
   out.append({dx, dw});
 }
@@ -114,7 +114,7 @@ LogicalResult LinearBackwardDataOp::inferReturnTypes(MLIRContext *,
 int64_t LinearBackwardDataOp::getFlops() {
   return 2 * leadingElements(getGrad().getType()) * getWeight().getType().getNumElements();
 }
-void LinearBackwardDataOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void LinearBackwardDataOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::linearBackwardData(in[0], in[1]));
 }
 
@@ -138,7 +138,7 @@ int64_t LinearBackwardWeightOp::getFlops() {
   return 2 * leadingElements(getGrad().getType()) *
          getWeightGrad().getType().getNumElements();
 }
-void LinearBackwardWeightOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void LinearBackwardWeightOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::linearBackwardWeight(in[0], in[1]));
 }
 
@@ -155,7 +155,7 @@ LogicalResult RopeBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Loca
 int64_t RopeBackwardOp::getFlops() {
   return 3 * (getQGrad().getType().getNumElements() + getKGrad().getType().getNumElements());
 }
-void RopeBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void RopeBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::ropeBackward(in[0], in[2]));
   out.push_back(kernels::ropeBackward(in[1], in[2]));
 }
@@ -192,7 +192,7 @@ int64_t AttentionBackwardOp::getFlops() {
   return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
          (10 * q.getDimSize(3) + 8);
 }
-void AttentionBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void AttentionBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   auto [dq, dk, dv] = kernels::attentionBackward(in[0], in[1], in[2], in[3], in[4], in[5],
                                                  getCausal(), getScale().convertToFloat());
   out.append({dq, dk, dv});
@@ -216,7 +216,7 @@ LogicalResult SwigluBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Lo
   return success();
 }
 int64_t SwigluBackwardOp::getFlops() { return 10 * getGate().getType().getNumElements(); }
-void SwigluBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void SwigluBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   auto [dgate, dup] = kernels::swigluBackward(in[0], in[1], in[2]);
   out.append({dgate, dup});
 }
@@ -245,6 +245,6 @@ LogicalResult CrossEntropyBackwardOp::inferReturnTypes(MLIRContext *,
 int64_t CrossEntropyBackwardOp::getFlops() {
   return 4 * getLogits().getType().getNumElements();
 }
-void CrossEntropyBackwardOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void CrossEntropyBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::crossEntropyBackward(in[0], in[1], in[2]));
 }

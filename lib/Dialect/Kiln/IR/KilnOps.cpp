@@ -54,7 +54,7 @@ int64_t EmbeddingOp::getFlops() { return 0; }
 int64_t EmbeddingOp::getBytesRead() {
   return tensorBytes(getIds().getType()) + tensorBytes(getResult().getType());
 }
-void EmbeddingOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void EmbeddingOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::embedding(in[0], in[1]));
 }
 
@@ -90,7 +90,7 @@ LogicalResult RmsNormOp::verify() {
 int64_t RmsNormOp::getFlops() {
   return 4 * getInput().getType().getNumElements();
 }
-void RmsNormOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void RmsNormOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::rmsNorm(in[0], in[1], getEps().convertToFloat()));
 }
 
@@ -123,7 +123,7 @@ int64_t LinearOp::getFlops() {
   auto weight = getWeight().getType();
   return 2 * leadingElements(getInput().getType()) * weight.getNumElements();
 }
-void LinearOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void LinearOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::linear(in[0], in[1]));
 }
 
@@ -149,7 +149,7 @@ LogicalResult RopeCacheOp::inferReturnTypes(MLIRContext *context,
 }
 
 int64_t RopeCacheOp::getFlops() { return 2 * int64_t(getSeqLen()) * int64_t(getHeadDim()); }
-void RopeCacheOp::runOnCpu(ArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
+void RopeCacheOp::runOnCpu(MutableArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::ropeCache(getTheta().convertToDouble(), int64_t(getSeqLen()),
                                    int64_t(getHeadDim())));
 }
@@ -168,7 +168,7 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 int64_t RopeOp::getFlops() {
   return 3 * (getQ().getType().getNumElements() + getK().getType().getNumElements());
 }
-void RopeOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void RopeOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::rope(in[0], in[2]));
   out.push_back(kernels::rope(in[1], in[2]));
 }
@@ -198,7 +198,7 @@ int64_t AttentionOp::getFlops() {
   return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
          (4 * q.getDimSize(3) + 5);
 }
-void AttentionOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void AttentionOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   auto [o, lse] = kernels::attention(in[0], in[1], in[2], getCausal(),
                                      getScale().convertToFloat());
   out.push_back(o);
@@ -216,7 +216,7 @@ LogicalResult SwigluOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                  "up", adaptor.getUp(), types);
 }
 int64_t SwigluOp::getFlops() { return 5 * getGate().getType().getNumElements(); }
-void SwigluOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void SwigluOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::swiglu(in[0], in[1]));
 }
 
@@ -226,8 +226,8 @@ LogicalResult AddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
                               adaptor.getRhs(), types);
 }
 int64_t AddOp::getFlops() { return getLhs().getType().getNumElements(); }
-void AddOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::add(in[0], in[1]));
+void AddOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+  out.push_back(kernels::add(std::move(in[0]), in[1]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -255,7 +255,7 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
 int64_t CrossEntropyOp::getFlops() {
   return 3 * getLogits().getType().getNumElements();
 }
-void CrossEntropyOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void CrossEntropyOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::crossEntropy(in[0], in[1]));
 }
 
@@ -290,7 +290,7 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 int64_t ReshapeOp::getFlops() { return 0; }
 int64_t ReshapeOp::getBytesRead() { return 0; }
 int64_t ReshapeOp::getBytesWritten() { return 0; }
-void ReshapeOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void ReshapeOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(in[0].reshaped(Shape(getShape().begin(), getShape().end())));
 }
 
@@ -316,7 +316,7 @@ LogicalResult ShiftLabelsOp::inferReturnTypes(MLIRContext *, std::optional<Locat
 }
 
 int64_t ShiftLabelsOp::getFlops() { return 0; }
-void ShiftLabelsOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void ShiftLabelsOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   auto [inputs, labels] = kernels::shiftLabels(in[0]);
   out.push_back(inputs);
   out.push_back(labels);

@@ -43,7 +43,7 @@ int64_t GlobalNormOp::getFlops() {
     elements += cast<RankedTensorType>(type).getNumElements();
   return 2 * elements;
 }
-void GlobalNormOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void GlobalNormOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   out.push_back(kernels::globalNorm(std::vector<Tensor>(in.begin(), in.end())));
 }
 
@@ -62,7 +62,7 @@ LogicalResult ClipCoefOp::inferReturnTypes(MLIRContext *context, std::optional<L
   return success();
 }
 int64_t ClipCoefOp::getFlops() { return 3; }
-void ClipCoefOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void ClipCoefOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   // torch.nn.utils.clip_grad_norm_: clamp(max_norm / (norm + 1e-6), max=1).
   double norm = *in[0].data<float>();
   double coef = getMaxNorm().convertToDouble() / (norm + 1e-6);
@@ -99,7 +99,7 @@ LogicalResult LrScheduleOp::verify() {
   return success();
 }
 int64_t LrScheduleOp::getFlops() { return 0; }
-void LrScheduleOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void LrScheduleOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   LrPhases phases{int64_t(getWarmupSteps()), int64_t(getStableSteps()),
                   int64_t(getDecaySteps())};
   double factor = lrFactor(*in[0].data<int64_t>(), phases, getDecayType().str(),
@@ -132,7 +132,7 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 int64_t AdamWOp::getFlops() { return 12 * getParam().getType().getNumElements(); }
-void AdamWOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void AdamWOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   kernels::AdamWHyper hyper;
   hyper.lr = *in[5].data<float>();
   hyper.beta1 = getBeta1().convertToDouble();
@@ -141,7 +141,8 @@ void AdamWOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   hyper.weightDecay = getWeightDecay().convertToDouble();
   hyper.step = *in[4].data<int64_t>() + 1;
   hyper.gradScale = *in[6].data<float>();
-  auto [param, m, v] = kernels::adamw(in[0], in[1], in[2], in[3], hyper);
+  auto [param, m, v] =
+      kernels::adamw(std::move(in[0]), in[1], std::move(in[2]), std::move(in[3]), hyper);
   out.append({param, m, v});
 }
 
@@ -158,7 +159,7 @@ LogicalResult NextStepOp::inferReturnTypes(MLIRContext *, std::optional<Location
   return success();
 }
 int64_t NextStepOp::getFlops() { return 0; }
-void NextStepOp::runOnCpu(ArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
+void NextStepOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
   Tensor next(DType::I64, {});
   *next.mutableData<int64_t>() = *in[0].data<int64_t>() + 1;
   out.push_back(next);

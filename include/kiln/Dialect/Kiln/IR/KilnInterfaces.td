@@ -36,12 +36,22 @@ def Kiln_CpuKernelOpInterface : OpInterface<"CpuKernelOpInterface"> {
     the operand values (float tensors as f32, ids as i64/i32) and receives one
     tensor per result. Kernels throw kiln::Error on data errors such as an
     out-of-range token id.
+
+    An operand the executor no longer needs after this op is handed over
+    (moved), so it may be the only reference to its buffer; a result may then
+    be written into the buffer of the operand `getInPlaceOperand` names for it,
+    when Tensor::isUniquelyOwned says nothing else can see it.
   }];
   let methods = [
     InterfaceMethod<"Computes the op's results from host tensors.",
       "void", "runOnCpu",
-      (ins "::llvm::ArrayRef<::kiln::Tensor>":$operands,
+      (ins "::llvm::MutableArrayRef<::kiln::Tensor>":$operands,
            "::llvm::SmallVectorImpl<::kiln::Tensor> &":$results)>,
+    InterfaceMethod<[{The operand whose buffer result `result` may reuse when
+      that operand dies at this op, if any. The memory planner mirrors the
+      kernel's choice with it.}],
+      "std::optional<unsigned>", "getInPlaceOperand", (ins "unsigned":$result), [{}],
+      [{ return std::nullopt; }]>,
   ];
 }
 

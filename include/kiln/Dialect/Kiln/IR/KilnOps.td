@@ -116,6 +116,10 @@ def Kiln_AddOp : Kiln_Op<"add", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]
   let summary = "Elementwise sum of two tensors of one type (residuals)";
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// The sum may overwrite lhs when lhs dies here (residual streams).
+    std::optional<unsigned> getInPlaceOperand(unsigned result) { return 0; }
+  }];
 }
 
 def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {

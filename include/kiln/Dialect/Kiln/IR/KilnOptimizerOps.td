@@ -51,6 +51,12 @@ def Kiln_AdamWOp : Kiln_Op<"adamw"> {
                        F64Attr:$eps, F64Attr:$weight_decay, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$param_out, Kiln_FloatTensor:$exp_avg_out,
                       Kiln_FloatTensor:$exp_avg_sq_out);
+  let extraClassDeclaration = [{
+    /// The new parameter and moments may overwrite the old ones.
+    std::optional<unsigned> getInPlaceOperand(unsigned result) {
+      return std::array<unsigned, 3>{0, 2, 3}[result];
+    }
+  }];
 }
 
 def Kiln_NextStepOp : Kiln_Op<"next_step"> {
