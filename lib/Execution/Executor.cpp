@@ -129,10 +129,8 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
         memory.remove(buffer);
     operands.clear(); // moved-in operands the op did not reuse are freed now
   }
-  if (stats) {
+  if (stats)
     stats->peakLiveBytes = memory.peak;
-    stats->finalLiveBytes = memory.live;
-  }
   return results;
 }
 

@@ -25,7 +25,6 @@ namespace kiln {
 /// them: pass them by std::move so they can be freed after their last use.
 struct ExecutionStats {
   int64_t peakLiveBytes = 0;
-  int64_t finalLiveBytes = 0; ///< the results
 };
 
 /// Runs `fn` on `args` (one per function argument, float tensors as F32) and
