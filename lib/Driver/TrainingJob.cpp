@@ -111,11 +111,11 @@ void printPlan(Trainer &trainer) {
              m.parameterCount(), m.numLayers, m.hiddenSize, m.vocabSize,
              trainer.flopsPerToken());
   fmt::print("  memory per step (f32, exact for the CPU executor): parameters {}, gradients "
-             "{}, optimizer state {}, peak activations + gradients in flight {}; peak total "
-             "{}\n",
+             "{}, optimizer state {}, activations saved for backward {}; peak of all "
+             "intermediates {}, peak total {}\n",
              megabytes(plan.parameterBytes), megabytes(plan.gradientBytes),
-             megabytes(plan.stateBytes), megabytes(plan.peakIntermediateBytes),
-             megabytes(plan.peakBytes));
+             megabytes(plan.stateBytes), megabytes(plan.savedActivationBytes),
+             megabytes(plan.peakIntermediateBytes), megabytes(plan.peakBytes));
   fmt::print("  MFU is against this CPU's measured sgemm peak, {:.1f} GFLOP/s\n",
              trainer.peakFlops() / 1e9);
 }

@@ -37,7 +37,7 @@ MemoryPlan planMemory(func::FuncOp fn) {
     plan.peakBytes = std::max(plan.peakBytes, live);
     plan.peakIntermediateBytes = std::max(plan.peakIntermediateBytes, liveIntermediate);
   };
-  llvm::DenseSet<unsigned> argumentBuffers;
+  llvm::DenseSet<unsigned> argumentBuffers, savedBuffers;
   for (BlockArgument arg : body.getArguments()) {
     define(arg, std::nullopt, /*isArgument=*/true);
     if (arg.use_empty())
@@ -80,6 +80,11 @@ MemoryPlan planMemory(func::FuncOp fn) {
           shared = id;
       define(result, shared, shared && argumentBuffers.contains(*shared));
     }
+    if (auto saved = op.getAttrOfType<DenseI64ArrayAttr>(kSavedAttr))
+      for (int64_t index : saved.asArrayRef())
+        if (auto it = bufferOf.find(op.getResult(index)); it != bufferOf.end())
+          if (!argumentBuffers.contains(it->second) && savedBuffers.insert(it->second).second)
+            plan.savedActivationBytes += buffers[it->second].first;
     for (Value operand : op.getOperands()) {
       if (lastUser.lookup(operand) != &op || !bufferOf.count(operand))
         continue;

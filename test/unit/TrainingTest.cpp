@@ -209,6 +209,10 @@ TEST(TrainingTest, StaticMemoryPlanPredictsTheExecutorsPeakExactly) {
   EXPECT_EQ(plan.gradientBytes, paramBytes);
   EXPECT_EQ(plan.stateBytes, 2 * paramBytes + 8); // exp_avg, exp_avg_sq, step
   EXPECT_GT(plan.peakIntermediateBytes, paramBytes); // gradients + saved activations
+  // Saved activations: at least the logits (2 x 32 x 512 f32) that the
+  // cross-entropy backward reads, and no more than the intermediates' peak.
+  EXPECT_GE(plan.savedActivationBytes, 2 * 32 * 512 * 4);
+  EXPECT_LT(plan.savedActivationBytes, plan.peakIntermediateBytes);
   EXPECT_LE(plan.peakBytes, plan.argumentBytes + plan.peakIntermediateBytes);
 }
 

@@ -28,6 +28,9 @@ struct MemoryPlan {
   /// Peak of bytes held by intermediate values (not arguments), e.g.
   /// activations saved for the backward plus gradients in flight.
   int64_t peakIntermediateBytes = 0;
+  /// Bytes of the forward results the backward reads (tagged kiln.saved by
+  /// kiln-autodiff), each buffer counted once: the activation memory.
+  int64_t savedActivationBytes = 0;
 };
 
 MemoryPlan planMemory(mlir::func::FuncOp fn);
