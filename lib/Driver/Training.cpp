@@ -3,6 +3,7 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Passes.h"
+#include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Support/Error.h"
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <random>
 #include <sys/resource.h>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -111,6 +113,16 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
   trainStep_ = module_->lookupSymbol<func::FuncOp>("train_step");
+
+  // Refuse before allocating anything if the plan cannot fit in this
+  // machine's memory (the plan is exact for the executor's live tensors).
+  int64_t peak = planMemory(trainStep_).peakBytes;
+  int64_t physical = int64_t(::sysconf(_SC_PHYS_PAGES)) * int64_t(::sysconf(_SC_PAGE_SIZE));
+  if (peak > physical)
+    fail("{}: a training step needs {:.1f} GB at its peak (memory plan), more than this "
+         "machine's {:.1f} GB; use a smaller model, training.local_batch_size or "
+         "training.seq_len",
+         model_.name, peak / 1e9, physical / 1e9);
 
   const std::string &load = config.checkpoint.initialLoadPath;
   if (!load.empty() && !config.checkpoint.initialLoadInHf)

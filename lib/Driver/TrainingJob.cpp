@@ -170,8 +170,10 @@ private:
 } // namespace
 
 int runTrainingJob(const TrainConfig &config) {
-  BatchSource data(config);
+  // The Trainer first: it refuses a model whose step cannot fit in memory
+  // right after capture, before any data is read or tokenized.
   Trainer trainer(config);
+  BatchSource data(config);
   const Qwen3Config &model = trainer.model();
   fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
              model.parameterCount(), config.training.localBatchSize, config.training.seqLen,
