@@ -8,7 +8,6 @@
 #include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Support/Error.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <chrono>
@@ -57,13 +56,8 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   options.decayType = o.decayType;
   options.minLrFactor = o.minLrFactor;
   pm.addPass(createOptimizer(options));
-  std::string messages;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    messages += "\n  " + diag.str();
-    return success();
-  });
-  if (failed(pm.run(*module)))
-    fail("building the training step of {} failed:{}", model.name, messages);
+  succeedOrFail(context, "building the training step of " + model.name + " failed",
+                [&] { return pm.run(*module); });
   return module;
 }
 

@@ -22,14 +22,20 @@ void loadKilnDialects(MLIRContext &context) {
   context.loadDialect<KilnDialect, func::FuncDialect>();
 }
 
-void verifyOrFail(ModuleOp module, const std::string &what) {
+void succeedOrFail(MLIRContext &context, const std::string &what,
+                   llvm::function_ref<LogicalResult()> step) {
   std::string messages;
-  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     messages += "\n  " + diag.str();
     return success();
   });
-  if (failed(verify(module)))
-    fail("{} does not verify:{}", what, messages);
+  if (failed(step()))
+    fail("{}:{}", what, messages);
+}
+
+void verifyOrFail(ModuleOp module, const std::string &what) {
+  succeedOrFail(*module.getContext(), what + " does not verify",
+                [&] { return verify(module); });
 }
 
 namespace {

@@ -119,3 +119,27 @@ TEST(FrontendTest, CaptureRejectsSequencesBeyondTheModelsPositions) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(FrontendTest, FailedIrStepsReportEveryDiagnostic) {
+  mlir::MLIRContext context;
+  loadKilnDialects(context);
+  auto loc = mlir::UnknownLoc::get(&context);
+  expectError(
+      [&] {
+        succeedOrFail(context, "building something failed", [&] {
+          mlir::emitError(loc) << "first problem";
+          mlir::emitError(loc) << "second problem";
+          return mlir::failure();
+        });
+      },
+      {"building something failed:", "first problem", "second problem"});
+  // A step that succeeds throws nothing, even if it emitted remarks.
+  succeedOrFail(context, "unused", [&] {
+    mlir::emitRemark(loc) << "fine";
+    return mlir::success();
+  });
+}
+
+} // namespace

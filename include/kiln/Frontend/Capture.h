@@ -29,6 +29,11 @@ mlir::OwningOpRef<mlir::ModuleOp> captureQwen3(mlir::MLIRContext &context,
                                                const Qwen3Config &config,
                                                const CaptureOptions &options);
 
+/// Runs `step`, collecting the diagnostics it emits in `context`; if it
+/// fails, throws kiln::Error "<what>:" followed by every diagnostic.
+void succeedOrFail(mlir::MLIRContext &context, const std::string &what,
+                   llvm::function_ref<mlir::LogicalResult()> step);
+
 /// Throws kiln::Error with every diagnostic if `module` does not verify.
 void verifyOrFail(mlir::ModuleOp module, const std::string &what);
 
