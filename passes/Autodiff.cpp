@@ -1,6 +1,7 @@
 //===- Autodiff.cpp - Reverse-mode differentiation of a loss --------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -21,6 +22,19 @@ std::string fqnOf(Operation *op) {
   return fqn ? fqn.str() : op->getName().getStringRef().str();
 }
 
+/// The module a value belongs to: its defining op's fqn, or for an argument
+/// (a parameter) the module of its first user, which owns it (a tied
+/// embedding belongs to tok_embeddings, not to the output projection).
+std::string ownerOf(Value v) {
+  if (Operation *def = v.getDefiningOp())
+    return fqnOf(def);
+  Operation *first = nullptr;
+  for (Operation *user : v.getUsers())
+    if (!first || user->isBeforeInBlock(first))
+      first = user;
+  return first ? fqnOf(first) : "argument";
+}
+
 /// Cotangents of the values of one function, summed over all their uses.
 class Cotangents {
 public:
@@ -28,15 +42,21 @@ public:
 
   Value lookup(Value v) const { return grads.lookup(v); }
 
-  /// Adds `grad` into v's cotangent; `from` names the accumulation op after
-  /// the op whose VJP produced this contribution.
+  /// Adds `grad` into v's cotangent; a sum is named after the module v
+  /// belongs to (`<owner>.grad_accum`), where `from` is the op whose VJP
+  /// produced this contribution.
   void accumulate(Value v, Value grad, Operation *from) {
     Value &slot = grads[v];
-    slot = slot ? AddOp::create(b, from->getLoc(), slot, grad,
-                                b.getStringAttr(fqnOf(from) + ".grad_accum"))
-                      .getResult()
-                : grad;
+    if (slot) {
+      slot = AddOp::create(b, from->getLoc(), slot, grad,
+                           b.getStringAttr(ownerOf(v) + ".grad_accum"))
+                 .getResult();
+      ++sums;
+    } else {
+      slot = grad;
+    }
   }
+  int64_t sums = 0;
 
 private:
   OpBuilder &b;
@@ -103,8 +123,14 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
         return op->emitOpError() << "(fqn '" << fqnOf(op)
                                  << "'): no VJP, cannot differentiate through it";
       SmallVector<Value> operandGrads;
-      vjp.buildVjp(b, resultGrads, operandGrads);
-      assert(operandGrads.size() == op->getNumOperands() && "one cotangent per operand");
+      Block::iterator before = std::prev(b.getInsertionPoint());
+      if (failed(vjp.buildVjp(b, resultGrads, operandGrads)))
+        return failure();
+      if (operandGrads.size() != op->getNumOperands())
+        return op->emitOpError() << "(fqn '" << fqnOf(op) << "'): its VJP built "
+                                 << operandGrads.size() << " cotangents for "
+                                 << op->getNumOperands() << " operands";
+      numBackwardOps += std::distance(std::next(before), b.getInsertionPoint());
       for (auto [operand, operandGrad] : llvm::zip(op->getOperands(), operandGrads))
         if (operandGrad)
           cotangents.accumulate(operand, operandGrad, op);
@@ -112,7 +138,8 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
 
     // Results: the loss, then one gradient per parameter in argument order.
     SmallVector<Value> results{lossValue};
-    SmallVector<Attribute> resultAttrs{b.getDictionaryAttr({})};
+    SmallVector<Attribute> resultAttrs{
+        b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kLossOutput)))};
     for (BlockArgument arg : body.getArguments()) {
       auto key = grad.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr);
       if (!key)
@@ -130,11 +157,12 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
         b.getFunctionType(grad.getArgumentTypes(), ValueRange(results).getTypes()));
     grad.setAllResultAttrs(resultAttrs);
     markSavedActivations(forward);
+    numGradientSums += cotangents.sums;
     return success();
   }
 
   /// Tags each forward op with the results that backward ops read.
-  static void markSavedActivations(ArrayRef<Operation *> forward) {
+  void markSavedActivations(ArrayRef<Operation *> forward) {
     llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
     for (Operation *op : forward) {
       SmallVector<int64_t> saved;
@@ -145,6 +173,7 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
           saved.push_back(result.getResultNumber());
       if (!saved.empty())
         op->setAttr(kSavedAttr, DenseI64ArrayAttr::get(op->getContext(), saved));
+      numSavedValues += saved.size();
     }
   }
 };

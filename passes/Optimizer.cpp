@@ -1,6 +1,7 @@
 //===- Optimizer.cpp - AdamW, clipping and LR schedule: @train_step -------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -43,117 +44,131 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return fail("lr, eps and max-norm must be positive and weight-decay non-negative");
     if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
       return fail("beta1 and beta2 must be in [0, 1)");
+    if (!symbolizeDecayType(decayType))
+      return fail("decay-type must be linear, sqrt or cosine, got '" + decayType + "'");
     return success();
   }
 
   LogicalResult build(func::FuncOp grad) {
-    // Parameters of @grad and, by HF key, the result index of their gradient.
-    SmallVector<unsigned> paramArgs;
-    SmallVector<StringAttr> keys;
-    DenseMap<Attribute, unsigned> gradResult;
-    for (unsigned i = 0, e = grad.getNumResults(); i < e; ++i)
-      if (auto key = grad.getResultAttrOfType<StringAttr>(i, kGradAttr))
-        gradResult[key] = i;
-    int tokensArg = -1;
-    for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
-      if (auto key = grad.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
-        if (!gradResult.count(key))
-          return grad.emitError() << "kiln-optimizer: no gradient result for '"
-                                  << key.getValue() << "'";
-        paramArgs.push_back(i);
-        keys.push_back(key);
-      } else if (grad.getArgAttr(i, kInputAttr)) {
-        if (tokensArg >= 0)
-          return grad.emitError() << "kiln-optimizer: expected exactly one data input";
-        tokensArg = i;
-      }
+    FailureOr<Signature> sig = Signature::get(grad);
+    if (failed(sig))
+      return failure();
+    // Each parameter's gradient result, by its HF key.
+    SmallVector<unsigned> gradResults;
+    for (const Signature::Slot &p : sig->params()) {
+      std::optional<unsigned> g = sig->result(kGradAttr, p.name);
+      if (!g)
+        return grad.emitError() << "kiln-optimizer: no gradient result of @" << gradFuncName
+                                << " is tagged " << kGradAttr << " = \"" << p.name << "\"";
+      gradResults.push_back(*g);
     }
-    if (tokensArg < 0)
+    std::optional<unsigned> lossResult = sig->result(kOutputAttr, kLossOutput);
+    if (!lossResult)
+      return grad.emitError() << "kiln-optimizer: no result of @" << gradFuncName
+                              << " is tagged " << kOutputAttr << " = \"" << kLossOutput << "\"";
+    if (sig->inputs().empty())
       return grad.emitError() << "kiln-optimizer: @" << gradFuncName
-                              << " has no argument tagged kiln.input";
+                              << " has no argument tagged " << kInputAttr;
 
     OpBuilder b(grad);
-    auto stepType = RankedTensorType::get({}, b.getI64Type());
-    // Signature: params..., step, exp_avg..., exp_avg_sq..., tokens.
-    SmallVector<Type> argTypes;
-    SmallVector<DictionaryAttr> argAttrs;
     auto tag = [&](StringRef name, StringRef value) {
       return b.getDictionaryAttr(b.getNamedAttr(name, b.getStringAttr(value)));
     };
-    for (auto [arg, key] : llvm::zip(paramArgs, keys)) {
-      argTypes.push_back(grad.getArgumentTypes()[arg]);
-      argAttrs.push_back(tag(kParamAttr, key));
-    }
-    argTypes.push_back(stepType);
-    argAttrs.push_back(tag(kStateAttr, "step"));
-    for (StringRef moment : {"exp_avg.", "exp_avg_sq."})
-      for (auto [arg, key] : llvm::zip(paramArgs, keys)) {
-        argTypes.push_back(grad.getArgumentTypes()[arg]);
-        argAttrs.push_back(tag(kStateAttr, (moment + key.getValue()).str()));
-      }
-    argTypes.push_back(grad.getArgumentTypes()[tokensArg]);
-    argAttrs.push_back(grad.getArgAttrDict(tokensArg));
+    // Signature: params..., step, exp_avg..., exp_avg_sq..., inputs...; the
+    // order is a convention for readers, consumers go by the attributes.
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    auto addArg = [&](Type type, DictionaryAttr attrs) {
+      argTypes.push_back(type);
+      argAttrs.push_back(attrs);
+      return argTypes.size() - 1;
+    };
+    auto typeOf = [&](const Signature::Slot &slot) { return grad.getArgumentTypes()[slot.index]; };
+    SmallVector<size_t> paramArgs, expAvgArgs, expAvgSqArgs, inputArgs;
+    for (const Signature::Slot &p : sig->params())
+      paramArgs.push_back(addArg(typeOf(p), tag(kParamAttr, p.name)));
+    size_t stepArg = addArg(RankedTensorType::get({}, b.getI64Type()), tag(kStateAttr, kStepState));
+    for (const Signature::Slot &p : sig->params())
+      expAvgArgs.push_back(addArg(typeOf(p), tag(kStateAttr, expAvgName(p.name))));
+    for (const Signature::Slot &p : sig->params())
+      expAvgSqArgs.push_back(addArg(typeOf(p), tag(kStateAttr, expAvgSqName(p.name))));
+    for (const Signature::Slot &input : sig->inputs())
+      inputArgs.push_back(addArg(typeOf(input), grad.getArgAttrDict(input.index)));
 
     b.setInsertionPointAfter(grad);
     auto train = func::FuncOp::create(b, grad.getLoc(), trainFuncName,
                                       b.getFunctionType(argTypes, {}));
     train.setAllArgAttrs(argAttrs);
     Block *entry = train.addEntryBlock();
-    size_t n = paramArgs.size();
-    auto param = [&](size_t i) { return entry->getArgument(i); };
-    Value step = entry->getArgument(n);
-    auto expAvg = [&](size_t i) { return entry->getArgument(n + 1 + i); };
-    auto expAvgSq = [&](size_t i) { return entry->getArgument(2 * n + 1 + i); };
+    auto arg = [&](size_t index) { return entry->getArgument(index); };
 
     // Inline the loss and gradients.
     IRMapping mapping;
-    for (size_t i = 0; i < n; ++i)
-      mapping.map(grad.getArgument(paramArgs[i]), param(i));
-    mapping.map(grad.getArgument(tokensArg), entry->getArgument(3 * n + 1));
+    for (auto [p, index] : llvm::zip(sig->params(), paramArgs))
+      mapping.map(grad.getArgument(p.index), arg(index));
+    for (auto [input, index] : llvm::zip(sig->inputs(), inputArgs))
+      mapping.map(grad.getArgument(input.index), arg(index));
     b.setInsertionPointToStart(entry);
     for (Operation &op : grad.getBody().front().without_terminator())
       b.clone(op, mapping);
     auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
-    Value loss = mapping.lookup(gradReturn.getOperand(0));
+    Value loss = mapping.lookup(gradReturn.getOperand(*lossResult));
     SmallVector<Value> grads;
-    for (StringAttr key : keys)
-      grads.push_back(mapping.lookup(gradReturn.getOperand(gradResult[key])));
+    for (unsigned r : gradResults)
+      grads.push_back(mapping.lookup(gradReturn.getOperand(r)));
 
     // Clip by total norm, schedule the rate, update every parameter.
     Location loc = grad.getLoc();
+    Value step = arg(stepArg);
     Value norm = GlobalNormOp::create(b, loc, grads, b.getStringAttr("optimizer.grad_norm"));
     Value coef = ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
                                     b.getStringAttr("optimizer.clip_grad_norm"));
     Value rate = LrScheduleOp::create(
         b, loc, step, b.getF64FloatAttr(lr), b.getI64IntegerAttr(warmupSteps),
         b.getI64IntegerAttr(stableSteps), b.getI64IntegerAttr(decaySteps),
-        b.getStringAttr(decayType), b.getF64FloatAttr(minLrFactor),
-        b.getStringAttr("lr_scheduler"));
-    SmallVector<Value> newParams, newExpAvg, newExpAvgSq;
-    for (size_t i = 0; i < n; ++i) {
+        DecayTypeAttr::get(b.getContext(), *symbolizeDecayType(decayType)),
+        b.getF64FloatAttr(minLrFactor), b.getStringAttr("lr_scheduler"));
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> resultAttrs;
+    SmallVector<Value> newExpAvg, newExpAvgSq;
+    for (auto [i, p] : llvm::enumerate(sig->params())) {
+      Value param = arg(paramArgs[i]);
       auto update = AdamWOp::create(
-          b, loc, param(i), grads[i], expAvg(i), expAvgSq(i), step, rate, coef,
+          b, loc, param, grads[i], arg(expAvgArgs[i]), arg(expAvgSqArgs[i]), step, rate, coef,
           b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-          b.getF64FloatAttr(weightDecay), b.getStringAttr("optimizer." + keys[i].str()));
-      newParams.push_back(update.getParamOut());
+          b.getF64FloatAttr(weightDecay), b.getStringAttr(moduleOf(param)));
+      results.push_back(update.getParamOut());
+      resultAttrs.push_back(argAttrs[paramArgs[i]]);
       newExpAvg.push_back(update.getExpAvgOut());
       newExpAvgSq.push_back(update.getExpAvgSqOut());
+      numStateBytes += 2 * tensorBytes(param.getType());
     }
-    Value nextStep = NextStepOp::create(b, loc, step, b.getStringAttr("optimizer.step"));
-
-    SmallVector<Value> results(newParams);
-    results.push_back(nextStep);
-    llvm::append_range(results, newExpAvg);
-    llvm::append_range(results, newExpAvgSq);
+    numParameters += sig->params().size();
+    numStateBytes += tensorBytes(step.getType());
+    results.push_back(NextStepOp::create(b, loc, step, b.getStringAttr("optimizer.step")));
+    resultAttrs.push_back(argAttrs[stepArg]);
+    for (auto [values, args] : {std::pair{&newExpAvg, &expAvgArgs}, {&newExpAvgSq, &expAvgSqArgs}})
+      for (auto [value, index] : llvm::zip(*values, *args)) {
+        results.push_back(value);
+        resultAttrs.push_back(argAttrs[index]);
+      }
     results.append({loss, norm});
+    resultAttrs.push_back(tag(kOutputAttr, kLossOutput));
+    resultAttrs.push_back(tag(kOutputAttr, kGradNormOutput));
     func::ReturnOp::create(b, loc, results);
     train.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
-    // Results mirror the state arguments, then loss and grad_norm.
-    SmallVector<DictionaryAttr> resultAttrs(argAttrs.begin(), argAttrs.end() - 1);
-    resultAttrs.push_back(tag(kInputAttr, "loss"));
-    resultAttrs.push_back(tag(kInputAttr, "grad_norm"));
     train.setAllResultAttrs(resultAttrs);
     return success();
+  }
+
+  /// The module owning a parameter: the fqn of its first user.
+  static std::string moduleOf(Value param) {
+    Operation *first = nullptr;
+    for (Operation *user : param.getUsers())
+      if (auto fqn = user->getAttrOfType<StringAttr>("fqn"))
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+    return first ? first->getAttrOfType<StringAttr>("fqn").str() : "optimizer";
   }
 };
 

@@ -11,9 +11,11 @@ def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     Clones `func @<func>` (a scalar loss of tokens and parameters) into
     `func @<grad-func>` returning `(loss, d loss / d param...)`, one gradient
     per argument tagged `kiln.param`, in argument order, each result tagged
-    `kiln.grad = "<HF key>"`. Ops are visited in reverse; each op's
+    `kiln.grad = "<HF key>"`, the loss tagged `kiln.output = "loss"`. Ops
+    are visited in reverse; each op's
     VjpOpInterface emits its backward, and cotangents of values used more than
-    once (tied embeddings, residual streams) are summed with kiln.add.
+    once (tied embeddings, residual streams) are summed with kiln.add, named
+    `<module>.grad_accum` after the module the value belongs to.
     Forward ops whose results the backward reads are marked
     `kiln.saved = array<i64: result indices>`: the saved activations.
   }];
@@ -22,6 +24,13 @@ def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
            "The loss function to differentiate">,
     Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
            "Name of the function to create">,
+  ];
+  let statistics = [
+    Statistic<"numBackwardOps", "backward-ops", "Ops emitted by the VJPs">,
+    Statistic<"numGradientSums", "gradient-sums",
+              "kiln.add ops summing the cotangents of values used more than once">,
+    Statistic<"numSavedValues", "saved-values",
+              "Forward results the backward reads (saved activations)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
@@ -35,7 +44,12 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     the total gradient norm (reported before clipping), the clipping
     coefficient min(1, max_norm / (norm + 1e-6)), the learning rate of update
     `step` and one kiln.adamw per parameter. State arguments and results are
-    tagged `kiln.state` ("step", "exp_avg.<key>", "exp_avg_sq.<key>").
+    tagged `kiln.state` ("step", "exp_avg.<key>", "exp_avg_sq.<key>"),
+    updated parameters `kiln.param`, and the two outputs `kiln.output`
+    ("loss", "grad_norm"). Arguments are found by these attributes
+    (kiln::Signature), never by position; every data input of @<grad-func>
+    is carried over. Each kiln.adamw is named after the module that owns its
+    parameter (its first user), e.g. `layers.0.attention.wq`.
   }];
   let options = [
     Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
@@ -56,6 +70,10 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "linear, sqrt or cosine">,
     Option<"minLrFactor", "min-lr-factor", "double", "0.0",
            "Rate at the end of decay, as a fraction of lr">,
+  ];
+  let statistics = [
+    Statistic<"numParameters", "parameters", "Parameters updated by AdamW">,
+    Statistic<"numStateBytes", "state-bytes", "Bytes of optimizer state (moments and step)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }

@@ -1,7 +1,8 @@
 //===- Passes.h - Kiln's passes ---------------------------------*- C++ -*-===//
 //
 // Declarations generated from passes/Passes.td: create<Name>() and
-// create<Name>(const <Name>Options &) for every pass, and registerKilnPasses().
+// create<Name>(const <Name>Options &) for every pass, and registerKilnPasses();
+// and the training pipeline built from them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_PASSES_H
@@ -17,18 +18,19 @@
 
 namespace kiln {
 
-/// Result attribute naming the parameter a gradient belongs to.
-inline constexpr llvm::StringLiteral kGradAttr = "kiln.grad";
-/// Argument/result attribute naming a piece of optimizer state.
-inline constexpr llvm::StringLiteral kStateAttr = "kiln.state";
-/// Forward-op attribute listing the results the backward reads.
-inline constexpr llvm::StringLiteral kSavedAttr = "kiln.saved";
-
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// The training pipeline: kiln-autodiff, then kiln-optimizer with `optimizer`
+/// (@loss -> @loss_grad -> @train_step). The driver and kiln-opt's
+/// registered `kiln-training` pipeline (default options) both build it here.
+void buildTrainingPipeline(mlir::OpPassManager &pm, const OptimizerOptions &optimizer = {});
+
+/// Registers every Kiln pass and the `kiln-training` pipeline.
+void registerKilnPassesAndPipelines();
 
 } // namespace kiln
 

@@ -1,8 +1,10 @@
 //===- Evaluate.cpp - Capture + bind + run a checkpoint -------------------===//
 
 #include "kiln/Driver/Evaluate.h"
-#include "kiln/Execution/Executor.h"
+#include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
+#include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -10,30 +12,40 @@
 namespace kiln {
 
 namespace {
-/// Captures the model for `tokens`' batch, runs `fnName` and returns result 0.
-Tensor runCaptured(const std::string &modelDir, const Tensor &tokens, const char *fnName,
-                   int64_t seq) {
-  if (tokens.rank() != 2)
-    fail("tokens must be [batch, length], got {}", shapeToString(tokens.shape()));
+/// Captures the model for a [batch, seq] input, runs `fnName` on `inputs`
+/// (by kiln.input name) and returns result 0.
+Tensor runCaptured(const std::string &modelDir, const std::map<std::string, Tensor> &inputs,
+                   const char *fnName) {
+  const Tensor &ids = inputs.at(std::string(kInputIdsInput));
   Qwen3Config config = Qwen3Config::fromHfDirectory(modelDir);
   Checkpoint checkpoint = Checkpoint::open(modelDir);
   mlir::MLIRContext context;
-  auto module = captureQwen3(context, config, {tokens.dim(0), seq});
+  auto module = captureQwen3(context, config, {ids.dim(0), ids.dim(1)});
   auto fn = module->lookupSymbol<mlir::func::FuncOp>(fnName);
-  std::vector<Tensor> args = bindArguments(fn, checkpoint, {{"tokens", tokens}});
-  return runFunction(fn, args).at(0);
+  return runFunction(fn, bindArguments(fn, checkpoint, inputs)).at(0);
+}
+
+void checkBatch(const Tensor &tokens, int64_t minLength) {
+  if (tokens.rank() != 2)
+    fail("tokens must be [batch, length], got {}", shapeToString(tokens.shape()));
+  if (tokens.dim(1) < minLength)
+    fail("need at least {} tokens per row{}, got {}", minLength,
+         minLength > 1 ? " to predict one" : "", tokens.dim(1));
 }
 } // namespace
 
 float evaluateLoss(const std::string &modelDir, const Tensor &tokens) {
-  if (tokens.rank() == 2 && tokens.dim(1) < 2)
-    fail("need at least 2 tokens per row to predict one, got {}", tokens.dim(1));
-  Tensor loss = runCaptured(modelDir, tokens, "loss", tokens.rank() == 2 ? tokens.dim(1) - 1 : 0);
+  checkBatch(tokens, 2);
+  InputsAndLabels split = splitInputsAndLabels(tokens);
+  Tensor loss = runCaptured(
+      modelDir, {{kInputIdsInput.str(), split.inputIds}, {kLabelsInput.str(), split.labels}},
+      "loss");
   return *loss.data<float>();
 }
 
 Tensor evaluateLogits(const std::string &modelDir, const Tensor &ids) {
-  return runCaptured(modelDir, ids, "forward", ids.rank() == 2 ? ids.dim(1) : 0);
+  checkBatch(ids, 1);
+  return runCaptured(modelDir, {{kInputIdsInput.str(), ids}}, "forward");
 }
 
 } // namespace kiln

@@ -1,11 +1,13 @@
 //===- Training.cpp - Capture and run whole training steps ----------------===//
 
 #include "kiln/Driver/Training.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Passes.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/HfCheckpoint.h"
+#include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -42,7 +44,6 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
                                           const OptimizerSettings &o) {
   OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
   PassManager pm(&context);
-  pm.addPass(createAutodiff());
   OptimizerOptions options;
   options.lr = o.lr;
   options.beta1 = o.beta1;
@@ -55,7 +56,7 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   options.decaySteps = o.phases.decay;
   options.decayType = o.decayType;
   options.minLrFactor = o.minLrFactor;
-  pm.addPass(createOptimizer(options));
+  buildTrainingPipeline(pm, options);
   succeedOrFail(context, "building the training step of " + model.name + " failed",
                 [&] { return pm.run(*module); });
   return module;
@@ -107,6 +108,12 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
   trainStep_ = module_->lookupSymbol<func::FuncOp>("train_step");
+  succeedOrFail(context_, "@train_step of " + model_.name, [&] {
+    FailureOr<TrainStepSignature> sig = TrainStepSignature::get(trainStep_);
+    if (succeeded(sig))
+      signature_ = std::move(*sig);
+    return LogicalResult(sig);
+  });
 
   // Refuse before allocating anything if the plan cannot fit in this
   // machine's memory (the plan is exact for the executor's live tensors).
@@ -129,19 +136,19 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
   else
     drawn = initialParameters(model_, uint64_t(config.training.seed));
 
-  for (unsigned i = 0, e = trainStep_.getNumArguments(); i < e; ++i)
-    if (auto key = trainStep_.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
-      keys_.push_back(key.str());
-      state_.push_back(checkpoint ? bindParameter(*checkpoint, key.str(),
-                                                  trainStep_.getArgumentTypes()[i],
-                                                  "@train_step")
-                                  : drawn.at(key.str()));
-    }
+  // State by argument index; the inputs' slots stay empty between steps.
+  state_.resize(trainStep_.getNumArguments());
+  for (const TrainStepSignature::Param &p : signature_.params) {
+    size_t index = paramIndex_.size();
+    paramIndex_[p.key] = index;
+    Type type = trainStep_.getArgumentTypes()[p.arg];
+    state_[p.arg] = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step")
+                               : drawn.at(p.key);
+    state_[p.expAvgArg] = Tensor(DType::F32, state_[p.arg].shape());
+    state_[p.expAvgSqArg] = Tensor(DType::F32, state_[p.arg].shape());
+  }
   drawn.clear();
-  state_.push_back(scalarStep(0));
-  for (int moment = 0; moment < 2; ++moment)
-    for (size_t i = 0; i < keys_.size(); ++i)
-      state_.push_back(Tensor(DType::F32, state_[i].shape()));
+  state_[signature_.stepArg] = scalarStep(0);
   peakFlops_ = measureCpuPeakFlops();
 }
 
@@ -160,23 +167,53 @@ double Trainer::flopsPerToken() const {
 }
 
 StepMetrics Trainer::step(const Tensor &tokens) {
+  checkState();
   checkTokens(tokens);
   std::vector<Tensor> args = std::move(state_);
   state_.clear();
-  args.push_back(tokens);
+  bindInputs(signature_.inputs, tokens, args);
   ExecutionStats stats;
   auto start = std::chrono::steady_clock::now();
-  std::vector<Tensor> results = runFunction(trainStep_, std::move(args), &stats);
+  std::vector<Tensor> results;
+  try {
+    std::vector<Tensor> unused;
+    try {
+      results = runFunction(trainStep_, std::move(args), &stats, {}, &unused);
+    } catch (const Error &) {
+      // The step failed before its first update if every piece of state is
+      // intact: keep it, so the run can go on or be saved.
+      bool intact = true;
+      for (const TrainStepSignature::Param &p : signature_.params)
+        intact &= unused[p.arg].defined() && unused[p.expAvgArg].defined() &&
+                  unused[p.expAvgSqArg].defined();
+      intact &= unused[signature_.stepArg].defined();
+      if (intact) {
+        for (const Signature::Slot &input : signature_.inputs)
+          unused[input.index] = Tensor();
+        state_ = std::move(unused);
+      }
+      throw;
+    }
+  } catch (const Error &e) {
+    if (state_.empty())
+      lostState_ = fmt::format("step {} failed after updating the weights in place: {}",
+                               updates_ + 1, e.what());
+    throw;
+  }
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
 
-  size_t n = keys_.size();
   StepMetrics m;
   m.step = ++updates_;
-  m.loss = *results[3 * n + 1].data<float>();
-  m.gradNorm = *results[3 * n + 2].data<float>();
+  m.loss = *results[signature_.lossResult].data<float>();
+  m.gradNorm = *results[signature_.gradNormResult].data<float>();
   m.lr = optimizer_.lrAt(updates_ - 1);
-  results.resize(3 * n + 1);
-  state_ = std::move(results);
+  state_.resize(trainStep_.getNumArguments());
+  for (const TrainStepSignature::Param &p : signature_.params) {
+    state_[p.arg] = std::move(results[p.result]);
+    state_[p.expAvgArg] = std::move(results[p.expAvgResult]);
+    state_[p.expAvgSqArg] = std::move(results[p.expAvgSqResult]);
+  }
+  state_[signature_.stepArg] = std::move(results[signature_.stepResult]);
   m.seconds = elapsed.count();
   double tokensPerStep = double(tokens.dim(0)) * double(tokens.dim(1) - 1);
   m.tokensPerSecond = tokensPerStep / m.seconds;
@@ -187,30 +224,54 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   return m;
 }
 
-std::vector<Tensor> Trainer::lossArguments(const Tensor &tokens) const {
+void Trainer::bindInputs(ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
+                         std::vector<Tensor> &args) {
+  InputsAndLabels split = splitInputsAndLabels(tokens);
+  for (const Signature::Slot &input : inputs) {
+    if (input.name == kInputIdsInput)
+      args[input.index] = split.inputIds;
+    else if (input.name == kLabelsInput)
+      args[input.index] = split.labels;
+    else
+      fail("the captured step takes an input '{}' that token batches do not provide",
+           input.name);
+  }
+}
+
+void Trainer::checkState() const {
+  if (!lostState_.empty())
+    fail("the training state is gone: {}", lostState_);
+}
+
+std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const Tensor &tokens) const {
+  checkState();
   checkTokens(tokens);
-  // @loss and @loss_grad take (tokens, params...) in the same parameter order.
-  std::vector<Tensor> args{tokens};
-  args.insert(args.end(), state_.begin(), state_.begin() + keys_.size());
+  Signature sig = *Signature::get(fn);
+  std::vector<Tensor> args(fn.getNumArguments());
+  for (const Signature::Slot &p : sig.params())
+    args[p.index] = state_[signature_.params[paramIndex_.at(p.name)].arg];
+  bindInputs(sig.inputs(), tokens, args);
   return args;
 }
 
 double Trainer::evaluate(const Tensor &tokens) {
-  return *runFunction(loss_, lossArguments(tokens)).at(0).data<float>();
+  return *runFunction(loss_, argumentsOf(loss_, tokens)).at(0).data<float>();
 }
 
 TensorMap Trainer::gradients(const Tensor &tokens) {
-  std::vector<Tensor> results = runFunction(lossGrad_, lossArguments(tokens));
+  std::vector<Tensor> results = runFunction(lossGrad_, argumentsOf(lossGrad_, tokens));
   TensorMap grads;
-  for (unsigned i = 1, e = lossGrad_.getNumResults(); i < e; ++i)
-    grads.emplace(lossGrad_.getResultAttrOfType<StringAttr>(i, kGradAttr).str(), results[i]);
+  for (unsigned i = 0, e = lossGrad_.getNumResults(); i < e; ++i)
+    if (auto key = lossGrad_.getResultAttrOfType<StringAttr>(i, kGradAttr))
+      grads.emplace(key.str(), results[i]);
   return grads;
 }
 
 TensorMap Trainer::parameters() const {
+  checkState();
   TensorMap params;
-  for (size_t i = 0; i < keys_.size(); ++i)
-    params.emplace(keys_[i], state_[i]);
+  for (const TrainStepSignature::Param &p : signature_.params)
+    params.emplace(p.key, state_[p.arg]);
   return params;
 }
 

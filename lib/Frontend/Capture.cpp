@@ -2,6 +2,7 @@
 
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Support/Error.h"
 
@@ -20,22 +21,6 @@ namespace kiln {
 
 void loadKilnDialects(MLIRContext &context) {
   context.loadDialect<KilnDialect, func::FuncDialect>();
-}
-
-void succeedOrFail(MLIRContext &context, const std::string &what,
-                   llvm::function_ref<LogicalResult()> step) {
-  std::string messages;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    messages += "\n  " + diag.str();
-    return success();
-  });
-  if (failed(step()))
-    fail("{}:{}", what, messages);
-}
-
-void verifyOrFail(ModuleOp module, const std::string &what) {
-  succeedOrFail(*module.getContext(), what + " does not verify",
-                [&] { return verify(module); });
 }
 
 namespace {
@@ -122,27 +107,36 @@ private:
   std::map<std::string, Value> params;
 };
 
-/// Creates `func @name(tokens, params...)`, binds the parameters by module
-/// and hands the entry block to `body`, which returns the results.
+/// Creates `func @name(inputs..., params...)` with the data inputs tagged by
+/// name, binds the parameters by module and hands the entry block's inputs
+/// to `body`, which returns the results.
 template <typename BodyFn>
-void buildFunction(OpBuilder &b, ModuleOp module, StringRef name, RankedTensorType tokens,
+void buildFunction(OpBuilder &b, ModuleOp module, StringRef name,
+                   ArrayRef<std::pair<StringRef, RankedTensorType>> inputs,
                    ArrayRef<Qwen3Parameter> specs, BodyFn body) {
   Type f32 = b.getF32Type();
-  SmallVector<Type> argTypes{tokens};
+  SmallVector<Type> argTypes;
+  for (const auto &input : inputs)
+    argTypes.push_back(input.second);
   for (const Qwen3Parameter &spec : specs)
     argTypes.push_back(RankedTensorType::get(spec.shape, f32));
   b.setInsertionPointToEnd(module.getBody());
   auto fn = func::FuncOp::create(b, NameLoc::get(b.getStringAttr(name)), name,
                                  b.getFunctionType(argTypes, {}));
-  fn.setArgAttr(0, kInputAttr, b.getStringAttr("tokens"));
   Block *entry = fn.addEntryBlock();
+  SmallVector<Value> inputValues;
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    fn.setArgAttr(i, kInputAttr, b.getStringAttr(input.first));
+    inputValues.push_back(entry->getArgument(i));
+  }
   std::map<std::string, Value> params;
   for (auto [i, spec] : llvm::enumerate(specs)) {
-    fn.setArgAttr(i + 1, kParamAttr, b.getStringAttr(spec.hfKey));
-    params[spec.module] = entry->getArgument(i + 1);
+    unsigned index = inputs.size() + i;
+    fn.setArgAttr(index, kParamAttr, b.getStringAttr(spec.hfKey));
+    params[spec.module] = entry->getArgument(index);
   }
   b.setInsertionPointToStart(entry);
-  SmallVector<Value> results = body(entry->getArgument(0), std::move(params));
+  SmallVector<Value> results = body(inputValues, std::move(params));
   func::ReturnOp::create(b, fn.getLoc(), results);
   fn.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
 }
@@ -165,20 +159,19 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
   auto i64 = b.getI64Type();
   std::vector<Qwen3Parameter> specs = qwen3Parameters(config);
 
-  buildFunction(b, *module, "forward", RankedTensorType::get({batch, seq}, i64), specs,
-                [&](Value tokens, std::map<std::string, Value> params) {
+  auto ids = RankedTensorType::get({batch, seq}, i64);
+  buildFunction(b, *module, "forward", {{kInputIdsInput, ids}}, specs,
+                [&](ValueRange inputs, std::map<std::string, Value> params) {
                   Qwen3Builder model(b, config, batch, seq, std::move(params));
-                  return SmallVector<Value>{model.logits(tokens)};
+                  return SmallVector<Value>{model.logits(inputs[0])};
                 });
-  buildFunction(b, *module, "loss", RankedTensorType::get({batch, seq + 1}, i64), specs,
-                [&](Value tokens, std::map<std::string, Value> params) {
+  // Labels are a second input, split from the token windows on the host.
+  buildFunction(b, *module, "loss", {{kInputIdsInput, ids}, {kLabelsInput, ids}}, specs,
+                [&](ValueRange inputs, std::map<std::string, Value> params) {
                   Qwen3Builder model(b, config, batch, seq, std::move(params));
-                  Location shiftLoc = NameLoc::get(b.getStringAttr("loss.shift_labels"));
-                  auto shift = ShiftLabelsOp::create(b, shiftLoc, tokens,
-                                                     b.getStringAttr("loss.shift_labels"));
-                  Value logits = model.logits(shift.getInputs());
+                  Value logits = model.logits(inputs[0]);
                   Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
-                                                      logits, shift.getLabels(),
+                                                      logits, inputs[1],
                                                       b.getStringAttr("loss"));
                   return SmallVector<Value>{loss};
                 });

@@ -230,17 +230,4 @@ Tensor crossEntropy(const Tensor &logits, const Tensor &labels) {
   return loss;
 }
 
-std::pair<Tensor, Tensor> shiftLabels(const Tensor &tokens) {
-  int64_t batch = tokens.dim(0), seq = tokens.dim(1) - 1;
-  size_t elt = dtypeSize(tokens.dtype());
-  Tensor inputs(tokens.dtype(), {batch, seq}), labels(tokens.dtype(), {batch, seq});
-  auto *src = static_cast<const char *>(tokens.rawData());
-  for (int64_t b = 0; b < batch; ++b) {
-    const char *row = src + b * (seq + 1) * elt;
-    std::copy_n(row, seq * elt, inputs.mutableData<char>() + b * seq * elt);
-    std::copy_n(row + elt, seq * elt, labels.mutableData<char>() + b * seq * elt);
-  }
-  return {inputs, labels};
-}
-
 } // namespace kiln::kernels

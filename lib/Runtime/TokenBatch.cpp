@@ -33,4 +33,21 @@ Tensor readTokenBatch(const std::string &path) {
   return tokens;
 }
 
+InputsAndLabels splitInputsAndLabels(const Tensor &tokens) {
+  if (tokens.rank() != 2 || tokens.dim(1) < 2)
+    fail("a token batch must be [batch, seq + 1] with seq >= 1, got {}",
+         shapeToString(tokens.shape()));
+  int64_t batch = tokens.dim(0), seq = tokens.dim(1) - 1;
+  size_t elt = dtypeSize(tokens.dtype());
+  Tensor inputs = Tensor::uninitialized(tokens.dtype(), {batch, seq});
+  Tensor labels = Tensor::uninitialized(tokens.dtype(), {batch, seq});
+  auto *src = static_cast<const char *>(tokens.rawData());
+  for (int64_t b = 0; b < batch; ++b) {
+    const char *row = src + b * (seq + 1) * elt;
+    std::copy_n(row, seq * elt, inputs.mutableData<char>() + b * seq * elt);
+    std::copy_n(row + elt, seq * elt, labels.mutableData<char>() + b * seq * elt);
+  }
+  return {inputs, labels};
+}
+
 } // namespace kiln

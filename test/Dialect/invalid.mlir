@@ -188,24 +188,6 @@ func.func @reshape_count(%x: tensor<2x8x64xf32>) {
 
 // -----
 
-func.func @shift_labels_rank(%t: tensor<9xi64>) {
-  // expected-error@+2 {{'kiln.shift_labels' op (fqn 'loss.shift_labels'): tokens must have rank 2, got 'tensor<9xi64>'}}
-  // expected-error@+1 {{failed to infer returned types}}
-  %0:2 = kiln.shift_labels %t {fqn = "loss.shift_labels"} : (tensor<9xi64>) -> (tensor<8xi64>, tensor<8xi64>)
-  return
-}
-
-// -----
-
-func.func @shift_labels_short(%t: tensor<2x1xi64>) {
-  // expected-error@+2 {{'kiln.shift_labels' op (fqn 'loss.shift_labels'): tokens must be [batch, seq + 1] with seq >= 1, got 'tensor<2x1xi64>'}}
-  // expected-error@+1 {{failed to infer returned types}}
-  %0:2 = kiln.shift_labels %t {fqn = "loss.shift_labels"} : (tensor<2x1xi64>) -> (tensor<2x0xi64>, tensor<2x0xi64>)
-  return
-}
-
-// -----
-
 func.func @embedding_backward_shape(%g: tensor<2x8x32xf32>, %ids: tensor<2x7xi64>) {
   // expected-error@+2 {{'kiln.embedding_backward' op (fqn 'tok_embeddings'): grad 'tensor<2x8x32xf32>' must be ids' shape plus the embedding dim, ids 'tensor<2x7xi64>'}}
   // expected-error@+1 {{failed to infer returned types}}
@@ -252,8 +234,17 @@ func.func @adamw_step_type(%p: tensor<32xf32>, %step: tensor<i32>, %lr: tensor<f
 // -----
 
 func.func @lr_schedule_decay_type(%step: tensor<i64>) {
-  // expected-error@+1 {{'kiln.lr_schedule' op (fqn 'lr_scheduler'): decay_type must be linear, sqrt or cosine, got 'step'}}
-  %lr = kiln.lr_schedule %step {lr = 3.0e-3 : f64, warmup_steps = 2 : i64, stable_steps = 5 : i64, decay_steps = 10 : i64, decay_type = "step", min_lr_factor = 0.1 : f64, fqn = "lr_scheduler"} : (tensor<i64>) -> tensor<f32>
+  // expected-error@+2 {{expected ::kiln::DecayType to be one of: linear, sqrt, cosine}}
+  // expected-error@+1 {{failed to parse Kiln_DecayTypeAttr parameter 'value'}}
+  %lr = kiln.lr_schedule %step {lr = 3.0e-3 : f64, warmup_steps = 2 : i64, stable_steps = 5 : i64, decay_steps = 10 : i64, decay_type = #kiln.decay_type<step>, min_lr_factor = 0.1 : f64, fqn = "lr_scheduler"} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @lr_schedule_decay_type_string(%step: tensor<i64>) {
+  // expected-error@+1 {{attribute 'decay_type' failed to satisfy constraint}}
+  %lr = kiln.lr_schedule %step {lr = 3.0e-3 : f64, warmup_steps = 2 : i64, stable_steps = 5 : i64, decay_steps = 10 : i64, decay_type = "linear", min_lr_factor = 0.1 : f64, fqn = "lr_scheduler"} : (tensor<i64>) -> tensor<f32>
   return
 }
 
@@ -272,5 +263,65 @@ func.func @clip_coef_rank(%n: tensor<2xf32>) {
   // expected-error@+2 {{'kiln.clip_coef' op (fqn 'optimizer.clip_grad_norm'): norm must have rank 0, got 'tensor<2xf32>'}}
   // expected-error@+1 {{failed to infer returned types}}
   %0 = kiln.clip_coef %n {max_norm = 1.0 : f64, fqn = "optimizer.clip_grad_norm"} : (tensor<2xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+// The kiln.* attributes of functions, arguments, results and ops.
+
+// expected-error@+1 {{argument #1: 'kiln.param' "model.norm.weight" repeats argument #0}}
+func.func @param_twice(%a: tensor<4xf32> {kiln.param = "model.norm.weight"},
+                       %b: tensor<4xf32> {kiln.param = "model.norm.weight"}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'kiln.param' must be a non-empty string, got ""}}
+func.func @param_empty(%a: tensor<4xf32> {kiln.param = ""}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'kiln.param' must be a non-empty string, got 3 : i64}}
+func.func @param_not_string(%a: tensor<4xf32> {kiln.param = 3}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'kiln.param' and 'kiln.input' cannot both tag one argument}}
+func.func @two_roles(%a: tensor<4xf32> {kiln.param = "w", kiln.input = "input_ids"}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'kiln.grad' is not a kiln attribute of function arguments (known: kiln.param, kiln.input, kiln.state)}}
+func.func @grad_on_argument(%a: tensor<4xf32> {kiln.grad = "w"}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{result #1: 'kiln.output' "loss" repeats result #0}}
+func.func @output_twice(%a: tensor<f32> {kiln.input = "x"}) -> (tensor<f32> {kiln.output = "loss"}, tensor<f32> {kiln.output = "loss"}) {
+  return %a, %a : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+func.func @saved_out_of_range(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
+  // expected-error@+1 {{'kiln.saved' = array<i64: -1> must list distinct result indices in [0, 1) in increasing order}}
+  %0 = kiln.add %x, %y {fqn = "h", kiln.saved = array<i64: -1>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_kiln_attribute(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
+  // expected-error@+1 {{unknown kiln attribute 'kiln.savd'}}
+  %0 = kiln.add %x, %y {fqn = "h", kiln.savd = array<i64: 0>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return
 }

@@ -3,14 +3,14 @@
 // A tied toy model: the table feeds the embedding and the output projection,
 // so its two gradients are summed; each forward op gets its VJP and the values
 // the backward reads are marked as saved activations.
-func.func @loss(%tokens: tensor<2x5xi64> {kiln.input = "tokens"},
+func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
+                %labels: tensor<2x4xi64> {kiln.input = "labels"},
                 %table: tensor<16x8xf32> {kiln.param = "model.embed_tokens.weight"},
                 %norm: tensor<8xf32> {kiln.param = "model.norm.weight"},
                 %w1: tensor<12x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight"},
                 %w3: tensor<12x8xf32> {kiln.param = "model.layers.0.mlp.up_proj.weight"},
                 %w2: tensor<8x12xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight"})
     -> tensor<f32> {
-  %ids, %labels = kiln.shift_labels %tokens {fqn = "loss.shift_labels"} : (tensor<2x5xi64>) -> (tensor<2x4xi64>, tensor<2x4xi64>)
   %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %g = kiln.linear %h, %w1 {fqn = "layers.0.feed_forward.w1"} : (tensor<2x4x8xf32>, tensor<12x8xf32>) -> tensor<2x4x12xf32>
   %u = kiln.linear %h, %w3 {fqn = "layers.0.feed_forward.w3"} : (tensor<2x4x8xf32>, tensor<12x8xf32>) -> tensor<2x4x12xf32>
@@ -29,8 +29,7 @@ func.func @loss(%tokens: tensor<2x5xi64> {kiln.input = "tokens"},
 // CHECK: return
 
 // CHECK-LABEL: func.func @loss_grad(
-// CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<8xf32> {kiln.grad = "model.norm.weight"}, tensor<12x8xf32> {kiln.grad = "model.layers.0.mlp.gate_proj.weight"}, tensor<12x8xf32> {kiln.grad = "model.layers.0.mlp.up_proj.weight"}, tensor<8x12xf32> {kiln.grad = "model.layers.0.mlp.down_proj.weight"})
-// CHECK: %[[IDS:.*]], %[[LABELS:.*]] = kiln.shift_labels {{.*}} {fqn = "loss.shift_labels", kiln.saved = array<i64: 0, 1>}
+// CHECK-SAME: -> (tensor<f32> {kiln.output = "loss"}, tensor<16x8xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<8xf32> {kiln.grad = "model.norm.weight"}, tensor<12x8xf32> {kiln.grad = "model.layers.0.mlp.gate_proj.weight"}, tensor<12x8xf32> {kiln.grad = "model.layers.0.mlp.up_proj.weight"}, tensor<8x12xf32> {kiln.grad = "model.layers.0.mlp.down_proj.weight"})
 // CHECK: %[[H:.*]] = kiln.embedding {{.*}} {fqn = "tok_embeddings", kiln.saved = array<i64: 0>}
 // CHECK: %[[G:.*]] = kiln.linear %[[H]], %{{.*}} {fqn = "layers.0.feed_forward.w1", kiln.saved = array<i64: 0>}
 // CHECK: %[[U:.*]] = kiln.linear %[[H]], %{{.*}} {fqn = "layers.0.feed_forward.w3", kiln.saved = array<i64: 0>}
@@ -39,26 +38,28 @@ func.func @loss(%tokens: tensor<2x5xi64> {kiln.input = "tokens"},
 // CHECK: kiln.linear %[[A]], %{{.*}} {fqn = "layers.0.feed_forward.w2"} :
 // CHECK: %[[R:.*]] = kiln.add {{.*}} {fqn = "layers.0.ffn_residual", kiln.saved = array<i64: 0>}
 // CHECK: %[[N:.*]] = kiln.rms_norm %[[R]], {{.*}} {eps = {{.*}}, fqn = "norm", kiln.saved = array<i64: 0>}
-// CHECK: %[[LOGITS:.*]] = kiln.linear %[[N]], %arg1 {fqn = "output", kiln.saved = array<i64: 0>}
-// CHECK: %[[LOSS:.*]] = kiln.cross_entropy %[[LOGITS]], %[[LABELS]] {fqn = "loss"}
+// CHECK: %[[LOGITS:.*]] = kiln.linear %[[N]], %arg2 {fqn = "output", kiln.saved = array<i64: 0>}
+// CHECK: %[[LOSS:.*]] = kiln.cross_entropy %[[LOGITS]], %arg1 {fqn = "loss"}
 // Backward, in reverse order, seeded with d loss = 1.
 // CHECK: %[[SEED:.*]] = kiln.constant {fqn = "loss.seed_grad", value = dense<1.000000e+00> : tensor<f32>} : tensor<f32>
-// CHECK: %[[DLOGITS:.*]] = kiln.cross_entropy_backward %[[LOGITS]], %[[LABELS]], %[[SEED]] {fqn = "loss"}
-// CHECK: %[[DN:.*]] = kiln.linear_backward_data %[[DLOGITS]], %arg1 {fqn = "output"}
+// CHECK: %[[DLOGITS:.*]] = kiln.cross_entropy_backward %[[LOGITS]], %arg1, %[[SEED]] {fqn = "loss"}
+// CHECK: %[[DN:.*]] = kiln.linear_backward_data %[[DLOGITS]], %arg2 {fqn = "output"}
 // CHECK: %[[DTABLE_OUT:.*]] = kiln.linear_backward_weight %[[DLOGITS]], %[[N]] {fqn = "output"}
-// CHECK: %[[DR:.*]], %[[DNORM:.*]] = kiln.rms_norm_backward %[[DN]], %[[R]], %arg2 {{.*}}fqn = "norm"
-// CHECK: %[[DA:.*]] = kiln.linear_backward_data %[[DR]], %arg5 {fqn = "layers.0.feed_forward.w2"}
+// CHECK: %[[DR:.*]], %[[DNORM:.*]] = kiln.rms_norm_backward %[[DN]], %[[R]], %arg3 {{.*}}fqn = "norm"
+// CHECK: %[[DA:.*]] = kiln.linear_backward_data %[[DR]], %arg6 {fqn = "layers.0.feed_forward.w2"}
 // CHECK: %[[DW2:.*]] = kiln.linear_backward_weight %[[DR]], %[[A]] {fqn = "layers.0.feed_forward.w2"}
 // CHECK: %[[DG:.*]], %[[DU:.*]] = kiln.swiglu_backward %[[DA]], %[[G]], %[[U]] {fqn = "layers.0.feed_forward.swiglu"}
-// CHECK: %[[DH_U:.*]] = kiln.linear_backward_data %[[DU]], %arg4
+// CHECK: %[[DH_U:.*]] = kiln.linear_backward_data %[[DU]], %arg5
 // CHECK: %[[DW3:.*]] = kiln.linear_backward_weight %[[DU]], %[[H]]
-// The residual stream's cotangents from the w1, w3 and skip branches are summed.
-// CHECK: %[[ACC1:.*]] = kiln.add %[[DR]], %[[DH_U]] {fqn = "layers.0.feed_forward.w3.grad_accum"}
-// CHECK: %[[DH_G:.*]] = kiln.linear_backward_data %[[DG]], %arg3
+// The residual stream's cotangents from the w1, w3 and skip branches are
+// summed, named after the module that produced the stream.
+// CHECK: %[[ACC1:.*]] = kiln.add %[[DR]], %[[DH_U]] {fqn = "tok_embeddings.grad_accum"}
+// CHECK: %[[DH_G:.*]] = kiln.linear_backward_data %[[DG]], %arg4
 // CHECK: %[[DW1:.*]] = kiln.linear_backward_weight %[[DG]], %[[H]]
-// CHECK: %[[ACC2:.*]] = kiln.add %[[ACC1]], %[[DH_G]] {fqn = "layers.0.feed_forward.w1.grad_accum"}
-// CHECK: %[[DTABLE_IN:.*]] = kiln.embedding_backward %[[ACC2]], %[[IDS]] {fqn = "tok_embeddings", vocab_size = 16 : i64}
-// Tied embeddings: one gradient, the sum of both uses.
+// CHECK: %[[ACC2:.*]] = kiln.add %[[ACC1]], %[[DH_G]] {fqn = "tok_embeddings.grad_accum"}
+// CHECK: %[[DTABLE_IN:.*]] = kiln.embedding_backward %[[ACC2]], %arg0 {fqn = "tok_embeddings", vocab_size = 16 : i64}
+// Tied embeddings: one gradient, the sum of both uses, named after the
+// module owning the table (its first user).
 // CHECK: %[[DTABLE:.*]] = kiln.add %[[DTABLE_OUT]], %[[DTABLE_IN]] {fqn = "tok_embeddings.grad_accum"}
 // CHECK: return %[[LOSS]], %[[DTABLE]], %[[DNORM]], %[[DW1]], %[[DW3]], %[[DW2]]
 
@@ -84,13 +85,46 @@ module {
 
 module {
   // expected-error@below {{kiln-autodiff: parameter 'unused' does not influence the loss}}
-  func.func @loss(%t: tensor<1x3xi64> {kiln.input = "tokens"},
+  func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                  %labels: tensor<1x2xi64> {kiln.input = "labels"},
                   %table: tensor<8x4xf32> {kiln.param = "table"},
                   %unused: tensor<4xf32> {kiln.param = "unused"}) -> tensor<f32> {
-    %ids, %labels = kiln.shift_labels %t {fqn = "loss.shift_labels"} : (tensor<1x3xi64>) -> (tensor<1x2xi64>, tensor<1x2xi64>)
     %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x4xf32>
     %logits = kiln.linear %h, %table {fqn = "output"} : (tensor<1x2x4xf32>, tensor<8x4xf32>) -> tensor<1x2x8xf32>
     %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<1x2x8xf32>, tensor<1x2xi64>) -> tensor<f32>
     return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// A constant in the loss is a leaf: it has no gradient and stops nothing.
+// CHECK-LABEL: func.func @loss_grad(
+// CHECK: %[[C:.*]] = kiln.constant {fqn = "bias"
+// CHECK: kiln.add %{{.*}}, %[[C]] {fqn = "biased"
+// CHECK: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<8x4xf32>
+module {
+  func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                  %labels: tensor<1x2xi64> {kiln.input = "labels"},
+                  %table: tensor<8x4xf32> {kiln.param = "table"}) -> tensor<f32> {
+    %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x4xf32>
+    %c = kiln.constant {fqn = "bias", value = dense<0.5> : tensor<1x2x4xf32>} : tensor<1x2x4xf32>
+    %b = kiln.add %h, %c {fqn = "biased"} : (tensor<1x2x4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+    %logits = kiln.linear %b, %table {fqn = "output"} : (tensor<1x2x4xf32>, tensor<8x4xf32>) -> tensor<1x2x8xf32>
+    %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<1x2x8xf32>, tensor<1x2xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Differentiating through attention's log-sum-exp is reported, not ignored.
+module {
+  func.func @loss(%q: tensor<1x2x1x4xf32> {kiln.param = "q"},
+                  %labels: tensor<1x1xi64> {kiln.input = "labels"}) -> tensor<f32> {
+    // expected-error@+1 {{'kiln.attention' op (fqn 'attn'): the log-sum-exp result 'lse' has a cotangent}}
+    %o, %lse = kiln.attention %q, %q, %q {causal, scale = 0.5 : f32, fqn = "attn"} : (tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x1x2xf32>)
+    %n = kiln.cross_entropy %lse, %labels {fqn = "loss"} : (tensor<1x1x2xf32>, tensor<1x1xi64>) -> tensor<f32>
+    return %n : tensor<f32>
   }
 }

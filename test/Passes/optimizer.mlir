@@ -1,12 +1,12 @@
 // RUN: kiln-opt %s --kiln-optimizer="lr=0.001 beta1=0.8 beta2=0.99 eps=1e-6 weight-decay=0.05 max-norm=0.5 warmup-steps=3 stable-steps=4 decay-steps=5 decay-type=cosine min-lr-factor=0.1" --split-input-file --verify-diagnostics | FileCheck %s
 
 // A loss and its gradients (as kiln-autodiff leaves them) for two parameters.
-func.func @loss_grad(%tokens: tensor<1x3xi64> {kiln.input = "tokens"},
+func.func @loss_grad(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                     %labels: tensor<1x2xi64> {kiln.input = "labels"},
                      %table: tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"},
                      %norm: tensor<4xf32> {kiln.param = "model.norm.weight"})
-    -> (tensor<f32>, tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"},
+    -> (tensor<f32> {kiln.output = "loss"}, tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"},
         tensor<4xf32> {kiln.grad = "model.norm.weight"}) {
-  %ids, %labels = kiln.shift_labels %tokens {fqn = "loss.shift_labels"} : (tensor<1x3xi64>) -> (tensor<1x2xi64>, tensor<1x2xi64>)
   %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x4xf32>
   %n = kiln.rms_norm %h, %norm {eps = 1.0e-6 : f32, fqn = "norm"} : (tensor<1x2x4xf32>, tensor<4xf32>) -> tensor<1x2x4xf32>
   %logits = kiln.linear %n, %table {fqn = "output"} : (tensor<1x2x4xf32>, tensor<8x4xf32>) -> tensor<1x2x8xf32>
@@ -29,20 +29,21 @@ func.func @loss_grad(%tokens: tensor<1x3xi64> {kiln.input = "tokens"},
 // CHECK-SAME: %[[M1:.*]]: tensor<4xf32> {kiln.state = "exp_avg.model.norm.weight"},
 // CHECK-SAME: %[[V0:.*]]: tensor<8x4xf32> {kiln.state = "exp_avg_sq.model.embed_tokens.weight"},
 // CHECK-SAME: %[[V1:.*]]: tensor<4xf32> {kiln.state = "exp_avg_sq.model.norm.weight"},
-// CHECK-SAME: %[[TOK:.*]]: tensor<1x3xi64> {kiln.input = "tokens"})
+// CHECK-SAME: %[[IDS:.*]]: tensor<1x2xi64> {kiln.input = "input_ids"},
+// CHECK-SAME: %[[LABELS:.*]]: tensor<1x2xi64> {kiln.input = "labels"})
 // CHECK-SAME: -> (tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"}, tensor<4xf32> {kiln.param = "model.norm.weight"}, tensor<i64> {kiln.state = "step"},
-// CHECK-SAME: tensor<f32> {kiln.input = "loss"}, tensor<f32> {kiln.input = "grad_norm"})
+// CHECK-SAME: tensor<f32> {kiln.output = "loss"}, tensor<f32> {kiln.output = "grad_norm"})
 // The loss and gradients are inlined, reading the new function's arguments.
-// CHECK: kiln.shift_labels %[[TOK]]
-// CHECK: kiln.embedding %[[P0]]
+// CHECK: kiln.embedding %[[P0]], %[[IDS]]
 // CHECK: %[[LOSS:[0-9]+]] = kiln.cross_entropy
 // CHECK: %{{[a-z_0-9]+}}, %[[DW:[a-z_0-9]+]] = kiln.rms_norm_backward {{.*}}, %[[P1]]
 // CHECK: %[[DT:[0-9]+]] = kiln.add
 // CHECK: %[[NORM:[0-9]+]] = kiln.global_norm %[[DT]], %[[DW]] {fqn = "optimizer.grad_norm"} : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<f32>
 // CHECK: %[[COEF:[0-9]+]] = kiln.clip_coef %[[NORM]] {fqn = "optimizer.clip_grad_norm", max_norm = 5.000000e-01 : f64}
-// CHECK: %[[LR:[0-9]+]] = kiln.lr_schedule %[[STEP]] {decay_steps = 5 : i64, decay_type = "cosine", fqn = "lr_scheduler", lr = 1.000000e-03 : f64, min_lr_factor = 1.000000e-01 : f64, stable_steps = 4 : i64, warmup_steps = 3 : i64}
-// CHECK: %[[NP0:[a-z_0-9]+]], %[[NM0:[a-z_0-9]+]], %[[NV0:[a-z_0-9]+]] = kiln.adamw %[[P0]], %[[DT]], %[[M0]], %[[V0]], %[[STEP]], %[[LR]], %[[COEF]] {beta1 = 8.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, eps = 9.9999999999999995E-7 : f64, fqn = "optimizer.model.embed_tokens.weight", weight_decay = 5.000000e-02 : f64}
-// CHECK: %[[NP1:[a-z_0-9]+]], %[[NM1:[a-z_0-9]+]], %[[NV1:[a-z_0-9]+]] = kiln.adamw %[[P1]], %[[DW]], %[[M1]], %[[V1]], %[[STEP]], %[[LR]], %[[COEF]]
+// CHECK: %[[LR:[0-9]+]] = kiln.lr_schedule %[[STEP]] {decay_steps = 5 : i64, decay_type = #kiln.decay_type<cosine>, fqn = "lr_scheduler", lr = 1.000000e-03 : f64, min_lr_factor = 1.000000e-01 : f64, stable_steps = 4 : i64, warmup_steps = 3 : i64}
+// CHECK: %[[NP0:[a-z_0-9]+]], %[[NM0:[a-z_0-9]+]], %[[NV0:[a-z_0-9]+]] = kiln.adamw %[[P0]], %[[DT]], %[[M0]], %[[V0]], %[[STEP]], %[[LR]], %[[COEF]] {beta1 = 8.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, eps = 9.9999999999999995E-7 : f64, fqn = "tok_embeddings", weight_decay = 5.000000e-02 : f64}
+// Each update is named after the module owning its parameter.
+// CHECK: %[[NP1:[a-z_0-9]+]], %[[NM1:[a-z_0-9]+]], %[[NV1:[a-z_0-9]+]] = kiln.adamw %[[P1]], %[[DW]], %[[M1]], %[[V1]], %[[STEP]], %[[LR]], %[[COEF]] {{.*}}fqn = "norm"
 // CHECK: %[[NEXT:[0-9]+]] = kiln.next_step %[[STEP]] {fqn = "optimizer.step"}
 // CHECK: return %[[NP0]], %[[NP1]], %[[NEXT]], %[[NM0]], %[[NM1]], %[[NV0]], %[[NV1]], %[[LOSS]], %[[NORM]]
 
@@ -52,5 +53,29 @@ func.func @loss_grad(%tokens: tensor<1x3xi64> {kiln.input = "tokens"},
 module {
   func.func @loss(%x: tensor<f32>) -> tensor<f32> {
     return %x : tensor<f32>
+  }
+}
+
+// -----
+
+// Parameters are found by attribute: a gradient result that is missing is
+// named by its parameter's key.
+module {
+  // expected-error@below {{kiln-optimizer: no gradient result of @loss_grad is tagged kiln.grad = "w"}}
+  func.func @loss_grad(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                       %w: tensor<4xf32> {kiln.param = "w"}) -> (tensor<f32> {kiln.output = "loss"}) {
+    %c = kiln.constant {fqn = "c", value = dense<1.0> : tensor<f32>} : tensor<f32>
+    return %c : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error@below {{@loss_grad: argument #1 has no role: tag it 'kiln.param', 'kiln.state' or 'kiln.input'}}
+  func.func @loss_grad(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                       %w: tensor<4xf32>) -> (tensor<f32> {kiln.output = "loss"}) {
+    %c = kiln.constant {fqn = "c", value = dense<1.0> : tensor<f32>} : tensor<f32>
+    return %c : tensor<f32>
   }
 }

@@ -8,6 +8,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/TokenBatch.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -170,12 +171,14 @@ TEST(KernelsTest, CrossEntropyMatchesFloat64AndRejectsBadLabels) {
               {"label 11", "[0, 11)"});
 }
 
-TEST(KernelsTest, ShiftLabelsSplitsInputsAndTargets) {
+TEST(KernelsTest, TokenWindowsSplitIntoInputsAndLabels) {
   Tensor tokens = idTensor({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
-  auto [inputs, labels] = kernels::shiftLabels(tokens);
+  auto [inputs, labels] = splitInputsAndLabels(tokens);
   const int64_t *in = inputs.data<int64_t>(), *lb = labels.data<int64_t>();
   EXPECT_EQ(std::vector<int64_t>(in, in + 6), (std::vector<int64_t>{1, 2, 3, 5, 6, 7}));
   EXPECT_EQ(std::vector<int64_t>(lb, lb + 6), (std::vector<int64_t>{2, 3, 4, 6, 7, 8}));
+  expectError([&] { splitInputsAndLabels(idTensor({2, 1}, {1, 2})); },
+              {"[batch, seq + 1]", "[2, 1]"});
 }
 
 } // namespace

@@ -133,9 +133,13 @@ struct RandomModel {
   }
 
   std::vector<Tensor> args(mlir::func::FuncOp fn) {
-    std::vector<Tensor> out{tokens};
-    for (unsigned i = 1; i < fn.getNumArguments(); ++i)
-      out.push_back(params.at(fn.getArgAttrOfType<mlir::StringAttr>(i, kParamAttr).str()));
+    InputsAndLabels split = splitInputsAndLabels(tokens);
+    Signature sig = *Signature::get(fn);
+    std::vector<Tensor> out(fn.getNumArguments());
+    for (const Signature::Slot &p : sig.params())
+      out[p.index] = params.at(p.name);
+    for (const Signature::Slot &input : sig.inputs())
+      out[input.index] = input.name == kLabelsInput ? split.labels : split.inputIds;
     return out;
   }
   double loss() {

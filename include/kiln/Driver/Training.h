@@ -11,7 +11,8 @@
 #define KILN_DRIVER_TRAINING_H
 
 #include "kiln/Driver/TrainConfig.h"
-#include "kiln/Execution/Executor.h"
+#include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Runtime/SafeTensors.h"
@@ -61,7 +62,10 @@ public:
   /// (checkpoint.initial_load_path) or draws them (training.seed).
   explicit Trainer(const TrainConfig &config);
 
-  /// One optimizer update on `tokens` [local_batch_size, seq_len + 1].
+  /// One optimizer update on `tokens` [local_batch_size, seq_len + 1]. If a
+  /// kernel rejects the batch (e.g. an out-of-range token id) before any
+  /// weight was updated, the state is kept and the Trainer stays usable;
+  /// otherwise every later call fails with an error naming the lost step.
   StepMetrics step(const Tensor &tokens);
   /// Mean loss of `tokens` at the current weights.
   double evaluate(const Tensor &tokens);
@@ -86,7 +90,12 @@ public:
 
 private:
   void checkTokens(const Tensor &tokens) const;
-  std::vector<Tensor> lossArguments(const Tensor &tokens) const;
+  void checkState() const;
+  /// Fills the input slots of `args` from a token window [b, s+1].
+  static void bindInputs(llvm::ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
+                         std::vector<Tensor> &args);
+  /// Arguments of @loss or @loss_grad: the current weights and the inputs.
+  std::vector<Tensor> argumentsOf(mlir::func::FuncOp fn, const Tensor &tokens) const;
 
   TrainConfig config_;
   Qwen3Config model_;
@@ -94,8 +103,10 @@ private:
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp loss_, lossGrad_, trainStep_;
-  std::vector<std::string> keys_;  ///< parameter HF keys, in argument order
-  std::vector<Tensor> state_;      ///< params..., step, exp_avg..., exp_avg_sq...
+  TrainStepSignature signature_;
+  std::map<std::string, size_t> paramIndex_; ///< HF key -> signature_.params index
+  std::vector<Tensor> state_;  ///< by @train_step argument; inputs empty
+  std::string lostState_;      ///< why the state is gone, after a failed update
   int64_t updates_ = 0;
   double peakFlops_ = 0;
 };

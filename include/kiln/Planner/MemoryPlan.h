@@ -1,13 +1,9 @@
 //===- MemoryPlan.h - Static live-memory plan of a kiln function -*- C++ -*-===//
 //
-// Replays a function's op order with the eager executor's rules, from types
-// alone: a value is live from its definition (arguments: from the start) to
-// its last use, values with no use never occupy memory, a reshape shares its
-// input's buffer, and a result an op may write in place
-// (CpuKernelOpInterface::getInPlaceOperand) takes over its donor operand's
-// buffer when that operand dies there unaliased. With the arguments moved in
-// (as the Trainer does), the peak it predicts is exactly what the executor's
-// ExecutionStats::peakLiveBytes measures for the same function.
+// Sums the buffer sizes of a function's BufferLiveness events, from types
+// alone. The CPU executor allocates, donates and frees by the same analysis,
+// so with the arguments moved in (as the Trainer does) the peak predicted
+// here is exactly what its ExecutionStats::peakLiveBytes measures.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_PLANNER_MEMORYPLAN_H
@@ -24,7 +20,8 @@ struct MemoryPlan {
   int64_t argumentBytes = 0;    ///< every used argument (parameters, state, data)
   int64_t parameterBytes = 0;   ///< arguments tagged kiln.param
   int64_t stateBytes = 0;       ///< arguments tagged kiln.state (optimizer state)
-  int64_t gradientBytes = 0;    ///< one gradient per parameter (= parameterBytes)
+  /// Gradients the function returns (kiln.grad results) or feeds to AdamW.
+  int64_t gradientBytes = 0;
   /// Peak of bytes held by intermediate values (not arguments), e.g.
   /// activations saved for the backward plus gradients in flight.
   int64_t peakIntermediateBytes = 0;
@@ -33,6 +30,7 @@ struct MemoryPlan {
   int64_t savedActivationBytes = 0;
 };
 
+/// Throws kiln::Error for a function without a single-block body.
 MemoryPlan planMemory(mlir::func::FuncOp fn);
 
 } // namespace kiln

@@ -38,8 +38,6 @@ Tensor swiglu(const Tensor &gate, const Tensor &up);
 Tensor add(Tensor lhs, const Tensor &rhs);
 /// logits [..., V], labels [...] -> f32 scalar mean cross-entropy.
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
-/// tokens [b, s+1] -> (tokens[:, :-1], tokens[:, 1:]), same dtype.
-std::pair<Tensor, Tensor> shiftLabels(const Tensor &tokens);
 
 /// e^x for x <= 0 in single precision, relative error < 3e-7 (a few ulp), and
 /// 0 from -87 down, where e^x is no longer a normal float. Branch-free so

@@ -13,6 +13,15 @@ namespace kiln {
 /// offending row.
 Tensor readTokenBatch(const std::string &path);
 
+/// A model's two data inputs from a window of tokens [batch, seq + 1]:
+/// input_ids = tokens[:, :-1] and labels = tokens[:, 1:], both [batch, seq].
+/// The split happens on the host, so every graph input is per position and
+/// sequence sharding splits ids and labels alike (no halo exchange).
+struct InputsAndLabels {
+  Tensor inputIds, labels;
+};
+InputsAndLabels splitInputsAndLabels(const Tensor &tokens);
+
 } // namespace kiln
 
 #endif // KILN_RUNTIME_TOKENBATCH_H

@@ -1,7 +1,6 @@
-//===- KilnBackwardOps.cpp - Shape rules, costs, kernels of backward ops --===//
+//===- KilnBackwardOps.cpp - Shape rules and costs of backward ops --------===//
 
 #include "ShapeRules.h"
-#include "kiln/Runtime/BackwardKernels.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -22,14 +21,6 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location
   return success();
 }
 int64_t ConstantOp::getFlops() { return 0; }
-void ConstantOp::runOnCpu(MutableArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
-  auto value = cast<SplatElementsAttr>(getValue());
-  auto type = cast<RankedTensorType>(value.getType());
-  Tensor t(DType::F32, Shape(type.getShape().begin(), type.getShape().end()));
-  float fill = value.getSplatValue<APFloat>().convertToFloat();
-  std::fill_n(t.mutableData<float>(), t.numel(), fill);
-  out.push_back(t);
-}
 
 //===----------------------------------------------------------------------===//
 // EmbeddingBackwardOp
@@ -55,9 +46,6 @@ LogicalResult EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, std::optional
   return success();
 }
 int64_t EmbeddingBackwardOp::getFlops() { return getGrad().getType().getNumElements(); }
-void EmbeddingBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::embeddingBackward(in[0], in[1], int64_t(getVocabSize())));
-}
 
 //===----------------------------------------------------------------------===//
 // RmsNormBackwardOp
@@ -83,10 +71,6 @@ LogicalResult RmsNormBackwardOp::inferReturnTypes(MLIRContext *, std::optional<L
   return success();
 }
 int64_t RmsNormBackwardOp::getFlops() { return 8 * getInput().getType().getNumElements(); }
-void RmsNormBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  auto [dx, dw] = kernels::rmsNormBackward(in[0], in[1], in[2], getEps().convertToFloat());
-  out.append({dx, dw});
-}
 
 //===----------------------------------------------------------------------===//
 // LinearBackwardDataOp, LinearBackwardWeightOp
@@ -114,9 +98,6 @@ LogicalResult LinearBackwardDataOp::inferReturnTypes(MLIRContext *,
 int64_t LinearBackwardDataOp::getFlops() {
   return 2 * leadingElements(getGrad().getType()) * getWeight().getType().getNumElements();
 }
-void LinearBackwardDataOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::linearBackwardData(in[0], in[1]));
-}
 
 LogicalResult LinearBackwardWeightOp::inferReturnTypes(MLIRContext *,
                                                        std::optional<Location> loc,
@@ -138,9 +119,6 @@ int64_t LinearBackwardWeightOp::getFlops() {
   return 2 * leadingElements(getGrad().getType()) *
          getWeightGrad().getType().getNumElements();
 }
-void LinearBackwardWeightOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::linearBackwardWeight(in[0], in[1]));
-}
 
 //===----------------------------------------------------------------------===//
 // RopeBackwardOp
@@ -154,10 +132,6 @@ LogicalResult RopeBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Loca
 }
 int64_t RopeBackwardOp::getFlops() {
   return 3 * (getQGrad().getType().getNumElements() + getKGrad().getType().getNumElements());
-}
-void RopeBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::ropeBackward(in[0], in[2]));
-  out.push_back(kernels::ropeBackward(in[1], in[2]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -192,11 +166,6 @@ int64_t AttentionBackwardOp::getFlops() {
   return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
          (10 * q.getDimSize(3) + 8);
 }
-void AttentionBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  auto [dq, dk, dv] = kernels::attentionBackward(in[0], in[1], in[2], in[3], in[4], in[5],
-                                                 getCausal(), getScale().convertToFloat());
-  out.append({dq, dk, dv});
-}
 
 //===----------------------------------------------------------------------===//
 // SwigluBackwardOp
@@ -216,10 +185,6 @@ LogicalResult SwigluBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Lo
   return success();
 }
 int64_t SwigluBackwardOp::getFlops() { return 10 * getGate().getType().getNumElements(); }
-void SwigluBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  auto [dgate, dup] = kernels::swigluBackward(in[0], in[1], in[2]);
-  out.append({dgate, dup});
-}
 
 //===----------------------------------------------------------------------===//
 // CrossEntropyBackwardOp
@@ -244,7 +209,4 @@ LogicalResult CrossEntropyBackwardOp::inferReturnTypes(MLIRContext *,
 }
 int64_t CrossEntropyBackwardOp::getFlops() {
   return 4 * getLogits().getType().getNumElements();
-}
-void CrossEntropyBackwardOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::crossEntropyBackward(in[0], in[1], in[2]));
 }

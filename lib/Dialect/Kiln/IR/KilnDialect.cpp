@@ -1,15 +1,117 @@
-//===- KilnDialect.cpp - The kiln dialect ---------------------------------===//
+//===- KilnDialect.cpp - The kiln dialect and its attributes --------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
 using namespace mlir;
+using namespace kiln;
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.cpp.inc"
+#include "kiln/Dialect/Kiln/IR/KilnEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "kiln/Dialect/Kiln/IR/KilnAttrs.cpp.inc"
 
-void kiln::KilnDialect::initialize() {
+void KilnDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "kiln/Dialect/Kiln/IR/KilnOps.cpp.inc"
       >();
+  registerAttributes();
+}
+
+void KilnDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "kiln/Dialect/Kiln/IR/KilnAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Verification of the kiln.* attributes
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The attributes that give an argument or a result its role; a value has at
+/// most one, and within one function each (attribute, name) pair is unique.
+constexpr StringLiteral kArgumentRoles[] = {kParamAttr, kInputAttr, kStateAttr};
+constexpr StringLiteral kResultRoles[] = {kParamAttr, kStateAttr, kGradAttr, kOutputAttr};
+
+/// Checks that `attr` (on argument or result `index` of `fn`) is a non-empty
+/// string, the only role attribute of that value, and unique among the
+/// function's arguments or results.
+LogicalResult verifyRole(Operation *op, bool isResult, unsigned index, NamedAttribute attr,
+                         ArrayRef<StringLiteral> roles) {
+  const char *what = isResult ? "result" : "argument";
+  auto fail = [&]() {
+    return op->emitOpError() << what << " #" << index << ": '" << attr.getName().getValue()
+                             << "' ";
+  };
+  if (!llvm::is_contained(roles, attr.getName().getValue()))
+    return fail() << "is not a kiln attribute of function " << what << "s (known: "
+                  << llvm::join(roles.begin(), roles.end(), ", ") << ")";
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return fail() << "is only meaningful on a function's " << what << "s";
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty())
+    return fail() << "must be a non-empty string, got " << attr.getValue();
+  auto dictOf = [&](unsigned i) {
+    return isResult ? fn.getResultAttrDict(i) : fn.getArgAttrDict(i);
+  };
+  if (DictionaryAttr own = dictOf(index))
+    for (StringLiteral other : roles)
+      if (other != attr.getName().getValue() && own.get(other) &&
+          other < attr.getName().getValue()) // report the pair once
+        return fail() << "and '" << other << "' cannot both tag one " << what;
+  unsigned count = isResult ? fn.getNumResults() : fn.getNumArguments();
+  for (unsigned i = 0; i < count && i < index; ++i)
+    if (DictionaryAttr dict = dictOf(i))
+      if (dict.get(attr.getName()) == name)
+        return fail() << "\"" << name.getValue() << "\" repeats " << what << " #" << i;
+  return success();
+}
+
+} // namespace
+
+LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned region,
+                                                    unsigned index, NamedAttribute attr) {
+  return verifyRole(op, /*isResult=*/false, index, attr, kArgumentRoles);
+}
+
+LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned region,
+                                                       unsigned index, NamedAttribute attr) {
+  return verifyRole(op, /*isResult=*/true, index, attr, kResultRoles);
+}
+
+LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kModelAttr) {
+    if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a dictionary on a module";
+    return success();
+  }
+  if (name == kSavedAttr) {
+    auto saved = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!saved || op->getDialect() != this)
+      return op->emitOpError() << "'" << name
+                               << "' must be an array<i64: result indices> on a kiln op";
+    int64_t previous = -1;
+    for (int64_t index : saved.asArrayRef()) {
+      if (index <= previous || index >= int64_t(op->getNumResults()))
+        return op->emitOpError() << "'" << name << "' = " << saved
+                                 << " must list distinct result indices in [0, "
+                                 << op->getNumResults() << ") in increasing order";
+      previous = index;
+    }
+    return success();
+  }
+  return op->emitOpError() << "unknown kiln attribute '" << name << "' (known on ops: '"
+                           << kSavedAttr << "', on modules: '" << kModelAttr << "')";
 }

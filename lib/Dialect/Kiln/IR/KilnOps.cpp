@@ -2,13 +2,12 @@
 //
 // For each op, in one place: the shape rule (inferReturnTypes, which doubles
 // as the structural verifier so malformed IR is rejected with a message
-// naming the op and its fqn), any extra attribute checks, the cost and the
-// CPU kernel binding.
+// naming the op and its fqn), any extra attribute checks, the cost, and the
+// buffers a result may share (views, tied operands).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
-#include "kiln/Runtime/Kernels.h"
 #include "ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
@@ -54,9 +53,6 @@ int64_t EmbeddingOp::getFlops() { return 0; }
 int64_t EmbeddingOp::getBytesRead() {
   return tensorBytes(getIds().getType()) + tensorBytes(getResult().getType());
 }
-void EmbeddingOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::embedding(in[0], in[1]));
-}
 
 //===----------------------------------------------------------------------===//
 // RmsNormOp
@@ -90,9 +86,6 @@ LogicalResult RmsNormOp::verify() {
 int64_t RmsNormOp::getFlops() {
   return 4 * getInput().getType().getNumElements();
 }
-void RmsNormOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::rmsNorm(in[0], in[1], getEps().convertToFloat()));
-}
 
 //===----------------------------------------------------------------------===//
 // LinearOp
@@ -123,9 +116,6 @@ int64_t LinearOp::getFlops() {
   auto weight = getWeight().getType();
   return 2 * leadingElements(getInput().getType()) * weight.getNumElements();
 }
-void LinearOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::linear(in[0], in[1]));
-}
 
 //===----------------------------------------------------------------------===//
 // RopeCacheOp
@@ -149,10 +139,6 @@ LogicalResult RopeCacheOp::inferReturnTypes(MLIRContext *context,
 }
 
 int64_t RopeCacheOp::getFlops() { return 2 * int64_t(getSeqLen()) * int64_t(getHeadDim()); }
-void RopeCacheOp::runOnCpu(MutableArrayRef<Tensor>, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::ropeCache(getTheta().convertToDouble(), int64_t(getSeqLen()),
-                                   int64_t(getHeadDim())));
-}
 
 //===----------------------------------------------------------------------===//
 // RopeOp
@@ -167,10 +153,6 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 
 int64_t RopeOp::getFlops() {
   return 3 * (getQ().getType().getNumElements() + getK().getType().getNumElements());
-}
-void RopeOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::rope(in[0], in[2]));
-  out.push_back(kernels::rope(in[1], in[2]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -198,12 +180,6 @@ int64_t AttentionOp::getFlops() {
   return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
          (4 * q.getDimSize(3) + 5);
 }
-void AttentionOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  auto [o, lse] = kernels::attention(in[0], in[1], in[2], getCausal(),
-                                     getScale().convertToFloat());
-  out.push_back(o);
-  out.push_back(lse);
-}
 
 //===----------------------------------------------------------------------===//
 // Elementwise: SwigluOp, AddOp
@@ -216,9 +192,6 @@ LogicalResult SwigluOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                  "up", adaptor.getUp(), types);
 }
 int64_t SwigluOp::getFlops() { return 5 * getGate().getType().getNumElements(); }
-void SwigluOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::swiglu(in[0], in[1]));
-}
 
 LogicalResult AddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
@@ -226,9 +199,7 @@ LogicalResult AddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
                               adaptor.getRhs(), types);
 }
 int64_t AddOp::getFlops() { return getLhs().getType().getNumElements(); }
-void AddOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::add(std::move(in[0]), in[1]));
-}
+std::optional<unsigned> AddOp::getTiedOperand(unsigned) { return 0; }
 
 //===----------------------------------------------------------------------===//
 // CrossEntropyOp
@@ -254,9 +225,6 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
 
 int64_t CrossEntropyOp::getFlops() {
   return 3 * getLogits().getType().getNumElements();
-}
-void CrossEntropyOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::crossEntropy(in[0], in[1]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -290,37 +258,7 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 int64_t ReshapeOp::getFlops() { return 0; }
 int64_t ReshapeOp::getBytesRead() { return 0; }
 int64_t ReshapeOp::getBytesWritten() { return 0; }
-void ReshapeOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(in[0].reshaped(Shape(getShape().begin(), getShape().end())));
-}
-
-//===----------------------------------------------------------------------===//
-// ShiftLabelsOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult ShiftLabelsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                              Adaptor adaptor,
-                                              SmallVectorImpl<Type> &types) {
-  StringRef fqn = adaptor.getFqn();
-  if (failed(checkOperands<ShiftLabelsOp>(loc, fqn,
-                                          {{"tokens", adaptor.getTokens(), 2, Elt::Id}})))
-    return failure();
-  auto tokens = rankedType(adaptor.getTokens());
-  if (tokens.getDimSize(1) < 2)
-    return shapeError<ShiftLabelsOp>(loc, fqn, "tokens must be [batch, seq + 1] with "
-                                               "seq >= 1, got ",
-                                     adaptor.getTokens().getType());
-  auto shifted = withShape(tokens, {tokens.getDimSize(0), tokens.getDimSize(1) - 1});
-  types.append({shifted, shifted});
-  return success();
-}
-
-int64_t ShiftLabelsOp::getFlops() { return 0; }
-void ShiftLabelsOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  auto [inputs, labels] = kernels::shiftLabels(in[0]);
-  out.push_back(inputs);
-  out.push_back(labels);
-}
+Value ReshapeOp::getViewSource() { return getInput(); }
 
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnOps.cpp.inc"

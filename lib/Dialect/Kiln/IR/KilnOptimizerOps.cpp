@@ -1,8 +1,6 @@
-//===- KilnOptimizerOps.cpp - Shape rules, costs, kernels of optimizer ops ===//
+//===- KilnOptimizerOps.cpp - Shape rules and costs of optimizer ops ------===//
 
 #include "ShapeRules.h"
-#include "kiln/Runtime/BackwardKernels.h"
-#include "kiln/Runtime/LrSchedule.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -11,11 +9,6 @@ using namespace kiln::detail;
 namespace {
 Type scalarF32(MLIRContext *context) {
   return RankedTensorType::get({}, Float32Type::get(context));
-}
-Tensor scalarTensor(float value) {
-  Tensor t(DType::F32, {});
-  *t.mutableData<float>() = value;
-  return t;
 }
 } // namespace
 
@@ -43,9 +36,6 @@ int64_t GlobalNormOp::getFlops() {
     elements += cast<RankedTensorType>(type).getNumElements();
   return 2 * elements;
 }
-void GlobalNormOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  out.push_back(kernels::globalNorm(std::vector<Tensor>(in.begin(), in.end())));
-}
 
 //===----------------------------------------------------------------------===//
 // ClipCoefOp
@@ -62,12 +52,6 @@ LogicalResult ClipCoefOp::inferReturnTypes(MLIRContext *context, std::optional<L
   return success();
 }
 int64_t ClipCoefOp::getFlops() { return 3; }
-void ClipCoefOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  // torch.nn.utils.clip_grad_norm_: clamp(max_norm / (norm + 1e-6), max=1).
-  double norm = *in[0].data<float>();
-  double coef = getMaxNorm().convertToDouble() / (norm + 1e-6);
-  out.push_back(scalarTensor(float(std::min(1.0, coef))));
-}
 
 //===----------------------------------------------------------------------===//
 // LrScheduleOp
@@ -90,22 +74,12 @@ LogicalResult LrScheduleOp::verify() {
   if (int64_t(getWarmupSteps()) < 0 || int64_t(getStableSteps()) < 0 ||
       int64_t(getDecaySteps()) < 0)
     return error() << "warmup_steps, stable_steps and decay_steps must be non-negative";
-  if (!isKnownDecayType(getDecayType().str()))
-    return error() << "decay_type must be linear, sqrt or cosine, got '" << getDecayType()
-                   << "'";
   double minLr = getMinLrFactor().convertToDouble();
   if (!(minLr >= 0 && minLr <= 1))
     return error() << "min_lr_factor must be in [0, 1]";
   return success();
 }
 int64_t LrScheduleOp::getFlops() { return 0; }
-void LrScheduleOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  LrPhases phases{int64_t(getWarmupSteps()), int64_t(getStableSteps()),
-                  int64_t(getDecaySteps())};
-  double factor = lrFactor(*in[0].data<int64_t>(), phases, getDecayType().str(),
-                           getMinLrFactor().convertToDouble());
-  out.push_back(scalarTensor(float(getLr().convertToDouble() * factor)));
-}
 
 //===----------------------------------------------------------------------===//
 // AdamWOp
@@ -132,18 +106,9 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 int64_t AdamWOp::getFlops() { return 12 * getParam().getType().getNumElements(); }
-void AdamWOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  kernels::AdamWHyper hyper;
-  hyper.lr = *in[5].data<float>();
-  hyper.beta1 = getBeta1().convertToDouble();
-  hyper.beta2 = getBeta2().convertToDouble();
-  hyper.eps = getEps().convertToDouble();
-  hyper.weightDecay = getWeightDecay().convertToDouble();
-  hyper.step = *in[4].data<int64_t>() + 1;
-  hyper.gradScale = *in[6].data<float>();
-  auto [param, m, v] =
-      kernels::adamw(std::move(in[0]), in[1], std::move(in[2]), std::move(in[3]), hyper);
-  out.append({param, m, v});
+// The new parameter and moments overwrite the old ones.
+std::optional<unsigned> AdamWOp::getTiedOperand(unsigned result) {
+  return std::array<unsigned, 3>{0, 2, 3}[result];
 }
 
 //===----------------------------------------------------------------------===//
@@ -159,8 +124,3 @@ LogicalResult NextStepOp::inferReturnTypes(MLIRContext *, std::optional<Location
   return success();
 }
 int64_t NextStepOp::getFlops() { return 0; }
-void NextStepOp::runOnCpu(MutableArrayRef<Tensor> in, SmallVectorImpl<Tensor> &out) {
-  Tensor next(DType::I64, {});
-  *next.mutableData<int64_t>() = *in[0].data<int64_t>() + 1;
-  out.push_back(next);
-}

@@ -28,73 +28,89 @@ Value gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like) {
 }
 } // namespace
 
-void EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                            SmallVectorImpl<Value> &gradIn) {
   int64_t vocab = getTable().getType().getDimSize(0);
   gradIn.push_back(EmbeddingBackwardOp::create(b, getLoc(), gradOut[0], getIds(),
                                                b.getI64IntegerAttr(vocab), getFqnAttr()));
   gradIn.push_back(nullptr);
+  return success();
 }
 
-void RmsNormOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+LogicalResult RmsNormOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                          SmallVectorImpl<Value> &gradIn) {
   auto bwd = RmsNormBackwardOp::create(b, getLoc(), gradOut[0], getInput(), getWeight(),
                                        getEpsAttr(), getFqnAttr());
   gradIn.append({bwd.getInputGrad(), bwd.getWeightGrad()});
+  return success();
 }
 
-void LinearOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+LogicalResult LinearOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                         SmallVectorImpl<Value> &gradIn) {
   gradIn.push_back(
       LinearBackwardDataOp::create(b, getLoc(), gradOut[0], getWeight(), getFqnAttr()));
   gradIn.push_back(
       LinearBackwardWeightOp::create(b, getLoc(), gradOut[0], getInput(), getFqnAttr()));
+  return success();
 }
 
-void RopeCacheOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {}
+LogicalResult RopeCacheOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
+  return success();
+}
 
-void RopeOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut, SmallVectorImpl<Value> &gradIn) {
+LogicalResult RopeOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut, SmallVectorImpl<Value> &gradIn) {
   Operation *op = getOperation();
   auto bwd = RopeBackwardOp::create(b, getLoc(), gradOrZeros(b, op, gradOut[0], getQOut()),
                                     gradOrZeros(b, op, gradOut[1], getKOut()), getCache(),
                                     getFqnAttr());
   gradIn.append({bwd.getQInputGrad(), bwd.getKInputGrad(), nullptr});
+  return success();
 }
 
-void AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                            SmallVectorImpl<Value> &gradIn) {
-  // lse only feeds the backward itself; its cotangent is never requested.
+  // lse is saved for the backward; nothing differentiates through it.
+  if (gradOut[1])
+    return emitOpError() << "(fqn '" << getFqn()
+                         << "'): the log-sum-exp result 'lse' has a cotangent, but attention "
+                            "has no VJP for it (lse may only feed attention_backward)";
   auto bwd = AttentionBackwardOp::create(
       b, getLoc(), gradOrZeros(b, getOperation(), gradOut[0], getOut()), getQ(), getK(),
       getV(), getOut(), getLse(), getCausalAttr(), getScaleAttr(), getFqnAttr());
   gradIn.append({bwd.getQGrad(), bwd.getKGrad(), bwd.getVGrad()});
+  return success();
 }
 
-void SwigluOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+LogicalResult SwigluOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                         SmallVectorImpl<Value> &gradIn) {
   auto bwd = SwigluBackwardOp::create(b, getLoc(), gradOut[0], getGate(), getUp(),
                                       getFqnAttr());
   gradIn.append({bwd.getGateGrad(), bwd.getUpGrad()});
+  return success();
 }
 
-void AddOp::buildVjp(OpBuilder &, ArrayRef<Value> gradOut, SmallVectorImpl<Value> &gradIn) {
+LogicalResult AddOp::buildVjp(OpBuilder &, ArrayRef<Value> gradOut, SmallVectorImpl<Value> &gradIn) {
   gradIn.append({gradOut[0], gradOut[0]});
+  return success();
 }
 
-void CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                               SmallVectorImpl<Value> &gradIn) {
   gradIn.push_back(CrossEntropyBackwardOp::create(b, getLoc(), getLogits(), getLabels(),
                                                   gradOut[0], getFqnAttr()));
   gradIn.push_back(nullptr);
+  return success();
 }
 
-void ReshapeOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+LogicalResult ReshapeOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                          SmallVectorImpl<Value> &gradIn) {
   auto shape = getInput().getType().getShape();
   gradIn.push_back(ReshapeOp::create(b, getLoc(), gradOut[0], b.getDenseI64ArrayAttr(shape),
                                      getFqnAttr()));
+  return success();
 }
 
-void ShiftLabelsOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &gradIn) {
-  gradIn.push_back(nullptr);
+// A constant is a leaf: it has no operands to differentiate.
+LogicalResult ConstantOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
+  return success();
 }

@@ -7,8 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-def Kiln_ConstantOp : Kiln_Op<"constant"> {
+def Kiln_ConstantOp : Kiln_Op<"constant", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "A splat float constant (e.g. the loss seed gradient 1.0)";
+  let description = [{
+    A leaf for autodiff: a constant in the loss simply has no gradient.
+  }];
   let arguments = (ins ElementsAttr:$value, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";

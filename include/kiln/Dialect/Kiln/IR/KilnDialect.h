@@ -8,11 +8,23 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h.inc"
 
 namespace kiln {
-/// Function-argument attribute holding a parameter's Hugging Face key, by
-/// which checkpoints bind (e.g. "model.layers.0.mlp.gate_proj.weight").
+// Every kiln.* attribute the dialect knows; KilnDialect verifies each one
+// where it appears and rejects any other kiln.* name.
+
+/// Argument (and @train_step result) attribute holding a parameter's Hugging
+/// Face key, by which checkpoints bind ("model.layers.0.mlp.gate_proj.weight").
 inline constexpr llvm::StringLiteral kParamAttr = "kiln.param";
-/// Function-argument attribute naming a data input ("tokens").
+/// Argument attribute naming a data input ("input_ids", "labels").
 inline constexpr llvm::StringLiteral kInputAttr = "kiln.input";
+/// Argument/result attribute naming a piece of optimizer state ("step",
+/// "exp_avg.<key>", "exp_avg_sq.<key>").
+inline constexpr llvm::StringLiteral kStateAttr = "kiln.state";
+/// Result attribute naming the parameter (HF key) a gradient belongs to.
+inline constexpr llvm::StringLiteral kGradAttr = "kiln.grad";
+/// Result attribute naming a reported output ("loss", "grad_norm").
+inline constexpr llvm::StringLiteral kOutputAttr = "kiln.output";
+/// Op attribute listing the results the backward reads (saved activations).
+inline constexpr llvm::StringLiteral kSavedAttr = "kiln.saved";
 /// Module attribute describing the captured model (a dictionary).
 inline constexpr llvm::StringLiteral kModelAttr = "kiln.model";
 } // namespace kiln

@@ -18,6 +18,15 @@ def Kiln_Dialect : Dialect {
     token ids i64 or i32.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
+  let useDefaultAttributePrinterParser = 1;
+  // The kiln.* attributes on functions, arguments, results and ops
+  // (kiln.param, kiln.state, kiln.saved, ...) are verified by the dialect.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
 }
 
 #endif // KILN_DIALECT_TD

@@ -1,7 +1,9 @@
 //===- KilnInterfaces.td - Interfaces every kiln op implements -*- tablegen -*-===//
 //
-// The semantics of an op live with the op: its cost and its CPU kernel are
-// found through these interfaces, never through switches over op kinds.
+// The semantics of an op live with the op: its cost, its VJP and the buffers
+// its results may reuse are found through these interfaces, never through
+// switches over op kinds. Targets attach their own interfaces (the CPU
+// kernels: kiln/Backend/CPU/CpuKernelInterface.td) as external models.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,29 +31,19 @@ def Kiln_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
-def Kiln_CpuKernelOpInterface : OpInterface<"CpuKernelOpInterface"> {
+def Kiln_TiedOperandOpInterface : OpInterface<"TiedOperandOpInterface"> {
   let cppNamespace = "::kiln";
   let description = [{
-    Binds the op to its host kernel. The CPU executor calls `runOnCpu` with
-    the operand values (float tensors as f32, ids as i64/i32) and receives one
-    tensor per result. Kernels throw kiln::Error on data errors such as an
-    out-of-range token id.
-
-    An operand the executor no longer needs after this op is handed over
-    (moved), so it may be the only reference to its buffer; a result may then
-    be written into the buffer of the operand `getInPlaceOperand` names for it,
-    when Tensor::isUniquelyOwned says nothing else can see it.
+    In-place reuse as an IR-level fact: a result may take over the buffer of
+    the operand `getTiedOperand` names for it, when that operand dies at this
+    op (its last use, not repeated among the operands) and no other live
+    value shares its buffer. AdamW's new parameter and moments overwrite the
+    old ones; a residual add writes into its stream. BufferLiveness decides
+    each donation once, for every target and for the memory plan.
   }];
   let methods = [
-    InterfaceMethod<"Computes the op's results from host tensors.",
-      "void", "runOnCpu",
-      (ins "::llvm::MutableArrayRef<::kiln::Tensor>":$operands,
-           "::llvm::SmallVectorImpl<::kiln::Tensor> &":$results)>,
-    InterfaceMethod<[{The operand whose buffer result `result` may reuse when
-      that operand dies at this op, if any. The memory planner mirrors the
-      kernel's choice with it.}],
-      "std::optional<unsigned>", "getInPlaceOperand", (ins "unsigned":$result), [{}],
-      [{ return std::nullopt; }]>,
+    InterfaceMethod<"The operand whose buffer result `result` may reuse, if any.",
+      "std::optional<unsigned>", "getTiedOperand", (ins "unsigned":$result)>,
   ];
 }
 
@@ -65,8 +57,9 @@ def Kiln_VjpOpInterface : OpInterface<"VjpOpInterface"> {
     right emit a named backward op that reads the forward's saved values.
   }];
   let methods = [
-    InterfaceMethod<"Builds the operand cotangents at the builder's insertion point.",
-      "void", "buildVjp",
+    InterfaceMethod<[{Builds the operand cotangents at the builder's insertion
+      point; emits an error and fails for a cotangent it cannot take.}],
+      "::mlir::LogicalResult", "buildVjp",
       (ins "::mlir::OpBuilder &":$builder,
            "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
            "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,

@@ -3,17 +3,22 @@
 #define KILN_DIALECT_KILN_IR_KILNOPS_H
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
-#include "kiln/Runtime/Tensor.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace kiln {
 /// Total bytes of the ranked tensors among `types` (others count 0).
 int64_t tensorBytes(mlir::TypeRange types);
 } // namespace kiln
+
+#include "kiln/Dialect/Kiln/IR/KilnEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "kiln/Dialect/Kiln/IR/KilnAttrs.h.inc"
 
 #include "kiln/Dialect/Kiln/IR/KilnInterfaces.h.inc"
 

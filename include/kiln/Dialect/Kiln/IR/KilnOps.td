@@ -2,7 +2,8 @@
 //
 // Every op: static-shape operands, an `fqn` module path, a shape rule
 // (inferReturnTypes, which also rejects malformed operands with a message
-// naming the op and its fqn), a cost and a CPU kernel.
+// naming the op and its fqn), a cost and, for forward ops, a VJP. Kernels
+// are bound by each target, never here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,12 +11,14 @@
 #define KILN_OPS_TD
 
 include "kiln/Dialect/Kiln/IR/KilnDialect.td"
+include "kiln/Dialect/Kiln/IR/KilnAttrs.td"
 include "kiln/Dialect/Kiln/IR/KilnInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 // Operands are only required to be ranked tensors here; the element types
 // (floats: f32/bf16/f16, ids: i64/i32) are checked by each op's shape rule so
@@ -27,8 +30,7 @@ defvar Kiln_F32Tensor = AnyRankedTensor;
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
         Pure, InferTypeOpAdaptor,
-        DeclareOpInterfaceMethods<Kiln_CostOpInterface>,
-        DeclareOpInterfaceMethods<Kiln_CpuKernelOpInterface>]> {
+        DeclareOpInterfaceMethods<Kiln_CostOpInterface>]> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -112,14 +114,14 @@ def Kiln_SwigluOp : Kiln_Op<"swiglu", [DeclareOpInterfaceMethods<Kiln_VjpOpInter
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_AddOp : Kiln_Op<"add", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+def Kiln_AddOp : Kiln_Op<"add", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>,
+                                  DeclareOpInterfaceMethods<Kiln_TiedOperandOpInterface>]> {
   let summary = "Elementwise sum of two tensors of one type (residuals)";
+  let description = [{
+    The sum may overwrite `lhs` when `lhs` dies here (the residual stream).
+  }];
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
-  let extraClassDeclaration = [{
-    /// The sum may overwrite lhs when lhs dies here (residual streams).
-    std::optional<unsigned> getInPlaceOperand(unsigned result) { return 0; }
-  }];
 }
 
 def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
@@ -132,20 +134,18 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Ki
   let results = (outs 0DTensorOf<[F32]>:$loss);
 }
 
-def Kiln_ReshapeOp : Kiln_Op<"reshape", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>,
+                                          DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "Row-major reshape to a static shape with the same element count";
+  let description = [{
+    A view: the result shares the input's buffer (ViewLikeOpInterface).
+  }];
   let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$shape, StrAttr:$fqn);
   let results = (outs AnyRankedTensor:$result);
   let extraClassDeclaration = [{
     int64_t getBytesRead();
     int64_t getBytesWritten();
   }];
-}
-
-def Kiln_ShiftLabelsOp : Kiln_Op<"shift_labels", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
-  let summary = "Splits [b, s+1] tokens into inputs tokens[:, :-1] and labels tokens[:, 1:]";
-  let arguments = (ins Kiln_IdTensor:$tokens, StrAttr:$fqn);
-  let results = (outs Kiln_IdTensor:$inputs, Kiln_IdTensor:$labels);
 }
 
 include "kiln/Dialect/Kiln/IR/KilnBackwardOps.td"

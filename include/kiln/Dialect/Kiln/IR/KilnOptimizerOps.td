@@ -29,20 +29,21 @@ def Kiln_LrScheduleOp : Kiln_Op<"lr_schedule"> {
     (cosine), rescaled to [min_lr_factor, 1].
   }];
   let arguments = (ins AnyRankedTensor:$step, F64Attr:$lr, I64Attr:$warmup_steps,
-                       I64Attr:$stable_steps, I64Attr:$decay_steps, StrAttr:$decay_type,
+                       I64Attr:$stable_steps, I64Attr:$decay_steps, Kiln_DecayTypeAttr:$decay_type,
                        F64Attr:$min_lr_factor, StrAttr:$fqn);
   let results = (outs Kiln_F32Tensor:$result);
   let hasVerifier = 1;
 }
 
-def Kiln_AdamWOp : Kiln_Op<"adamw"> {
+def Kiln_AdamWOp : Kiln_Op<"adamw", [DeclareOpInterfaceMethods<Kiln_TiedOperandOpInterface>]> {
   let summary = "One torch.optim.AdamW update of one parameter";
   let description = [{
     With g = grad * grad_scale (the clipping coefficient) and t = step + 1:
     p *= 1 - lr * weight_decay; m = m + (1 - beta1)(g - m);
     v = beta2 v + (1 - beta2) g^2;
     p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
-    Returns the new parameter and moments.
+    Returns the new parameter and moments, which may overwrite the old ones
+    (TiedOperandOpInterface).
   }];
   let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
                        Kiln_FloatTensor:$exp_avg, Kiln_FloatTensor:$exp_avg_sq,
@@ -51,12 +52,6 @@ def Kiln_AdamWOp : Kiln_Op<"adamw"> {
                        F64Attr:$eps, F64Attr:$weight_decay, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$param_out, Kiln_FloatTensor:$exp_avg_out,
                       Kiln_FloatTensor:$exp_avg_sq_out);
-  let extraClassDeclaration = [{
-    /// The new parameter and moments may overwrite the old ones.
-    std::optional<unsigned> getInPlaceOperand(unsigned result) {
-      return std::array<unsigned, 3>{0, 2, 3}[result];
-    }
-  }];
 }
 
 def Kiln_NextStepOp : Kiln_Op<"next_step"> {

@@ -1,10 +1,16 @@
 //===- Executor.cpp - Eager CPU execution of kiln IR ----------------------===//
 
-#include "kiln/Execution/Executor.h"
+#include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Analysis/BufferLiveness.h"
+#include "kiln/Backend/CPU/CpuKernelInterface.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
 #include "llvm/ADT/DenseMap.h"
+
+#include <cblas.h>
+#include <omp.h>
 
 using namespace mlir;
 
@@ -59,18 +65,44 @@ private:
 
 } // namespace
 
-std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
-                                ExecutionStats *stats) {
-  Block &body = fn.getBody().front();
-  if (args.size() != body.getNumArguments())
-    fail("@{}: expected {} arguments, got {}", fn.getName().str(), body.getNumArguments(),
-         args.size());
+namespace {
+/// Applies ExecutionContext::threads to OpenMP and OpenBLAS for one run.
+class ThreadBudget {
+public:
+  explicit ThreadBudget(int threads) : previous_(omp_get_max_threads()), set_(threads > 0) {
+    if (set_) {
+      omp_set_num_threads(threads);
+      openblas_set_num_threads(threads);
+    }
+  }
+  ~ThreadBudget() {
+    if (set_) {
+      omp_set_num_threads(previous_);
+      openblas_set_num_threads(previous_);
+    }
+  }
 
-  // Index of the last op that reads each value, so it can be freed there.
-  llvm::DenseMap<Value, Operation *> lastUser;
-  for (Operation &op : body)
-    for (Value operand : op.getOperands())
-      lastUser[operand] = &op;
+private:
+  int previous_;
+  bool set_;
+};
+} // namespace
+
+std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
+                                ExecutionStats *stats, const ExecutionContext &context,
+                                std::vector<Tensor> *unusedOnFailure) {
+  std::string name = "@" + fn.getName().str();
+  if (fn.isExternal())
+    fail("{} is a declaration; it has no body to run", name);
+  registerCpuKernels(*fn->getContext());
+  FailureOr<BufferLiveness> liveness = failure();
+  succeedOrFail(*fn->getContext(), name + " cannot be executed", [&] {
+    liveness = BufferLiveness::compute(fn);
+    return LogicalResult(liveness);
+  });
+  Block &body = liveness->body();
+  if (args.size() != body.getNumArguments())
+    fail("{}: expected {} arguments, got {}", name, body.getNumArguments(), args.size());
 
   llvm::DenseMap<Value, Tensor> env;
   LiveBytes memory;
@@ -83,50 +115,70 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
   for (auto [arg, tensor] : llvm::zip(body.getArguments(), args))
     define(arg, std::move(tensor));
   args.clear();
+  ThreadBudget threads(context.threads);
+
+  // On failure, hand the caller back the arguments no op has consumed yet,
+  // so state moved into a failed run is not lost with it.
+  auto recoverArguments = [&] {
+    if (!unusedOnFailure)
+      return;
+    unusedOnFailure->assign(body.getNumArguments(), Tensor());
+    for (BlockArgument arg : body.getArguments())
+      if (auto it = env.find(arg); it != env.end())
+        (*unusedOnFailure)[arg.getArgNumber()] = std::move(it->second);
+  };
 
   std::vector<Tensor> results;
   SmallVector<Tensor> operands, outs;
   SmallVector<const void *> operandBuffers; // kernels may move operands away
   for (Operation &op : body) {
-    // Operands that die here are moved out of the environment, so the op may
-    // reuse their buffers (see CpuKernelOpInterface); the rest are shared.
-    operands.clear();
-    operandBuffers.clear();
-    for (Value operand : op.getOperands()) {
-      bool dies = lastUser.lookup(operand) == &op &&
-                  llvm::count(op.getOperands(), operand) == 1 && env.count(operand);
-      operands.push_back(dies ? std::move(env[operand]) : env.lookup(operand));
-      operandBuffers.push_back(operands.back().rawData());
-    }
-
     if (isa<func::ReturnOp>(op)) {
-      results.assign(operands.begin(), operands.end());
+      for (Value operand : op.getOperands())
+        results.push_back(env.lookup(operand));
       break;
     }
     auto kernel = dyn_cast<CpuKernelOpInterface>(op);
-    if (!kernel)
-      fail("@{}: op {} has no CPU kernel", fn.getName().str(), describe(&op));
+    if (!kernel) {
+      recoverArguments();
+      fail("{}: op {} has no CPU kernel", name, describe(&op));
+    }
+    // Donated operands are moved in, so the kernel may write a result into
+    // their buffer; the rest are shared with the environment.
+    const BufferLiveness::Step &step = liveness->step(&op);
+    operands.clear();
+    operandBuffers.clear();
+    for (Value operand : op.getOperands()) {
+      operands.push_back(env.lookup(operand));
+      operandBuffers.push_back(operands.back().rawData());
+    }
+    for (std::optional<unsigned> donor : step.donors)
+      if (donor)
+        operands[*donor] = std::move(env[op.getOperand(*donor)]);
     outs.clear();
     try {
-      kernel.runOnCpu(operands, outs);
+      kernel.runOnCpu(context, operands, outs);
     } catch (const Error &e) {
-      fail("@{}: {}: {}", fn.getName().str(), describe(&op), e.what());
+      for (std::optional<unsigned> donor : step.donors) // put donors back, untouched
+        if (donor && operands[*donor].defined() &&
+            operands[*donor].rawData() == operandBuffers[*donor])
+          env[op.getOperand(*donor)] = std::move(operands[*donor]);
+      recoverArguments();
+      fail("{}: {}: {}", name, describe(&op), e.what());
     }
     if (outs.size() != op.getNumResults())
-      fail("@{}: {}: kernel returned {} results, expected {}", fn.getName().str(),
-           describe(&op), outs.size(), op.getNumResults());
+      fail("{}: {}: kernel returned {} results, expected {}", name, describe(&op), outs.size(),
+           op.getNumResults());
     for (auto [result, tensor] : llvm::zip(op.getResults(), outs)) {
       if (tensor.shape() != shapeOf(result.getType()))
-        fail("@{}: {}: kernel produced {} but the IR says {}", fn.getName().str(),
-             describe(&op), shapeToString(tensor.shape()),
-             shapeToString(shapeOf(result.getType())));
+        fail("{}: {}: kernel produced {} but the IR says {}", name, describe(&op),
+             shapeToString(tensor.shape()), shapeToString(shapeOf(result.getType())));
       define(result, std::move(tensor));
     }
-    // Dead operands leave the live set after the results joined it, so a
+    // Dying operands leave the live set after the results joined it, so a
     // result written in place keeps its buffer counted throughout.
-    for (auto [operand, buffer] : llvm::zip(op.getOperands(), operandBuffers))
-      if (lastUser.lookup(operand) == &op && env.erase(operand))
-        memory.remove(buffer);
+    for (unsigned index : step.dyingOperands)
+      if (env.erase(op.getOperand(index)))
+        memory.remove(operandBuffers[index]);
     operands.clear(); // moved-in operands the op did not reuse are freed now
   }
   if (stats)

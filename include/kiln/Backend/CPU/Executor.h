@@ -1,14 +1,15 @@
 //===- Executor.h - Eager CPU execution of kiln IR --------------*- C++ -*-===//
 //
 // Interprets a func.func of kiln ops op by op on the host: each op runs
-// through its CpuKernelOpInterface binding, and every intermediate is freed
-// after its last use. The executor knows nothing of Qwen3; it runs whatever
-// function it is given.
+// through its CpuKernelOpInterface binding (attached by registerCpuKernels),
+// and buffers are freed and donated exactly as BufferLiveness says. The
+// executor knows nothing of Qwen3; it runs whatever function it is given.
 //
 //===----------------------------------------------------------------------===//
-#ifndef KILN_EXECUTION_EXECUTOR_H
-#define KILN_EXECUTION_EXECUTOR_H
+#ifndef KILN_BACKEND_CPU_EXECUTOR_H
+#define KILN_BACKEND_CPU_EXECUTOR_H
 
+#include "kiln/Backend/CPU/ExecutionContext.h"
 #include "kiln/Runtime/SafeTensors.h"
 #include "kiln/Runtime/Tensor.h"
 
@@ -30,9 +31,13 @@ struct ExecutionStats {
 /// Runs `fn` on `args` (one per function argument, float tensors as F32) and
 /// returns its results. Every value is dropped after its last use. Throws
 /// kiln::Error naming the op and its fqn if an op has no CPU kernel or a
-/// kernel rejects its data.
+/// kernel rejects its data; then, if `unusedOnFailure` is given, it receives
+/// one tensor per argument: those no op had consumed or overwritten yet
+/// (undefined for the others), so a caller can keep state it moved in.
 std::vector<Tensor> runFunction(mlir::func::FuncOp fn, std::vector<Tensor> args,
-                                ExecutionStats *stats = nullptr);
+                                ExecutionStats *stats = nullptr,
+                                const ExecutionContext &context = {},
+                                std::vector<Tensor> *unusedOnFailure = nullptr);
 
 /// Builds the argument list of `fn`: arguments tagged `kiln.param` are read
 /// from `checkpoint` by HF key and converted to F32; arguments tagged
@@ -49,4 +54,4 @@ Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, mlir:
 
 } // namespace kiln
 
-#endif // KILN_EXECUTION_EXECUTOR_H
+#endif // KILN_BACKEND_CPU_EXECUTOR_H

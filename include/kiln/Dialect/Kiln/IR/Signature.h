@@ -1,0 +1,87 @@
+//===- Signature.h - Roles of a function's arguments and results -*- C++ -*-===//
+//
+// The one place that reads a function's kiln.* argument and result
+// attributes and says which argument is which parameter, piece of optimizer
+// state or data input, and which result is which gradient or output. The
+// optimizer pass, the Trainer and the partitioner find values by these roles,
+// never by argument positions.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DIALECT_KILN_IR_SIGNATURE_H
+#define KILN_DIALECT_KILN_IR_SIGNATURE_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+#include <string>
+
+namespace kiln {
+
+/// A function's arguments and results by role. Every argument must have a
+/// role (kiln.param, kiln.state or kiln.input); results without one are
+/// allowed (e.g. @forward's logits).
+class Signature {
+public:
+  /// Reads the roles of `fn`; emits an error at `fn` and fails when an
+  /// argument has none or the function is a declaration.
+  static mlir::FailureOr<Signature> get(mlir::func::FuncOp fn);
+
+  struct Slot {
+    unsigned index;
+    std::string name;
+  };
+  /// Arguments tagged kiln.param (HF keys), in argument order.
+  llvm::ArrayRef<Slot> params() const { return params_; }
+  /// Arguments tagged kiln.input, in argument order.
+  llvm::ArrayRef<Slot> inputs() const { return inputs_; }
+  /// Arguments tagged kiln.state, in argument order.
+  llvm::ArrayRef<Slot> state() const { return state_; }
+
+  /// Index of the argument tagged `role` = `name` (kParamAttr, ...).
+  std::optional<unsigned> argument(llvm::StringRef role, llvm::StringRef name) const;
+  /// Index of the result tagged `role` = `name` (kGradAttr, kOutputAttr, ...).
+  std::optional<unsigned> result(llvm::StringRef role, llvm::StringRef name) const;
+
+  mlir::func::FuncOp function() const { return fn_; }
+
+private:
+  mlir::func::FuncOp fn_;
+  llvm::SmallVector<Slot> params_, inputs_, state_;
+  llvm::StringMap<unsigned> arguments_, results_; ///< "role\0name" -> index
+};
+
+/// @train_step's signature (kiln-optimizer's output): for each parameter its
+/// argument and updated result, and those of its AdamW moments; the update
+/// count; the data inputs; and the loss and gradient-norm outputs.
+struct TrainStepSignature {
+  struct Param {
+    std::string key;
+    unsigned arg, result;
+    unsigned expAvgArg, expAvgResult;
+    unsigned expAvgSqArg, expAvgSqResult;
+  };
+  llvm::SmallVector<Param> params;
+  unsigned stepArg = 0, stepResult = 0;
+  llvm::SmallVector<Signature::Slot> inputs;
+  unsigned lossResult = 0, gradNormResult = 0;
+
+  /// Emits an error at `fn` naming the first missing role.
+  static mlir::FailureOr<TrainStepSignature> get(mlir::func::FuncOp fn);
+};
+
+/// The optimizer-state names of a parameter's moments.
+std::string expAvgName(llvm::StringRef key);
+std::string expAvgSqName(llvm::StringRef key);
+/// The data inputs a captured model takes: token ids and next-token labels,
+/// both [batch, seq].
+inline constexpr llvm::StringLiteral kInputIdsInput = "input_ids";
+inline constexpr llvm::StringLiteral kLabelsInput = "labels";
+/// The state name of the update count, and the output names.
+inline constexpr llvm::StringLiteral kStepState = "step";
+inline constexpr llvm::StringLiteral kLossOutput = "loss";
+inline constexpr llvm::StringLiteral kGradNormOutput = "grad_norm";
+
+} // namespace kiln
+
+#endif // KILN_DIALECT_KILN_IR_SIGNATURE_H

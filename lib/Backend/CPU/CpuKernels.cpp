@@ -1,0 +1,183 @@
+//===- CpuKernels.cpp - Host kernels bound to kiln ops --------------------===//
+//
+// One `run` overload per op maps the op's attributes and host operands to a
+// kernel of Runtime/Kernels or Runtime/BackwardKernels; CpuKernel<Op> makes
+// each an external model of CpuKernelOpInterface.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Backend/CPU/CpuKernelInterface.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Runtime/BackwardKernels.h"
+#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/LrSchedule.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include "kiln/Backend/CPU/CpuKernelInterface.cpp.inc"
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+using Context = ExecutionContext;
+using In = MutableArrayRef<Tensor>;
+using Out = SmallVectorImpl<Tensor>;
+
+Tensor scalarTensor(float value) {
+  Tensor t(DType::F32, {});
+  *t.mutableData<float>() = value;
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+void run(EmbeddingOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::embedding(in[0], in[1]));
+}
+void run(RmsNormOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::rmsNorm(in[0], in[1], op.getEps().convertToFloat()));
+}
+void run(LinearOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::linear(in[0], in[1]));
+}
+void run(RopeCacheOp op, const Context &, In, Out &out) {
+  out.push_back(kernels::ropeCache(op.getTheta().convertToDouble(), int64_t(op.getSeqLen()),
+                                   int64_t(op.getHeadDim())));
+}
+void run(RopeOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::rope(in[0], in[2]));
+  out.push_back(kernels::rope(in[1], in[2]));
+}
+void run(AttentionOp op, const Context &, In in, Out &out) {
+  auto [o, lse] = kernels::attention(in[0], in[1], in[2], op.getCausal(),
+                                     op.getScale().convertToFloat());
+  out.append({o, lse});
+}
+void run(SwigluOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::swiglu(in[0], in[1]));
+}
+void run(AddOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::add(std::move(in[0]), in[1]));
+}
+void run(CrossEntropyOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::crossEntropy(in[0], in[1]));
+}
+void run(ReshapeOp op, const Context &, In in, Out &out) {
+  out.push_back(in[0].reshaped(Shape(op.getShape().begin(), op.getShape().end())));
+}
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+void run(ConstantOp op, const Context &, In, Out &out) {
+  auto value = cast<SplatElementsAttr>(op.getValue());
+  auto type = cast<RankedTensorType>(value.getType());
+  Tensor t = Tensor::uninitialized(DType::F32, Shape(type.getShape().begin(), type.getShape().end()));
+  std::fill_n(t.mutableData<float>(), t.numel(), value.getSplatValue<APFloat>().convertToFloat());
+  out.push_back(t);
+}
+void run(EmbeddingBackwardOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::embeddingBackward(in[0], in[1], int64_t(op.getVocabSize())));
+}
+void run(RmsNormBackwardOp op, const Context &, In in, Out &out) {
+  auto [dx, dw] = kernels::rmsNormBackward(in[0], in[1], in[2], op.getEps().convertToFloat());
+  out.append({dx, dw});
+}
+void run(LinearBackwardDataOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::linearBackwardData(in[0], in[1]));
+}
+void run(LinearBackwardWeightOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::linearBackwardWeight(in[0], in[1]));
+}
+void run(RopeBackwardOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::ropeBackward(in[0], in[2]));
+  out.push_back(kernels::ropeBackward(in[1], in[2]));
+}
+void run(AttentionBackwardOp op, const Context &, In in, Out &out) {
+  auto [dq, dk, dv] = kernels::attentionBackward(in[0], in[1], in[2], in[3], in[4], in[5],
+                                                 op.getCausal(), op.getScale().convertToFloat());
+  out.append({dq, dk, dv});
+}
+void run(SwigluBackwardOp, const Context &, In in, Out &out) {
+  auto [dgate, dup] = kernels::swigluBackward(in[0], in[1], in[2]);
+  out.append({dgate, dup});
+}
+void run(CrossEntropyBackwardOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::crossEntropyBackward(in[0], in[1], in[2]));
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops
+//===----------------------------------------------------------------------===//
+
+void run(GlobalNormOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::globalNorm(std::vector<Tensor>(in.begin(), in.end())));
+}
+void run(ClipCoefOp op, const Context &, In in, Out &out) {
+  // torch.nn.utils.clip_grad_norm_: clamp(max_norm / (norm + 1e-6), max=1).
+  double norm = *in[0].data<float>();
+  double coef = op.getMaxNorm().convertToDouble() / (norm + 1e-6);
+  out.push_back(scalarTensor(float(std::min(1.0, coef))));
+}
+void run(LrScheduleOp op, const Context &, In in, Out &out) {
+  LrPhases phases{int64_t(op.getWarmupSteps()), int64_t(op.getStableSteps()),
+                  int64_t(op.getDecaySteps())};
+  double factor = lrFactor(*in[0].data<int64_t>(), phases,
+                           stringifyDecayType(op.getDecayType()).str(),
+                           op.getMinLrFactor().convertToDouble());
+  out.push_back(scalarTensor(float(op.getLr().convertToDouble() * factor)));
+}
+void run(AdamWOp op, const Context &, In in, Out &out) {
+  kernels::AdamWHyper hyper;
+  hyper.lr = *in[5].data<float>();
+  hyper.beta1 = op.getBeta1().convertToDouble();
+  hyper.beta2 = op.getBeta2().convertToDouble();
+  hyper.eps = op.getEps().convertToDouble();
+  hyper.weightDecay = op.getWeightDecay().convertToDouble();
+  hyper.step = *in[4].data<int64_t>() + 1;
+  hyper.gradScale = *in[6].data<float>();
+  auto [param, m, v] =
+      kernels::adamw(std::move(in[0]), in[1], std::move(in[2]), std::move(in[3]), hyper);
+  out.append({param, m, v});
+}
+void run(NextStepOp, const Context &, In in, Out &out) {
+  Tensor next(DType::I64, {});
+  *next.mutableData<int64_t>() = *in[0].data<int64_t>() + 1;
+  out.push_back(next);
+}
+
+template <typename OpT>
+struct CpuKernel : CpuKernelOpInterface::ExternalModel<CpuKernel<OpT>, OpT> {
+  void runOnCpu(Operation *op, const Context &context, In operands, Out &results) const {
+    run(cast<OpT>(op), context, operands, results);
+  }
+};
+
+template <typename... OpTs> void attach(MLIRContext *context) {
+  (OpTs::template attachInterface<CpuKernel<OpTs>>(*context), ...);
+}
+
+void attachAll(MLIRContext *context, KilnDialect *) {
+  attach<EmbeddingOp, RmsNormOp, LinearOp, RopeCacheOp, RopeOp, AttentionOp, SwigluOp, AddOp,
+         CrossEntropyOp, ReshapeOp>(context);
+  attach<ConstantOp, EmbeddingBackwardOp, RmsNormBackwardOp, LinearBackwardDataOp,
+         LinearBackwardWeightOp, RopeBackwardOp, AttentionBackwardOp, SwigluBackwardOp,
+         CrossEntropyBackwardOp>(context);
+  attach<GlobalNormOp, ClipCoefOp, LrScheduleOp, AdamWOp, NextStepOp>(context);
+}
+
+} // namespace
+
+void registerCpuKernels(DialectRegistry &registry) { registry.addExtension(&attachAll); }
+
+void registerCpuKernels(MLIRContext &context) {
+  DialectRegistry registry;
+  registerCpuKernels(registry);
+  context.appendDialectRegistry(registry);
+}
+
+} // namespace kiln
