@@ -47,16 +47,11 @@ public:
   /// produced this contribution.
   void accumulate(Value v, Value grad, Operation *from) {
     Value &slot = grads[v];
-    if (slot) {
-      slot = AddOp::create(b, from->getLoc(), slot, grad,
-                           b.getStringAttr(ownerOf(v) + ".grad_accum"))
-                 .getResult();
-      ++sums;
-    } else {
-      slot = grad;
-    }
+    slot = slot ? AddOp::create(b, from->getLoc(), slot, grad,
+                                b.getStringAttr(ownerOf(v) + ".grad_accum"))
+                      .getResult()
+                : grad;
   }
-  int64_t sums = 0;
 
 private:
   OpBuilder &b;
@@ -123,14 +118,13 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
         return op->emitOpError() << "(fqn '" << fqnOf(op)
                                  << "'): no VJP, cannot differentiate through it";
       SmallVector<Value> operandGrads;
-      Block::iterator before = std::prev(b.getInsertionPoint());
       if (failed(vjp.buildVjp(b, resultGrads, operandGrads)))
         return failure();
       if (operandGrads.size() != op->getNumOperands())
         return op->emitOpError() << "(fqn '" << fqnOf(op) << "'): its VJP built "
                                  << operandGrads.size() << " cotangents for "
                                  << op->getNumOperands() << " operands";
-      numBackwardOps += std::distance(std::next(before), b.getInsertionPoint());
+
       for (auto [operand, operandGrad] : llvm::zip(op->getOperands(), operandGrads))
         if (operandGrad)
           cotangents.accumulate(operand, operandGrad, op);
@@ -157,7 +151,6 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
         b.getFunctionType(grad.getArgumentTypes(), ValueRange(results).getTypes()));
     grad.setAllResultAttrs(resultAttrs);
     markSavedActivations(forward);
-    numGradientSums += cotangents.sums;
     return success();
   }
 
@@ -173,7 +166,7 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
           saved.push_back(result.getResultNumber());
       if (!saved.empty())
         op->setAttr(kSavedAttr, DenseI64ArrayAttr::get(op->getContext(), saved));
-      numSavedValues += saved.size();
+
     }
   }
 };

@@ -141,10 +141,7 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       resultAttrs.push_back(argAttrs[paramArgs[i]]);
       newExpAvg.push_back(update.getExpAvgOut());
       newExpAvgSq.push_back(update.getExpAvgSqOut());
-      numStateBytes += 2 * tensorBytes(param.getType());
     }
-    numParameters += sig->params().size();
-    numStateBytes += tensorBytes(step.getType());
     results.push_back(NextStepOp::create(b, loc, step, b.getStringAttr("optimizer.step")));
     resultAttrs.push_back(argAttrs[stepArg]);
     for (auto [values, args] : {std::pair{&newExpAvg, &expAvgArgs}, {&newExpAvgSq, &expAvgSqArgs}})

@@ -25,13 +25,6 @@ def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
            "Name of the function to create">,
   ];
-  let statistics = [
-    Statistic<"numBackwardOps", "backward-ops", "Ops emitted by the VJPs">,
-    Statistic<"numGradientSums", "gradient-sums",
-              "kiln.add ops summing the cotangents of values used more than once">,
-    Statistic<"numSavedValues", "saved-values",
-              "Forward results the backward reads (saved activations)">,
-  ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
 
@@ -70,10 +63,6 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "linear, sqrt or cosine">,
     Option<"minLrFactor", "min-lr-factor", "double", "0.0",
            "Rate at the end of decay, as a fraction of lr">,
-  ];
-  let statistics = [
-    Statistic<"numParameters", "parameters", "Parameters updated by AdamW">,
-    Statistic<"numStateBytes", "state-bytes", "Bytes of optimizer state (moments and step)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }

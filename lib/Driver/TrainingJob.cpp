@@ -6,6 +6,7 @@
 #include "kiln/Driver/LossCurve.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
@@ -120,10 +121,11 @@ void printPlan(Trainer &trainer) {
              trainer.peakFlops() / 1e9);
 }
 
-void printStep(const StepMetrics &m) {
+void printStep(const StepMetrics &m, double peakFlops) {
   fmt::print("step {:>5}  loss {:.6f}  grad_norm {:.4f}  lr {:.3e}  tok/s {:.0f}  "
-             "tflops {:.4f}  mfu {:.2f}%  mem_live_peak {}  rss_peak {}  ({:.2f} s)\n",
-             m.step, m.loss, m.gradNorm, m.lr, m.tokensPerSecond, m.tflops, 100 * m.mfu,
+             "tflops {:.4f}  mfu {}  mem_live_peak {}  rss_peak {}  ({:.2f} s)\n",
+             m.step, m.loss, m.gradNorm, m.lr, m.tokensPerSecond, m.tflops,
+             describeMfu(m.mfu, peakFlops),
              megabytes(m.memLivePeakBytes), megabytes(m.rssPeakBytes), m.seconds);
   std::fflush(stdout);
 }
@@ -227,7 +229,7 @@ int runTrainingJob(const TrainConfig &config) {
     trainCurve.push_back({s, m.loss});
     bar.clear();
     if (s == 1 || s == steps || s % config.metrics.logFreq == 0) {
-      printStep(m);
+      printStep(m, trainer.peakFlops());
       if (jsonl.is_open())
         jsonl << stepJson(m).dump() << "\n" << std::flush;
     }

@@ -10,7 +10,9 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Passes.h"
 #include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/TokenBatch.h"
+
 #include "kiln/Support/Json.h"
 
 #include <numeric>
@@ -219,5 +221,65 @@ TEST(TrainingTest, StaticMemoryPlanPredictsTheExecutorsPeakExactly) {
   EXPECT_LT(plan.savedActivationBytes, plan.peakIntermediateBytes);
   EXPECT_LE(plan.peakBytes, plan.argumentBytes + plan.peakIntermediateBytes);
 }
+
+} // namespace
+
+namespace {
+
+TEST(TrainingTest, StepRejectedByAKernelKeepsTheState) {
+  // An out-of-range id fails in the forward, before any in-place update: the
+  // weights and moments survive and training goes on as if it never ran.
+  Trainer trainer(fixtureConfig(2));
+  Tensor bad = fixtureTokens().to(DType::I64);
+  bad.mutableData<int64_t>()[3] = 100000;
+  expectError([&] { trainer.step(bad); }, {"tok_embeddings", "100000"});
+  EXPECT_EQ(trainer.updatesDone(), 0);
+  StepMetrics after = trainer.step(fixtureTokens());
+
+  Trainer fresh(fixtureConfig(2));
+  StepMetrics want = fresh.step(fixtureTokens());
+  EXPECT_EQ(after.loss, want.loss);
+  EXPECT_EQ(after.gradNorm, want.gradNorm);
+  TensorMap got = trainer.parameters(), expected = fresh.parameters();
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto &[key, tensor] : expected)
+    EXPECT_EQ(maxAbsDiff(toDoubles(got.at(key)), toDoubles(tensor)), 0.0) << key;
+}
+
+TEST(TrainingTest, OneThreadGivesTheSameStep) {
+  // ExecutionContext::threads reaches the kernels; reductions are summed in a
+  // fixed order, so the result does not depend on the thread count.
+  Trainer trainer(fixtureConfig(1));
+  mlir::func::FuncOp loss = trainer.module().lookupSymbol<mlir::func::FuncOp>("loss");
+  TensorMap params = trainer.parameters();
+  InputsAndLabels split = splitInputsAndLabels(fixtureTokens());
+  auto args = [&] {
+    std::vector<Tensor> out(loss.getNumArguments());
+    Signature sig = *Signature::get(loss);
+    for (const Signature::Slot &p : sig.params())
+      out[p.index] = params.at(p.name);
+    for (const Signature::Slot &input : sig.inputs())
+      out[input.index] = input.name == kLabelsInput ? split.labels : split.inputIds;
+    return out;
+  };
+  ExecutionContext one;
+  one.threads = 1;
+  float all = *runFunction(loss, args()).at(0).data<float>();
+  float single = *runFunction(loss, args(), nullptr, one).at(0).data<float>();
+  EXPECT_EQ(all, single);
+  EXPECT_NEAR(all, expectedSteps()[0]["loss_before_update"].get<double>(), 1e-5);
+}
+
+} // namespace
+
+namespace {
+
+TEST(TrainingTest, MfuAbove100PercentSaysWhy) {
+  EXPECT_EQ(describeMfu(0.4213, 100e9), "42.13%");
+  std::string above = describeMfu(1.25, 104.5e9);
+  EXPECT_EQ(above.rfind("125.00% (above 100%", 0), 0u) << above;
+  EXPECT_NE(above.find("104.5 GFLOP/s"), std::string::npos) << above;
+}
+
 
 } // namespace

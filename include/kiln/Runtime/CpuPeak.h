@@ -2,13 +2,20 @@
 #ifndef KILN_RUNTIME_CPUPEAK_H
 #define KILN_RUNTIME_CPUPEAK_H
 
+#include <string>
+
 namespace kiln {
 
 /// Best sustained single-precision GEMM rate of this machine in FLOP/s,
-/// measured once per process with OpenBLAS (eight 1024^3 sgemms, ~0.1 s) and
-/// cached. MFU on CPU is reported against it: a CPU has no single published
-/// peak that its vector units, clocks and core count would all agree with.
+/// measured once per process with OpenBLAS (the best of 1024^3 and 2048^3
+/// sgemms, well under a second) and cached. MFU on CPU is reported against
+/// it: a CPU has no single published peak that its vector units, clocks and
+/// core count would all agree with.
 double measureCpuPeakFlops();
+
+/// "12.34%", and when `mfu` exceeds 1 the reason it can: the measured probe
+/// is not a hardware bound. Never prints an MFU above 100% without it.
+std::string describeMfu(double mfu, double peakFlops);
 
 } // namespace kiln
 
