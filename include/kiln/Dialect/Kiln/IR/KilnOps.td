@@ -119,9 +119,11 @@ def Kiln_AddOp : Kiln_Op<"add", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>,
   let summary = "Elementwise sum of two tensors of one type (residuals)";
   let description = [{
     The sum may overwrite `lhs` when `lhs` dies here (the residual stream).
+    Adding a zero constant folds to the other operand.
   }];
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
+  let hasFolder = 1;
 }
 
 def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
