@@ -185,19 +185,8 @@ int64_t AttentionOp::getFlops() {
 // Elementwise: SwigluOp, AddOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult SwigluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
-  return inferSameType<SwigluOp>(loc, adaptor.getFqn(), "gate", adaptor.getGate(),
-                                 "up", adaptor.getUp(), types);
-}
 int64_t SwigluOp::getFlops() { return 5 * getGate().getType().getNumElements(); }
 
-LogicalResult AddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return inferSameType<AddOp>(loc, adaptor.getFqn(), "lhs", adaptor.getLhs(), "rhs",
-                              adaptor.getRhs(), types);
-}
 int64_t AddOp::getFlops() { return getLhs().getType().getNumElements(); }
 std::optional<unsigned> AddOp::getTiedOperand(unsigned) { return 0; }
 

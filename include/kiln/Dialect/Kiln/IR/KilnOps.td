@@ -20,16 +20,28 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
 
-// Operands are only required to be ranked tensors here; the element types
-// (floats: f32/bf16/f16, ids: i64/i32) are checked by each op's shape rule so
-// that the message names the op's fqn. The names document the intent.
-defvar Kiln_FloatTensor = AnyRankedTensor;
-defvar Kiln_IdTensor = AnyRankedTensor;
-defvar Kiln_F32Tensor = AnyRankedTensor;
+// Element types are ODS constraints, checked before each op's shape rule;
+// captured IR carries each op's fqn as its location, so these messages name
+// the module too. Shapes and the relations between operands are the shape
+// rules' (inferReturnTypes), whose messages add the fqn themselves.
+def Kiln_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def Kiln_IdTensor : RankedTensorOf<[I64, I32]>;
+def Kiln_F32Tensor : RankedTensorOf<[F32]>;
+def Kiln_StepTensor : 0DTensorOf<[I64]>;
 
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
         Pure, InferTypeOpAdaptor,
+        DeclareOpInterfaceMethods<Kiln_CostOpInterface>]> {
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// Elementwise ops whose operands and result share one type: ODS verifies the
+// match (AllTypesMatch) and infers the result type from it.
+class Kiln_ElementwiseOp<string mnemonic, list<string> names, list<Trait> traits = []>
+    : Op<Kiln_Dialect, mnemonic, traits # [
+        Pure, AllTypesMatch<names>, DeclareOpInterfaceMethods<InferTypeOpInterface>,
         DeclareOpInterfaceMethods<Kiln_CostOpInterface>]> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
@@ -40,6 +52,13 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [DeclareOpInterfaceMethods<Kiln_VjpO
   let description = [{
     `result[..., :] = table[ids[...], :]` with table `[vocab, dim]`; ids may
     have any rank. Out-of-range ids are a runtime error.
+
+    Example:
+
+    ```mlir
+    %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"}
+        : (tensor<151936x1024xf32>, tensor<2x128xi64>) -> tensor<2x128x1024xf32>
+    ```
   }];
   let arguments = (ins Kiln_FloatTensor:$table, Kiln_IdTensor:$ids, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
@@ -54,6 +73,13 @@ def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [DeclareOpInterfaceMethods<Kiln_VjpOpIn
     `x * rsqrt(mean(x^2, -1) + eps) * weight`, weight `[dim]` where dim is the
     last dimension of x. Used for the block norms and for Qwen3's per-head
     q_norm/k_norm (x `[b, s, heads, head_dim]`, weight `[head_dim]`).
+
+    Example:
+
+    ```mlir
+    %x = kiln.rms_norm %h, %w {eps = 1.0e-6 : f32, fqn = "layers.0.attention_norm"}
+        : (tensor<2x128x1024xf32>, tensor<1024xf32>) -> tensor<2x128x1024xf32>
+    ```
   }];
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
                        F32Attr:$eps, StrAttr:$fqn);
@@ -63,6 +89,14 @@ def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [DeclareOpInterfaceMethods<Kiln_VjpOpIn
 
 def Kiln_LinearOp : Kiln_Op<"linear", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "x @ weight^T with weight in the Hugging Face [out, in] layout";
+  let description = [{
+    Example:
+
+    ```mlir
+    %q = kiln.linear %x, %wq {fqn = "layers.0.attention.wq"}
+        : (tensor<2x128x1024xf32>, tensor<2048x1024xf32>) -> tensor<2x128x2048xf32>
+    ```
+  }];
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
 }
@@ -74,6 +108,13 @@ def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_Vjp
     cos(pos * inv_freq) and `[head_dim, 2 * head_dim)` hold sin, with
     `inv_freq[i] = theta^(-2i/head_dim)` repeated twice along head_dim (the
     Hugging Face / torchtitan rotate-half layout).
+
+    Example:
+
+    ```mlir
+    %cache = kiln.rope_cache {theta = 1.0e6 : f64, seq_len = 128 : i64,
+                              head_dim = 128 : i64, fqn = "rope_cache"} : tensor<128x256xf32>
+    ```
   }];
   let arguments = (ins F64Attr:$theta, I64Attr:$seq_len, I64Attr:$head_dim,
                        StrAttr:$fqn);
@@ -88,6 +129,14 @@ def Kiln_RopeOp : Kiln_Op<"rope", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface
     `[b, s, kv_heads, head_dim]`, `rotate_half(x) = cat(-x[d/2:], x[:d/2])`,
     cache `[s, 2 * head_dim]` as produced by kiln.rope_cache. One op for both
     so that an override of the module `...attention.rope` claims one node.
+
+    Example:
+
+    ```mlir
+    %qr, %kr = kiln.rope %q, %k, %cache {fqn = "layers.0.attention.rope"}
+        : (tensor<2x128x16x128xf32>, tensor<2x128x8x128xf32>, tensor<128x256xf32>)
+        -> (tensor<2x128x16x128xf32>, tensor<2x128x8x128xf32>)
+    ```
   }];
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k,
                        Kiln_F32Tensor:$cache, StrAttr:$fqn);
@@ -102,24 +151,50 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [DeclareOpInterfaceMethods<Kiln_VjpO
     in memory. `softmax(scale * q k^T + causal mask) v` gives `out` with q's
     shape; `lse [b, heads, s]` (f32) is the log-sum-exp of each softmax row,
     saved for the backward pass.
+
+    Example:
+
+    ```mlir
+    %o, %lse = kiln.attention %q, %k, %v {causal, scale = 0.0884 : f32,
+                                         fqn = "layers.0.attention.inner_attention"}
+        : (tensor<2x128x16x128xf32>, tensor<2x128x8x128xf32>, tensor<2x128x8x128xf32>)
+        -> (tensor<2x128x16x128xf32>, tensor<2x16x128xf32>)
+    ```
   }];
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
                        UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$out, Kiln_F32Tensor:$lse);
 }
 
-def Kiln_SwigluOp : Kiln_Op<"swiglu", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+def Kiln_SwigluOp : Kiln_ElementwiseOp<"swiglu", ["gate", "up", "result"], [
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "silu(gate) * up";
+  let description = [{
+    Example:
+
+    ```mlir
+    %a = kiln.swiglu %gate, %up {fqn = "layers.0.feed_forward.swiglu"}
+        : (tensor<2x128x3072xf32>, tensor<2x128x3072xf32>) -> tensor<2x128x3072xf32>
+    ```
+  }];
   let arguments = (ins Kiln_FloatTensor:$gate, Kiln_FloatTensor:$up, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
 }
 
-def Kiln_AddOp : Kiln_Op<"add", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>,
-                                  DeclareOpInterfaceMethods<Kiln_TiedOperandOpInterface>]> {
+def Kiln_AddOp : Kiln_ElementwiseOp<"add", ["lhs", "rhs", "result"], [
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>,
+    DeclareOpInterfaceMethods<Kiln_TiedOperandOpInterface>]> {
   let summary = "Elementwise sum of two tensors of one type (residuals)";
   let description = [{
     The sum may overwrite `lhs` when `lhs` dies here (the residual stream).
     Adding a zero constant folds to the other operand.
+
+    Example:
+
+    ```mlir
+    %h2 = kiln.add %h, %attn {fqn = "layers.0.attention_residual"}
+        : (tensor<2x128x1024xf32>, tensor<2x128x1024xf32>) -> tensor<2x128x1024xf32>
+    ```
   }];
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
@@ -131,6 +206,13 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Ki
   let description = [{
     logits `[..., vocab]`, labels with logits' leading shape; the result is the
     f32 scalar mean over all label positions of `logsumexp(row) - row[label]`.
+
+    Example:
+
+    ```mlir
+    %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"}
+        : (tensor<2x128x151936xf32>, tensor<2x128xi64>) -> tensor<f32>
+    ```
   }];
   let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IdTensor:$labels, StrAttr:$fqn);
   let results = (outs 0DTensorOf<[F32]>:$loss);
@@ -141,6 +223,14 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [DeclareOpInterfaceMethods<Kiln_VjpOpInt
   let summary = "Row-major reshape to a static shape with the same element count";
   let description = [{
     A view: the result shares the input's buffer (ViewLikeOpInterface).
+
+    Example:
+
+    ```mlir
+    %q4 = kiln.reshape %q {shape = array<i64: 2, 128, 16, 128>,
+                         fqn = "layers.0.attention.q_heads"}
+        : (tensor<2x128x2048xf32>) -> tensor<2x128x16x128xf32>
+    ```
   }];
   let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$shape, StrAttr:$fqn);
   let results = (outs AnyRankedTensor:$result);

@@ -9,12 +9,28 @@
 
 def Kiln_GlobalNormOp : Kiln_Op<"global_norm"> {
   let summary = "Total L2 norm over every element of every operand (f32 scalar)";
+  let description = [{
+    Example:
+
+    ```mlir
+    %norm = kiln.global_norm %dwq, %dw {fqn = "optimizer.grad_norm"}
+        : (tensor<2048x1024xf32>, tensor<1024xf32>) -> tensor<f32>
+    ```
+  }];
   let arguments = (ins Variadic<Kiln_FloatTensor>:$tensors, StrAttr:$fqn);
   let results = (outs Kiln_F32Tensor:$norm);
 }
 
 def Kiln_ClipCoefOp : Kiln_Op<"clip_coef"> {
   let summary = "min(1, max_norm / (norm + 1e-6)), torch's clip_grad_norm_ factor";
+  let description = [{
+    Example:
+
+    ```mlir
+    %coef = kiln.clip_coef %norm {max_norm = 1.0 : f64, fqn = "optimizer.clip_grad_norm"}
+        : (tensor<f32>) -> tensor<f32>
+    ```
+  }];
   let arguments = (ins Kiln_F32Tensor:$norm, F64Attr:$max_norm, StrAttr:$fqn);
   let results = (outs Kiln_F32Tensor:$coef);
 }
@@ -27,8 +43,17 @@ def Kiln_LrScheduleOp : Kiln_Op<"lr_schedule"> {
     (k + 1 - warmup - stable) / decay and the factor is `1 - progress`
     (linear), `1 - sqrt(progress)` (sqrt) or `(1 + cos(pi progress)) / 2`
     (cosine), rescaled to [min_lr_factor, 1].
+
+    Example:
+
+    ```mlir
+    %lr = kiln.lr_schedule %step {lr = 8.0e-4 : f64, warmup_steps = 200 : i64,
+        stable_steps = 800 : i64, decay_steps = 1000 : i64,
+        decay_type = #kiln.decay_type<cosine>, min_lr_factor = 0.1 : f64,
+        fqn = "lr_scheduler"} : (tensor<i64>) -> tensor<f32>
+    ```
   }];
-  let arguments = (ins AnyRankedTensor:$step, F64Attr:$lr, I64Attr:$warmup_steps,
+  let arguments = (ins Kiln_StepTensor:$step, F64Attr:$lr, I64Attr:$warmup_steps,
                        I64Attr:$stable_steps, I64Attr:$decay_steps, Kiln_DecayTypeAttr:$decay_type,
                        F64Attr:$min_lr_factor, StrAttr:$fqn);
   let results = (outs Kiln_F32Tensor:$result);
@@ -44,10 +69,21 @@ def Kiln_AdamWOp : Kiln_Op<"adamw", [DeclareOpInterfaceMethods<Kiln_TiedOperandO
     p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
     Returns the new parameter and moments, which may overwrite the old ones
     (TiedOperandOpInterface).
+
+    Example:
+
+    ```mlir
+    %w2, %m2, %v2 = kiln.adamw %w, %dw, %m, %v, %step, %lr, %coef
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64,
+         fqn = "norm"}
+        : (tensor<1024xf32>, tensor<1024xf32>, tensor<1024xf32>, tensor<1024xf32>,
+           tensor<i64>, tensor<f32>, tensor<f32>)
+        -> (tensor<1024xf32>, tensor<1024xf32>, tensor<1024xf32>)
+    ```
   }];
   let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
                        Kiln_FloatTensor:$exp_avg, Kiln_FloatTensor:$exp_avg_sq,
-                       AnyRankedTensor:$step, Kiln_F32Tensor:$lr,
+                       Kiln_StepTensor:$step, Kiln_F32Tensor:$lr,
                        Kiln_F32Tensor:$grad_scale, F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$eps, F64Attr:$weight_decay, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$param_out, Kiln_FloatTensor:$exp_avg_out,
@@ -56,6 +92,13 @@ def Kiln_AdamWOp : Kiln_Op<"adamw", [DeclareOpInterfaceMethods<Kiln_TiedOperandO
 
 def Kiln_NextStepOp : Kiln_Op<"next_step"> {
   let summary = "The optimizer's update count plus one";
-  let arguments = (ins AnyRankedTensor:$step, StrAttr:$fqn);
-  let results = (outs AnyRankedTensor:$result);
+  let description = [{
+    Example:
+
+    ```mlir
+    %next = kiln.next_step %step {fqn = "optimizer.step"} : (tensor<i64>) -> tensor<i64>
+    ```
+  }];
+  let arguments = (ins Kiln_StepTensor:$step, StrAttr:$fqn);
+  let results = (outs Kiln_StepTensor:$result);
 }
