@@ -21,30 +21,21 @@ bool isZeroSplat(Value value) {
   return splat && splat.getSplatValue<APFloat>().isZero();
 }
 
-// The cotangents each backward op reads; its other operands are saved
-// forward values, which do not make the result zero.
-SmallVector<Value> cotangents(EmbeddingBackwardOp op) { return {op.getGrad()}; }
-SmallVector<Value> cotangents(RmsNormBackwardOp op) { return {op.getGrad()}; }
-SmallVector<Value> cotangents(LinearBackwardDataOp op) { return {op.getGrad()}; }
-SmallVector<Value> cotangents(LinearBackwardWeightOp op) { return {op.getGrad()}; }
-SmallVector<Value> cotangents(RopeBackwardOp op) { return {op.getQGrad(), op.getKGrad()}; }
-SmallVector<Value> cotangents(AttentionBackwardOp op) { return {op.getOutGrad()}; }
-SmallVector<Value> cotangents(SwigluBackwardOp op) { return {op.getOutGrad()}; }
-SmallVector<Value> cotangents(CrossEntropyBackwardOp op) { return {op.getLossGrad()}; }
-
 /// Replaces a backward op whose cotangents are all zero by zero constants
 /// named `<fqn>.zero_grad`, as the VJPs name the zeros they create.
-template <typename OpT> struct ZeroCotangent : OpRewritePattern<OpT> {
-  using OpRewritePattern<OpT>::OpRewritePattern;
-  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rewriter) const override {
-    if (!llvm::all_of(cotangents(op), isZeroSplat))
+struct ZeroCotangent : OpInterfaceRewritePattern<BackwardOpInterface> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+  LogicalResult matchAndRewrite(BackwardOpInterface op,
+                                PatternRewriter &rewriter) const override {
+    if (!llvm::all_of(op.getCotangents(), isZeroSplat))
       return failure();
+    auto fqn = op->getAttrOfType<StringAttr>("fqn");
     SmallVector<Value> zeros;
     for (Value result : op->getResults()) {
       auto type = cast<RankedTensorType>(result.getType());
       auto zero = SplatElementsAttr::get(type, rewriter.getFloatAttr(type.getElementType(), 0));
       zeros.push_back(ConstantOp::create(rewriter, op.getLoc(), zero,
-                                         rewriter.getStringAttr(op.getFqn() + ".zero_grad")));
+                                         rewriter.getStringAttr(fqn.str() + ".zero_grad")));
     }
     rewriter.replaceOp(op, zeros);
     return success();
@@ -61,34 +52,6 @@ OpFoldResult AddOp::fold(FoldAdaptor) {
   return {};
 }
 
-template <typename OpT> static void addZeroCotangent(RewritePatternSet &patterns,
-                                                     MLIRContext *context) {
-  patterns.add<ZeroCotangent<OpT>>(context);
-}
-
-void EmbeddingBackwardOp::getCanonicalizationPatterns(RewritePatternSet &p, MLIRContext *c) {
-  addZeroCotangent<EmbeddingBackwardOp>(p, c);
-}
-void RmsNormBackwardOp::getCanonicalizationPatterns(RewritePatternSet &p, MLIRContext *c) {
-  addZeroCotangent<RmsNormBackwardOp>(p, c);
-}
-void LinearBackwardDataOp::getCanonicalizationPatterns(RewritePatternSet &p, MLIRContext *c) {
-  addZeroCotangent<LinearBackwardDataOp>(p, c);
-}
-void LinearBackwardWeightOp::getCanonicalizationPatterns(RewritePatternSet &p,
-                                                         MLIRContext *c) {
-  addZeroCotangent<LinearBackwardWeightOp>(p, c);
-}
-void RopeBackwardOp::getCanonicalizationPatterns(RewritePatternSet &p, MLIRContext *c) {
-  addZeroCotangent<RopeBackwardOp>(p, c);
-}
-void AttentionBackwardOp::getCanonicalizationPatterns(RewritePatternSet &p, MLIRContext *c) {
-  addZeroCotangent<AttentionBackwardOp>(p, c);
-}
-void SwigluBackwardOp::getCanonicalizationPatterns(RewritePatternSet &p, MLIRContext *c) {
-  addZeroCotangent<SwigluBackwardOp>(p, c);
-}
-void CrossEntropyBackwardOp::getCanonicalizationPatterns(RewritePatternSet &p,
-                                                         MLIRContext *c) {
-  addZeroCotangent<CrossEntropyBackwardOp>(p, c);
+void KilnDialect::getCanonicalizationPatterns(RewritePatternSet &patterns) const {
+  patterns.add<ZeroCotangent>(getContext());
 }

@@ -7,11 +7,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-// A backward op: when every cotangent it reads is a zero constant, so is
-// each of its results, and canonicalization replaces it by zeros (no work).
-class Kiln_BackwardOp<string mnemonic, list<Trait> traits = []>
-    : Kiln_Op<mnemonic, traits> {
-  let hasCanonicalizer = 1;
+// A backward op; `cotangents` names the accessors of the operands that carry
+// cotangents (BackwardOpInterface), so a zero cotangent folds the op away.
+class Kiln_BackwardOp<string mnemonic, list<string> cotangents, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, traits # [DeclareOpInterfaceMethods<Kiln_BackwardOpInterface>]> {
+  let extraClassDefinition = [{
+    ::llvm::SmallVector<::mlir::Value> $cppClass::getCotangents() {
+      return {}] # !interleave(!foreach(name, cotangents, name # "()"), ", ") # [{};
+    }
+  }];
 }
 
 def Kiln_ConstantOp : Kiln_Op<"constant", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
@@ -30,7 +34,7 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [DeclareOpInterfaceMethods<Kiln_VjpOpI
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-def Kiln_EmbeddingBackwardOp : Kiln_BackwardOp<"embedding_backward"> {
+def Kiln_EmbeddingBackwardOp : Kiln_BackwardOp<"embedding_backward", ["getGrad"]> {
   let summary = "Scatter-add of output gradients into the embedding table's gradient";
   let description = [{
     Example:
@@ -45,7 +49,7 @@ def Kiln_EmbeddingBackwardOp : Kiln_BackwardOp<"embedding_backward"> {
   let results = (outs Kiln_FloatTensor:$table_grad);
 }
 
-def Kiln_RmsNormBackwardOp : Kiln_BackwardOp<"rms_norm_backward"> {
+def Kiln_RmsNormBackwardOp : Kiln_BackwardOp<"rms_norm_backward", ["getGrad"]> {
   let summary = "Gradients of rms_norm with respect to its input and weight";
   let description = [{
     Example:
@@ -61,7 +65,7 @@ def Kiln_RmsNormBackwardOp : Kiln_BackwardOp<"rms_norm_backward"> {
   let results = (outs Kiln_FloatTensor:$input_grad, Kiln_FloatTensor:$weight_grad);
 }
 
-def Kiln_LinearBackwardDataOp : Kiln_BackwardOp<"linear_backward_data"> {
+def Kiln_LinearBackwardDataOp : Kiln_BackwardOp<"linear_backward_data", ["getGrad"]> {
   let summary = "grad @ weight: the input gradient of linear";
   let description = [{
     Example:
@@ -75,7 +79,7 @@ def Kiln_LinearBackwardDataOp : Kiln_BackwardOp<"linear_backward_data"> {
   let results = (outs Kiln_FloatTensor:$input_grad);
 }
 
-def Kiln_LinearBackwardWeightOp : Kiln_BackwardOp<"linear_backward_weight"> {
+def Kiln_LinearBackwardWeightOp : Kiln_BackwardOp<"linear_backward_weight", ["getGrad"]> {
   let summary = "grad^T @ input summed over leading dims: the weight gradient of linear";
   let description = [{
     Example:
@@ -89,7 +93,7 @@ def Kiln_LinearBackwardWeightOp : Kiln_BackwardOp<"linear_backward_weight"> {
   let results = (outs Kiln_FloatTensor:$weight_grad);
 }
 
-def Kiln_RopeBackwardOp : Kiln_BackwardOp<"rope_backward"> {
+def Kiln_RopeBackwardOp : Kiln_BackwardOp<"rope_backward", ["getQGrad", "getKGrad"]> {
   let summary = "Gradients of rope: the inverse rotation of the q and k gradients";
   let description = [{
     Example:
@@ -105,7 +109,7 @@ def Kiln_RopeBackwardOp : Kiln_BackwardOp<"rope_backward"> {
   let results = (outs Kiln_FloatTensor:$q_input_grad, Kiln_FloatTensor:$k_input_grad);
 }
 
-def Kiln_AttentionBackwardOp : Kiln_BackwardOp<"attention_backward"> {
+def Kiln_AttentionBackwardOp : Kiln_BackwardOp<"attention_backward", ["getOutGrad"]> {
   let summary = "Gradients of attention from the saved q, k, v, output and log-sum-exp";
   let description = [{
     Recomputes the softmax from the saved `lse` (no [s, s] probabilities are
@@ -129,7 +133,7 @@ def Kiln_AttentionBackwardOp : Kiln_BackwardOp<"attention_backward"> {
                       Kiln_FloatTensor:$v_grad);
 }
 
-def Kiln_SwigluBackwardOp : Kiln_BackwardOp<"swiglu_backward"> {
+def Kiln_SwigluBackwardOp : Kiln_BackwardOp<"swiglu_backward", ["getOutGrad"]> {
   let summary = "Gradients of silu(gate) * up";
   let description = [{
     Example:
@@ -145,7 +149,7 @@ def Kiln_SwigluBackwardOp : Kiln_BackwardOp<"swiglu_backward"> {
   let results = (outs Kiln_FloatTensor:$gate_grad, Kiln_FloatTensor:$up_grad);
 }
 
-def Kiln_CrossEntropyBackwardOp : Kiln_BackwardOp<"cross_entropy_backward"> {
+def Kiln_CrossEntropyBackwardOp : Kiln_BackwardOp<"cross_entropy_backward", ["getLossGrad"]> {
   let summary = "(softmax(logits) - onehot(labels)) * loss_grad / positions";
   let description = [{
     Example:

@@ -19,6 +19,8 @@ def Kiln_Dialect : Dialect {
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let useDefaultAttributePrinterParser = 1;
+  // Folds that remove real work (KilnCanonicalize.cpp).
+  let hasCanonicalizer = 1;
   // The kiln.* attributes on functions, arguments, results and ops
   // (kiln.param, kiln.state, kiln.saved, ...) are verified by the dialect.
   let hasOperationAttrVerify = 1;

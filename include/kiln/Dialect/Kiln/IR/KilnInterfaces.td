@@ -66,4 +66,17 @@ def Kiln_VjpOpInterface : OpInterface<"VjpOpInterface"> {
   ];
 }
 
+def Kiln_BackwardOpInterface : OpInterface<"BackwardOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    A backward op, linear in the cotangents it reads: when every one of them
+    is a zero constant, so is each result, and the dialect's canonicalization
+    replaces the op by zeros. Its other operands are saved forward values.
+  }];
+  let methods = [
+    InterfaceMethod<"The operands that carry cotangents.",
+      "::llvm::SmallVector<::mlir::Value>", "getCotangents">,
+  ];
+}
+
 #endif // KILN_INTERFACES_TD
