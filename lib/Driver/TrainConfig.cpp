@@ -187,6 +187,22 @@ const std::vector<Field> &fields() {
       field("data", "cache_dir", &C::data, &C::Data::cacheDir),
       field("data", "save_validation_tokens", &C::data, &C::Data::saveValidationTokens),
 
+      field("parallelism", "data_parallel_replicate_degree", &C::parallelism,
+            &C::Parallelism::dataParallelReplicateDegree, positive()),
+      field("parallelism", "data_parallel_shard_degree", &C::parallelism,
+            &C::Parallelism::dataParallelShardDegree,
+            Rule{"must be -1 or > 0", [](const json &v) {
+                   return v.get<int64_t>() == -1 || v.get<int64_t>() > 0;
+                 }}),
+      field("parallelism", "tensor_parallel_degree", &C::parallelism,
+            &C::Parallelism::tensorParallelDegree, positive()),
+      field("parallelism", "enable_sequence_parallel", &C::parallelism,
+            &C::Parallelism::enableSequenceParallel),
+      field("parallelism", "fsdp_reshard_after_forward", &C::parallelism,
+            &C::Parallelism::fsdpReshardAfterForward, oneOf({"default", "always", "never"})),
+      field("parallelism", "world_size", &C::parallelism, &C::Parallelism::worldSize,
+            nonNegative()),
+
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
   };
   return table;

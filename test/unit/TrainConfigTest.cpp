@@ -1,6 +1,7 @@
 //===- TrainConfigTest.cpp - `kiln train` run configuration ---------------===//
 
 #include "TestUtil.h"
+#include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/TrainConfig.h"
 
 #include <cstdlib>
@@ -104,6 +105,9 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
     "data": {"source": "tokens", "tokens_file": "", "path": "", "tokenizer": "",
              "seq_len": 0, "seed": 0, "validation_fraction": 0.0, "cache_dir": "",
              "save_validation_tokens": ""},
+    "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                    "tensor_parallel_degree": 1, "enable_sequence_parallel": true,
+                    "fsdp_reshard_after_forward": "default", "world_size": 0},
     "debug": {"save_grads": ""}
   })");
   EXPECT_EQ(c.toJson(), expected);
@@ -250,3 +254,79 @@ TEST(TrainConfig, ExactlyOneModelSource) {
   EXPECT_EQ(c.model.hfPath, "/m");
   EXPECT_EQ(c.model.flavor, "");
 }
+
+namespace {
+
+Qwen3Config layoutModel() {
+  Qwen3Config m;
+  m.name = "m";
+  m.numHeads = 16;
+  m.numKvHeads = 8;
+  m.vocabSize = 151936;
+  return m;
+}
+
+ParallelLayout layoutOf(const std::vector<std::string> &overrides, int64_t world,
+                        int64_t seq = 128) {
+  TrainConfig c = TrainConfig::load("", [&] {
+    std::vector<std::string> all{"--model.flavor=qwen3-0.6b"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    return all;
+  }());
+  return ParallelLayout::resolve(c.parallelism, layoutModel(), seq, world);
+}
+
+TEST(ParallelLayout, ShardDegreeMinusOneTakesTheRestOfTheWorld) {
+  ParallelLayout l = layoutOf({"--parallelism.tensor_parallel_degree=2"}, 8);
+  EXPECT_EQ(l.shape(), (std::array<int64_t, 3>{1, 4, 2}));
+  EXPECT_TRUE(l.sequenceParallel);
+  EXPECT_EQ(l.dataParallelDegree(), 4);
+  ParallelLayout one = layoutOf({}, 1);
+  EXPECT_EQ(one.worldSize(), 1);
+  EXPECT_FALSE(one.sequenceParallel); // tp = 1: nothing to split
+  ParallelLayout compileOnly = layoutOf({"--parallelism.world_size=64"}, 1);
+  EXPECT_EQ(compileOnly.dpShard, 64);
+}
+
+TEST(ParallelLayout, InvalidLayoutsNameTheOptionAndTheNumbers) {
+  using V = std::vector<std::string>;
+  expectError([&] { layoutOf({"--parallelism.data_parallel_shard_degree=3"}, 4); },
+              {"1 x 3 x 1 = 3", "world has 4 ranks"});
+  expectError([&] { layoutOf({"--parallelism.tensor_parallel_degree=3"}, 6); },
+              {"tensor_parallel_degree=3 must divide num_attention_heads=16"});
+  expectError([&] { layoutOf(V{"--parallelism.tensor_parallel_degree=16"}, 16); },
+              {"tensor_parallel_degree=16 must divide num_key_value_heads=8"});
+  expectError(
+      [&] {
+        Qwen3Config odd = layoutModel();
+        odd.vocabSize = 151937;
+        TrainConfig c = TrainConfig::load("", {"--model.flavor=x",
+                                               "--parallelism.tensor_parallel_degree=2"});
+        ParallelLayout::resolve(c.parallelism, odd, 128, 2);
+      },
+      {"must divide vocab_size=151937", "does not pad"});
+  expectError([&] { layoutOf({"--parallelism.tensor_parallel_degree=4"}, 4, 30); },
+              {"training.seq_len=30", "tensor_parallel_degree=4", "sequence parallelism"});
+  EXPECT_NO_THROW(layoutOf({"--parallelism.tensor_parallel_degree=4",
+                            "--parallelism.enable_sequence_parallel=false"},
+                           4, 30));
+  expectError([&] { layoutOf({"--parallelism.data_parallel_replicate_degree=3"}, 4); },
+              {"data_parallel_replicate_degree (3) x tensor_parallel_degree (1) = 3",
+               "world of 4 ranks"});
+  expectError([&] { layoutOf({"--parallelism.world_size=8"}, 4); },
+              {"world_size=8", "started 4 ranks"});
+  expectError([&] { layoutOf({"--parallelism.data_parallel_shard_degree=0"}, 4); },
+              {"'parallelism.data_parallel_shard_degree' must be -1 or > 0, got 0"});
+  expectError([&] { layoutOf({"--parallelism.fsdp_reshard_after_forward=sometimes"}, 1); },
+              {"fsdp_reshard_after_forward", "\"default\", \"always\", \"never\""});
+}
+
+TEST(ParallelLayout, DataParallelRanksTakeTheirBlockOfRows) {
+  ParallelLayout l = layoutOf({"--parallelism.data_parallel_replicate_degree=2"}, 4);
+  EXPECT_EQ(l.batchRows(8, 0, "t.json"), (std::pair<int64_t, int64_t>{0, 2}));
+  EXPECT_EQ(l.batchRows(8, 3, "t.json"), (std::pair<int64_t, int64_t>{6, 2}));
+  expectError([&] { l.batchRows(6, 0, "t.json"); },
+              {"t.json", "6 rows", "data-parallel degree 4", "2 x data_parallel_shard_degree 2"});
+}
+
+} // namespace

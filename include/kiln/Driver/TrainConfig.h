@@ -84,6 +84,17 @@ struct TrainConfig {
     std::string saveValidationTokens;
   } data;
 
+  /// torchtitan's `parallelism` section; resolved and validated against the
+  /// model and the world by ParallelLayout::resolve.
+  struct Parallelism {
+    int64_t dataParallelReplicateDegree = 1;
+    int64_t dataParallelShardDegree = -1; ///< -1: what the other degrees leave
+    int64_t tensorParallelDegree = 1;
+    bool enableSequenceParallel = true;   ///< applies when tp > 1
+    std::string fsdpReshardAfterForward = "default"; ///< "default", "always", "never"
+    int64_t worldSize = 0; ///< compile-only runs; 0: the launcher's (1 without MPI)
+  } parallelism;
+
   struct Debug {
     std::string saveGrads; ///< write the first step's gradients here, if set
   } debug;

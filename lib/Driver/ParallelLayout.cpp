@@ -1,0 +1,63 @@
+//===- ParallelLayout.cpp - Degrees of parallelism, resolved --------------===//
+
+#include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Support/Error.h"
+
+namespace kiln {
+
+ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
+                                       const Qwen3Config &model, int64_t seqLen,
+                                       int64_t launchedWorld) {
+  if (o.worldSize > 0 && launchedWorld > 1 && o.worldSize != launchedWorld)
+    fail("parallelism.world_size={} but the launcher started {} ranks", o.worldSize,
+         launchedWorld);
+  int64_t world = o.worldSize > 0 ? o.worldSize : launchedWorld;
+
+  ParallelLayout l;
+  l.dpReplicate = o.dataParallelReplicateDegree;
+  l.tp = o.tensorParallelDegree;
+  l.reshardAfterForward = o.fsdpReshardAfterForward;
+  if (o.dataParallelShardDegree == -1) {
+    int64_t others = l.dpReplicate * l.tp;
+    if (world % others)
+      fail("parallelism: data_parallel_replicate_degree ({}) x tensor_parallel_degree ({}) "
+           "= {} does not divide the world of {} ranks, so data_parallel_shard_degree=-1 "
+           "has no value",
+           l.dpReplicate, l.tp, others, world);
+    l.dpShard = world / others;
+  } else {
+    l.dpShard = o.dataParallelShardDegree;
+  }
+  if (l.worldSize() != world)
+    fail("parallelism: data_parallel_replicate_degree x data_parallel_shard_degree x "
+         "tensor_parallel_degree = {} x {} x {} = {}, but the world has {} ranks",
+         l.dpReplicate, l.dpShard, l.tp, l.worldSize(), world);
+
+  for (auto [field, value] : {std::pair<const char *, int64_t>{"num_attention_heads",
+                                                               model.numHeads},
+                              {"num_key_value_heads", model.numKvHeads},
+                              {"vocab_size", model.vocabSize}})
+    if (value % l.tp)
+      fail("parallelism.tensor_parallel_degree={} must divide {}={} of {}{}", l.tp, field,
+           value, model.name,
+           std::string(field) == "vocab_size" ? " (Kiln does not pad the vocabulary)" : "");
+  l.sequenceParallel = o.enableSequenceParallel && l.tp > 1;
+  if (l.sequenceParallel && seqLen % l.tp)
+    fail("training.seq_len={} must be divisible by parallelism.tensor_parallel_degree={} "
+         "under sequence parallelism (parallelism.enable_sequence_parallel=true)",
+         seqLen, l.tp);
+  return l;
+}
+
+std::pair<int64_t, int64_t> ParallelLayout::batchRows(int64_t rows, int64_t dpRank,
+                                                      const std::string &source) const {
+  int64_t dp = dataParallelDegree();
+  if (rows % dp)
+    fail("{}: a global batch of {} rows does not split over the data-parallel degree {} "
+         "(data_parallel_replicate_degree {} x data_parallel_shard_degree {})",
+         source, rows, dp, dpReplicate, dpShard);
+  int64_t count = rows / dp;
+  return {dpRank * count, count};
+}
+
+} // namespace kiln
