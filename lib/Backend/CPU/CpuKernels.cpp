@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Backend/CPU/CpuKernelInterface.h"
+#include "kiln/Backend/CPU/CollectiveKernels.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/Kernels.h"
@@ -172,7 +173,10 @@ void attachAll(MLIRContext *context, KilnDialect *) {
 
 } // namespace
 
-void registerCpuKernels(DialectRegistry &registry) { registry.addExtension(&attachAll); }
+void registerCpuKernels(DialectRegistry &registry) {
+  registry.addExtension(&attachAll);
+  registerCollectiveKernels(registry);
+}
 
 void registerCpuKernels(MLIRContext &context) {
   DialectRegistry registry;

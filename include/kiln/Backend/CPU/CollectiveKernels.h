@@ -1,0 +1,13 @@
+//===- CollectiveKernels.h - shard collectives on MPI ranks ------*- C++ -*-===//
+#ifndef KILN_BACKEND_CPU_COLLECTIVEKERNELS_H
+#define KILN_BACKEND_CPU_COLLECTIVEKERNELS_H
+
+#include "mlir/IR/DialectRegistry.h"
+
+namespace kiln {
+/// Attaches CpuKernelOpInterface to upstream shard.all_gather,
+/// reduce_scatter, all_reduce and all_slice (run on ExecutionContext::grid).
+void registerCollectiveKernels(mlir::DialectRegistry &registry);
+} // namespace kiln
+
+#endif // KILN_BACKEND_CPU_COLLECTIVEKERNELS_H

@@ -1,0 +1,260 @@
+//===- DeviceGrid.cpp - Ranks on a grid of named axes, over MPI -----------===//
+
+#include "kiln/Backend/CPU/DeviceGrid.h"
+#include "kiln/Support/Error.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln {
+
+namespace {
+
+/// Launched by mpiexec (Hydra's process-manager interface sets these); a
+/// plain process never initialises MPI, so a 1-rank run is unchanged.
+bool launchedByMpiexec() { return std::getenv("PMI_RANK") || std::getenv("PMI_SIZE"); }
+
+void finalize() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+MPI_Datatype mpiType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return MPI_FLOAT;
+  case DType::I64:
+    return MPI_INT64_T;
+  case DType::I32:
+    return MPI_INT32_T;
+  default:
+    fail("collectives move f32, i64 or i32 tensors, not {}", dtypeName(dtype));
+  }
+}
+
+MPI_Op mpiOp(Reduction reduction) {
+  switch (reduction) {
+  case Reduction::Sum:
+  case Reduction::Average:
+    return MPI_SUM;
+  case Reduction::Max:
+    return MPI_MAX;
+  case Reduction::Min:
+    return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+/// Divides a sum by the group size for Reduction::Average.
+void average(Tensor &t, Reduction reduction, int64_t n) {
+  if (reduction != Reduction::Average)
+    return;
+  if (t.dtype() != DType::F32)
+    fail("an average needs an f32 tensor, got {}", dtypeName(t.dtype()));
+  float *p = t.mutableData<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] /= float(n);
+}
+
+/// How a tensor splits into n blocks along `dim`: `outer` slices, each of n
+/// runs of `inner` elements, run r of every slice belonging to block r.
+struct Blocks {
+  int64_t outer = 1, inner = 1;
+};
+Blocks blocksOf(const Shape &full, int64_t dim, int64_t n) {
+  if (dim < 0 || dim >= int64_t(full.size()))
+    fail("collective dimension {} is outside a tensor of rank {}", dim, full.size());
+  if (full[dim] % n)
+    fail("dimension {} of {} does not split into {} equal blocks", dim, shapeToString(full),
+         n);
+  Blocks b;
+  for (int64_t i = 0; i < dim; ++i)
+    b.outer *= full[i];
+  b.inner = full[dim] / n;
+  for (size_t i = dim + 1; i < full.size(); ++i)
+    b.inner *= full[i];
+  return b;
+}
+
+} // namespace
+
+MpiWorld::MpiWorld() {
+  if (!launchedByMpiexec())
+    return;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    std::atexit(finalize);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_size(local, &localSize_);
+  MPI_Comm_free(&local);
+}
+
+MpiWorld &MpiWorld::get() {
+  static MpiWorld world;
+  return world;
+}
+
+void MpiWorld::abort(int code) const {
+  if (size_ > 1)
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+struct DeviceGrid::Comms {
+  std::map<std::vector<int16_t>, MPI_Comm> byAxes;
+};
+
+DeviceGrid::DeviceGrid(std::vector<std::string> axisNames, std::vector<int64_t> shape)
+    : names_(std::move(axisNames)), shape_(std::move(shape)), comms_(new Comms) {
+  MpiWorld &world = MpiWorld::get();
+  int64_t product = 1;
+  for (int64_t s : shape_)
+    product *= s;
+  if (product != world.size())
+    fail("a device grid of {} ranks cannot run on a world of {}", product, world.size());
+  rank_ = world.rank();
+  coords_.assign(shape_.size(), 0);
+  for (int64_t i = int64_t(shape_.size()) - 1, r = rank_; i >= 0; --i) {
+    coords_[i] = r % shape_[i];
+    r /= shape_[i];
+  }
+}
+
+DeviceGrid::~DeviceGrid() {
+  int finalized = 0;
+  if (MpiWorld::get().size() > 1 && (MPI_Finalized(&finalized), !finalized))
+    for (auto &[axes, comm] : comms_->byAxes)
+      MPI_Comm_free(&comm);
+}
+
+int64_t DeviceGrid::groupSize(const std::vector<int16_t> &axes) const {
+  int64_t n = 1;
+  for (int16_t a : axes) {
+    if (a < 0 || a >= int16_t(shape_.size()))
+      fail("grid axis {} is outside a grid of {} axes", a, shape_.size());
+    n *= shape_[a];
+  }
+  return n;
+}
+
+int64_t DeviceGrid::groupIndex(const std::vector<int16_t> &axes) const {
+  int64_t index = 0;
+  for (int16_t a : axes)
+    index = index * shape_[a] + coords_[a];
+  return index;
+}
+
+void *DeviceGrid::comm(const std::vector<int16_t> &axes) {
+  auto it = comms_->byAxes.find(axes);
+  if (it != comms_->byAxes.end())
+    return &it->second;
+  // Members share every coordinate outside `axes` (the colour) and are
+  // ordered by their coordinates along `axes` (the key).
+  int64_t color = 0;
+  for (size_t a = 0; a < shape_.size(); ++a)
+    if (std::find(axes.begin(), axes.end(), int16_t(a)) == axes.end())
+      color = color * shape_[a] + coords_[a];
+  MPI_Comm comm;
+  MPI_Comm_split(MPI_COMM_WORLD, int(color), int(groupIndex(axes)), &comm);
+  return &comms_->byAxes.emplace(axes, comm).first->second;
+}
+
+void DeviceGrid::count(const std::vector<int16_t> &axes, int64_t bytes) {
+  std::string key;
+  for (int16_t a : axes)
+    key += (key.empty() ? "" : "+") + names_[a];
+  bytesSent_[key] += bytes;
+}
+
+Tensor DeviceGrid::allGather(const Tensor &local, const std::vector<int16_t> &axes,
+                             int64_t dim) {
+  int64_t n = groupSize(axes);
+  Shape shape = local.shape();
+  if (dim < 0 || dim >= int64_t(shape.size()))
+    fail("all_gather dimension {} is outside a tensor of rank {}", dim, shape.size());
+  shape[dim] *= n;
+  if (n == 1)
+    return local;
+  size_t elt = dtypeSize(local.dtype());
+  std::vector<char> raw(local.nbytes() * n);
+  MPI_Allgather(local.rawData(), int(local.numel()), mpiType(local.dtype()), raw.data(),
+                int(local.numel()), mpiType(local.dtype()), *static_cast<MPI_Comm *>(comm(axes)));
+  count(axes, int64_t(local.nbytes()) * (n - 1));
+  Tensor out = Tensor::uninitialized(local.dtype(), shape);
+  Blocks b = blocksOf(shape, dim, n);
+  char *dst = out.mutableData<char>();
+  for (int64_t o = 0; o < b.outer; ++o)
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(dst + ((o * n + r) * b.inner) * elt,
+                  raw.data() + (r * b.outer * b.inner + o * b.inner) * elt, b.inner * elt);
+  return out;
+}
+
+Tensor DeviceGrid::reduceScatter(const Tensor &full, const std::vector<int16_t> &axes,
+                                 int64_t dim, Reduction reduction) {
+  int64_t n = groupSize(axes);
+  Blocks b = blocksOf(full.shape(), dim, n);
+  Shape shape = full.shape();
+  shape[dim] /= n;
+  Tensor out = Tensor::uninitialized(full.dtype(), shape);
+  if (n == 1) {
+    std::memcpy(out.mutableData<char>(), full.rawData(), full.nbytes());
+    return out;
+  }
+  // Lay the blocks out contiguously, block r for member r.
+  size_t elt = dtypeSize(full.dtype());
+  std::vector<char> send(full.nbytes());
+  auto *src = static_cast<const char *>(full.rawData());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < b.outer; ++o)
+      std::memcpy(send.data() + (r * b.outer * b.inner + o * b.inner) * elt,
+                  src + ((o * n + r) * b.inner) * elt, b.inner * elt);
+  MPI_Reduce_scatter_block(send.data(), out.mutableData<char>(), int(out.numel()),
+                           mpiType(full.dtype()), mpiOp(reduction),
+                           *static_cast<MPI_Comm *>(comm(axes)));
+  count(axes, int64_t(out.nbytes()) * (n - 1));
+  average(out, reduction, n);
+  return out;
+}
+
+Tensor DeviceGrid::allReduce(Tensor value, const std::vector<int16_t> &axes,
+                             Reduction reduction) {
+  int64_t n = groupSize(axes);
+  Tensor out = value.isUniquelyOwned() ? std::move(value) : value.to(value.dtype());
+  if (n == 1)
+    return out;
+  MPI_Allreduce(MPI_IN_PLACE, out.mutableData<char>(), int(out.numel()), mpiType(out.dtype()),
+                mpiOp(reduction), *static_cast<MPI_Comm *>(comm(axes)));
+  count(axes, 2 * int64_t(out.nbytes()) * (n - 1) / n);
+  average(out, reduction, n);
+  return out;
+}
+
+Tensor DeviceGrid::slice(const Tensor &full, const std::vector<int16_t> &axes,
+                         int64_t dim) const {
+  int64_t n = groupSize(axes), r = groupIndex(axes);
+  Blocks b = blocksOf(full.shape(), dim, n);
+  Shape shape = full.shape();
+  shape[dim] /= n;
+  Tensor out = Tensor::uninitialized(full.dtype(), shape);
+  size_t elt = dtypeSize(full.dtype());
+  auto *src = static_cast<const char *>(full.rawData());
+  for (int64_t o = 0; o < b.outer; ++o)
+    std::memcpy(out.mutableData<char>() + o * b.inner * elt,
+                src + ((o * n + r) * b.inner) * elt, b.inner * elt);
+  return out;
+}
+
+} // namespace kiln
