@@ -120,7 +120,8 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     // Clip by total norm, schedule the rate, update every parameter.
     Location loc = grad.getLoc();
     Value step = arg(stepArg);
-    Value norm = GlobalNormOp::create(b, loc, grads, b.getStringAttr("optimizer.grad_norm"));
+    Value norm = GlobalNormOp::create(b, loc, grads, b.getStringAttr("optimizer.grad_norm"),
+                                      UnitAttr());
     Value coef = ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
                                     b.getStringAttr("optimizer.clip_grad_norm"));
     Value rate = LrScheduleOp::create(

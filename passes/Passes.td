@@ -67,4 +67,43 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
 
+def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
+  let summary = "Decide the sharding of every value of @train_step for a parallel layout";
+  let description = [{
+    Adds `shard.grid @grid` of shape [dp-replicate, dp-shard, tp] with
+    `kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]` and annotates
+    @<func>: `kiln.sharding` on every argument and result (how it is stored),
+    and on every op `kiln.loops` (the grid axes of each loop of its
+    ShardingRule) and `kiln.shardings` (what its consumers see). FSDP2 over
+    dp-shard and replication over dp-replicate; see Shard.cpp.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,
+    Option<"dpReplicate", "dp-replicate", "int64_t", "1", "data_parallel_replicate_degree">,
+    Option<"dpShard", "dp-shard", "int64_t", "1", "data_parallel_shard_degree (resolved)">,
+    Option<"tp", "tp", "int64_t", "1", "tensor_parallel_degree">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::shard::ShardDialect"];
+}
+
+def Partition : Pass<"kiln-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrite an annotated @train_step into the per-rank program";
+  let description = [{
+    Replaces @<func> by the program every rank runs: local shapes from the
+    kiln.sharding of its arguments, each op cloned on local operands, and
+    explicit `shard` collectives on the grid's named axes wherever a value's
+    sharding differs from what its consumer needs (all_gather, all_slice,
+    reduce_scatter of partial sums into shards, all_reduce of the rest).
+    Parameters are all-gathered at each use (reshard-after-forward
+    "default" or "always") or once for all uses ("never"). The annotations
+    are consumed: running it twice, or before kiln-shard, is an error.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,
+    Option<"reshardAfterForward", "reshard-after-forward", "std::string", "\"default\"",
+           "default, always or never (torchtitan's fsdp_reshard_after_forward)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::shard::ShardDialect"];
+}
+
 #endif // KILN_PASSES_TD

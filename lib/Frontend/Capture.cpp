@@ -172,7 +172,7 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
                   Value logits = model.logits(inputs[0]);
                   Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
                                                       logits, inputs[1],
-                                                      b.getStringAttr("loss"));
+                                                      b.getStringAttr("loss"), IntegerAttr());
                   return SmallVector<Value>{loss};
                 });
 

@@ -185,7 +185,7 @@ Tensor crossEntropyBackward(const Tensor &logits, const Tensor &labels,
   return dlogits;
 }
 
-Tensor globalNorm(const std::vector<Tensor> &tensors) {
+double sumOfSquares(const std::vector<Tensor> &tensors) {
   // Fixed-size chunks summed in parallel, then added in order: the result
   // does not depend on the number of threads.
   constexpr int64_t kChunk = int64_t(1) << 20;
@@ -201,8 +201,12 @@ Tensor globalNorm(const std::vector<Tensor> &tensors) {
     for (double s : partial)
       sumSq += s;
   }
+  return sumSq;
+}
+
+Tensor globalNorm(const std::vector<Tensor> &tensors) {
   Tensor norm(DType::F32, {});
-  *norm.mutableData<float>() = float(std::sqrt(sumSq));
+  *norm.mutableData<float>() = float(std::sqrt(sumOfSquares(tensors)));
   return norm;
 }
 

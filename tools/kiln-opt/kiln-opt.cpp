@@ -16,7 +16,7 @@ int main(int argc, char **argv) {
   kiln::registerKilnPassesAndPipelines();
   mlir::registerTransformsPasses();
   mlir::DialectRegistry registry;
-  registry.insert<kiln::KilnDialect, mlir::func::FuncDialect>();
+  registry.insert<kiln::KilnDialect, mlir::func::FuncDialect, mlir::shard::ShardDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Kiln optimizer driver\n", registry));
 }

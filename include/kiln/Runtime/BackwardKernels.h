@@ -49,6 +49,9 @@ Tensor crossEntropyBackward(const Tensor &logits, const Tensor &labels, const Te
 
 /// sqrt(sum of squares of every element of every tensor), as an F32 scalar.
 Tensor globalNorm(const std::vector<Tensor> &tensors);
+/// Sum of squares of every element of every tensor, in double (the part of a
+/// global norm that ranks holding shards add up before the root).
+double sumOfSquares(const std::vector<Tensor> &tensors);
 
 struct AdamWHyper {
   double lr;          ///< this update's learning rate

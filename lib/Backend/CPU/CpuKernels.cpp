@@ -15,6 +15,8 @@
 
 #include "mlir/IR/MLIRContext.h"
 
+#include <cmath>
+
 #include "kiln/Backend/CPU/CpuKernelInterface.cpp.inc"
 
 using namespace mlir;
@@ -64,8 +66,14 @@ void run(SwigluOp, const Context &, In in, Out &out) {
 void run(AddOp, const Context &, In in, Out &out) {
   out.push_back(kernels::add(std::move(in[0]), in[1]));
 }
-void run(CrossEntropyOp, const Context &, In in, Out &out) {
-  out.push_back(kernels::crossEntropy(in[0], in[1]));
+/// local positions / total positions: a rank's share of a split mean.
+float positionShare(std::optional<uint64_t> total, const Tensor &labels) {
+  return total ? float(double(labels.numel()) / double(*total)) : 1.0f;
+}
+void run(CrossEntropyOp op, const Context &, In in, Out &out) {
+  Tensor loss = kernels::crossEntropy(in[0], in[1]);
+  *loss.mutableData<float>() *= positionShare(op.getTotalPositions(), in[1]);
+  out.push_back(loss);
 }
 void run(ReshapeOp op, const Context &, In in, Out &out) {
   out.push_back(in[0].reshaped(Shape(op.getShape().begin(), op.getShape().end())));
@@ -107,16 +115,26 @@ void run(SwigluBackwardOp, const Context &, In in, Out &out) {
   auto [dgate, dup] = kernels::swigluBackward(in[0], in[1], in[2]);
   out.append({dgate, dup});
 }
-void run(CrossEntropyBackwardOp, const Context &, In in, Out &out) {
-  out.push_back(kernels::crossEntropyBackward(in[0], in[1], in[2]));
+void run(CrossEntropyBackwardOp op, const Context &, In in, Out &out) {
+  Tensor lossGrad = scalarTensor(*in[2].data<float>() *
+                                 positionShare(op.getTotalPositions(), in[1]));
+  out.push_back(kernels::crossEntropyBackward(in[0], in[1], lossGrad));
 }
 
 //===----------------------------------------------------------------------===//
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
-void run(GlobalNormOp, const Context &, In in, Out &out) {
-  out.push_back(kernels::globalNorm(std::vector<Tensor>(in.begin(), in.end())));
+void run(GlobalNormOp op, const Context &, In in, Out &out) {
+  std::vector<Tensor> tensors(in.begin(), in.end());
+  out.push_back(op.getSquared() ? scalarTensor(float(kernels::sumOfSquares(tensors)))
+                                : kernels::globalNorm(tensors));
+}
+void run(SqrtOp, const Context &, In in, Out &out) {
+  Tensor root = Tensor::uninitialized(DType::F32, in[0].shape());
+  for (int64_t i = 0; i < root.numel(); ++i)
+    root.mutableData<float>()[i] = std::sqrt(in[0].data<float>()[i]);
+  out.push_back(root);
 }
 void run(ClipCoefOp op, const Context &, In in, Out &out) {
   // torch.nn.utils.clip_grad_norm_: clamp(max_norm / (norm + 1e-6), max=1).
@@ -168,7 +186,7 @@ void attachAll(MLIRContext *context, KilnDialect *) {
   attach<ConstantOp, EmbeddingBackwardOp, RmsNormBackwardOp, LinearBackwardDataOp,
          LinearBackwardWeightOp, RopeBackwardOp, AttentionBackwardOp, SwigluBackwardOp,
          CrossEntropyBackwardOp>(context);
-  attach<GlobalNormOp, ClipCoefOp, LrScheduleOp, AdamWOp, NextStepOp>(context);
+  attach<GlobalNormOp, SqrtOp, ClipCoefOp, LrScheduleOp, AdamWOp, NextStepOp>(context);
 }
 
 } // namespace

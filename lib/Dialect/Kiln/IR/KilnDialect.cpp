@@ -2,6 +2,7 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -80,13 +81,41 @@ LogicalResult verifyRole(Operation *op, bool isResult, unsigned index, NamedAttr
 
 } // namespace
 
+namespace {
+/// `attr` must be a sharding of a value of `type` over the module's grid.
+LogicalResult verifySharding(Operation *op, Attribute attr, Type type, const Twine &what) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return op->emitOpError() << what << ": '" << kShardingAttr << "' needs a ranked tensor";
+  SmallVector<std::string> axes = gridAxisNames(op);
+  if (axes.empty())
+    return op->emitOpError() << what << ": '" << kShardingAttr
+                             << "' needs a module with '" << kGridAxesAttr << "'";
+  std::string error;
+  if (failed(Sharding::fromAttr(attr, tensor.getRank(), axes, error)))
+    return op->emitOpError() << what << ": " << error;
+  return success();
+}
+} // namespace
+
 LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned region,
                                                     unsigned index, NamedAttribute attr) {
+  if (attr.getName() == kShardingAttr)
+    return verifySharding(op, attr.getValue(),
+                          op->getRegion(region).getArgument(index).getType(),
+                          "argument #" + Twine(index));
   return verifyRole(op, /*isResult=*/false, index, attr, kArgumentRoles);
 }
 
 LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned region,
                                                        unsigned index, NamedAttribute attr) {
+  if (attr.getName() == kShardingAttr) {
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    if (!fn)
+      return op->emitOpError() << "'" << kShardingAttr << "' is only meaningful on functions";
+    return verifySharding(op, attr.getValue(), fn.getResultTypes()[index],
+                          "result #" + Twine(index));
+  }
   return verifyRole(op, /*isResult=*/true, index, attr, kResultRoles);
 }
 
@@ -95,6 +124,29 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   if (name == kModelAttr) {
     if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be a dictionary on a module";
+    return success();
+  }
+  if (name == kGridAxesAttr) {
+    auto axes = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !axes ||
+        !llvm::all_of(axes, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitOpError() << "'" << name << "' must be a list of axis names on a module";
+    return success();
+  }
+  if (name == kResultShardingAttr) {
+    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!list || list.size() != op->getNumResults())
+      return op->emitOpError() << "'" << name << "' must hold one sharding per result";
+    for (auto [i, sharding] : llvm::enumerate(list))
+      if (failed(verifySharding(op, sharding, op->getResult(i).getType(),
+                                "result #" + Twine(i))))
+        return failure();
+    return success();
+  }
+  if (name == kLoopShardingAttr) {
+    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!list || !llvm::all_of(list, [](Attribute a) { return isa<ArrayAttr>(a); }))
+      return op->emitOpError() << "'" << name << "' must list the grid axes of each loop";
     return success();
   }
   if (name == kSavedAttr) {
@@ -113,5 +165,7 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return success();
   }
   return op->emitOpError() << "unknown kiln attribute '" << name << "' (known on ops: '"
-                           << kSavedAttr << "', on modules: '" << kModelAttr << "')";
+                           << kSavedAttr << "', '" << kLoopShardingAttr << "', '"
+                           << kResultShardingAttr << "'; on modules: '" << kModelAttr
+                           << "', '" << kGridAxesAttr << "')";
 }

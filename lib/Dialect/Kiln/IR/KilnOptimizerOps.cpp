@@ -111,6 +111,8 @@ std::optional<unsigned> AdamWOp::getTiedOperand(unsigned result) {
   return std::array<unsigned, 3>{0, 2, 3}[result];
 }
 
+int64_t SqrtOp::getFlops() { return getInput().getType().getNumElements(); }
+
 //===----------------------------------------------------------------------===//
 // NextStepOp
 //===----------------------------------------------------------------------===//

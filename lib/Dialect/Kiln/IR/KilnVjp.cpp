@@ -97,7 +97,8 @@ LogicalResult AddOp::buildVjp(OpBuilder &, ArrayRef<Value> gradOut, SmallVectorI
 LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                               SmallVectorImpl<Value> &gradIn) {
   gradIn.push_back(CrossEntropyBackwardOp::create(b, getLoc(), getLogits(), getLabels(),
-                                                  gradOut[0], getFqnAttr()));
+                                                  gradOut[0], getFqnAttr(),
+                                                  getTotalPositionsAttr()));
   gradIn.push_back(nullptr);
   return success();
 }

@@ -151,6 +151,7 @@ def Kiln_SwigluBackwardOp : Kiln_BackwardOp<"swiglu_backward", ["getOutGrad"]> {
 
 def Kiln_CrossEntropyBackwardOp : Kiln_BackwardOp<"cross_entropy_backward", ["getLossGrad"]> {
   let summary = "(softmax(logits) - onehot(labels)) * loss_grad / positions";
+  // positions: total_positions when set (see kiln.cross_entropy).
   let description = [{
     Example:
 
@@ -160,6 +161,7 @@ def Kiln_CrossEntropyBackwardOp : Kiln_BackwardOp<"cross_entropy_backward", ["ge
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IdTensor:$labels,
-                       Kiln_F32Tensor:$loss_grad, StrAttr:$fqn);
+                       Kiln_F32Tensor:$loss_grad, StrAttr:$fqn,
+                       OptionalAttr<I64Attr>:$total_positions);
   let results = (outs Kiln_FloatTensor:$logits_grad);
 }

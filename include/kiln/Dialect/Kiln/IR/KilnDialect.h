@@ -27,6 +27,15 @@ inline constexpr llvm::StringLiteral kOutputAttr = "kiln.output";
 inline constexpr llvm::StringLiteral kSavedAttr = "kiln.saved";
 /// Module attribute describing the captured model (a dictionary).
 inline constexpr llvm::StringLiteral kModelAttr = "kiln.model";
+/// Module attribute naming the axes of its `shard.grid`, in order
+/// (["dp_replicate", "dp_shard", "tp"]).
+inline constexpr llvm::StringLiteral kGridAxesAttr = "kiln.grid_axes";
+/// Argument/result attribute: how the value is stored across ranks (kiln::Sharding).
+inline constexpr llvm::StringLiteral kShardingAttr = "kiln.sharding";
+/// Op attribute: the sharding of each of its loops (ShardingRule) and of
+/// each result, set by kiln-shard and consumed by kiln-partition.
+inline constexpr llvm::StringLiteral kLoopShardingAttr = "kiln.loops";
+inline constexpr llvm::StringLiteral kResultShardingAttr = "kiln.shardings";
 } // namespace kiln
 
 #endif // KILN_DIALECT_KILN_IR_KILNDIALECT_H

@@ -79,4 +79,19 @@ def Kiln_BackwardOpInterface : OpInterface<"BackwardOpInterface"> {
   ];
 }
 
+def Kiln_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    How the op may be split over the device grid, as a loop nest
+    (kiln::ShardingRule): which loops may be split, and which loop each
+    operand and result dimension follows. Splitting a loop a result does not
+    follow makes that result a partial sum. kiln-shard decides each loop's
+    grid axes from these rules; kiln-partition clones the op on local shapes.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's loops and how its operands and results follow them.",
+      "::kiln::ShardingRule", "getShardingRule">,
+  ];
+}
+
 #endif // KILN_INTERFACES_TD

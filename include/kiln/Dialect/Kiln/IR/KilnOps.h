@@ -3,6 +3,7 @@
 #define KILN_DIALECT_KILN_IR_KILNOPS_H
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -32,7 +32,8 @@ def Kiln_StepTensor : 0DTensorOf<[I64]>;
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
         Pure, InferTypeOpAdaptor,
-        DeclareOpInterfaceMethods<Kiln_CostOpInterface>]> {
+        DeclareOpInterfaceMethods<Kiln_CostOpInterface>,
+        DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface>]> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -42,7 +43,8 @@ class Kiln_Op<string mnemonic, list<Trait> traits = []>
 class Kiln_ElementwiseOp<string mnemonic, list<string> names, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
         Pure, AllTypesMatch<names>, DeclareOpInterfaceMethods<InferTypeOpInterface>,
-        DeclareOpInterfaceMethods<Kiln_CostOpInterface>]> {
+        DeclareOpInterfaceMethods<Kiln_CostOpInterface>,
+        DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface>]> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -206,6 +208,9 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Ki
   let description = [{
     logits `[..., vocab]`, labels with logits' leading shape; the result is the
     f32 scalar mean over all label positions of `logsumexp(row) - row[label]`.
+    With `total_positions` (a rank's share of a batch split across ranks) the
+    sum is divided by that global count instead, so the ranks' results sum to
+    the global mean.
 
     Example:
 
@@ -214,7 +219,8 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Ki
         : (tensor<2x128x151936xf32>, tensor<2x128xi64>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IdTensor:$labels, StrAttr:$fqn);
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IdTensor:$labels, StrAttr:$fqn,
+                       OptionalAttr<I64Attr>:$total_positions);
   let results = (outs 0DTensorOf<[F32]>:$loss);
 }
 

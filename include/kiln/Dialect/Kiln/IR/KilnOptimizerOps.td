@@ -9,6 +9,8 @@
 
 def Kiln_GlobalNormOp : Kiln_Op<"global_norm"> {
   let summary = "Total L2 norm over every element of every operand (f32 scalar)";
+  // With `squared`, the sum of squares: per-rank parts of a sharded norm,
+  // summed across ranks before kiln.sqrt.
   let description = [{
     Example:
 
@@ -17,7 +19,7 @@ def Kiln_GlobalNormOp : Kiln_Op<"global_norm"> {
         : (tensor<2048x1024xf32>, tensor<1024xf32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Variadic<Kiln_FloatTensor>:$tensors, StrAttr:$fqn);
+  let arguments = (ins Variadic<Kiln_FloatTensor>:$tensors, StrAttr:$fqn, UnitAttr:$squared);
   let results = (outs Kiln_F32Tensor:$norm);
 }
 
@@ -88,6 +90,19 @@ def Kiln_AdamWOp : Kiln_Op<"adamw", [DeclareOpInterfaceMethods<Kiln_TiedOperandO
                        F64Attr:$eps, F64Attr:$weight_decay, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$param_out, Kiln_FloatTensor:$exp_avg_out,
                       Kiln_FloatTensor:$exp_avg_sq_out);
+}
+
+def Kiln_SqrtOp : Kiln_ElementwiseOp<"sqrt", ["input", "result"]> {
+  let summary = "Elementwise square root (the global norm from summed squares)";
+  let description = [{
+    Example:
+
+    ```mlir
+    %norm = kiln.sqrt %sum_sq {fqn = "optimizer.grad_norm"} : (tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Kiln_F32Tensor:$input, StrAttr:$fqn);
+  let results = (outs Kiln_F32Tensor:$result);
 }
 
 def Kiln_NextStepOp : Kiln_Op<"next_step"> {

@@ -1,0 +1,96 @@
+//===- Sharding.h - How a value is split over the device grid ----*- C++ -*-===//
+//
+// A value's sharding: for each tensor dimension, the grid axes it is split
+// over (blocks in the order of the axes' coordinates), and the axes over which
+// it is a partial sum still to be reduced (a rowwise output before its
+// all-reduce, a gradient before its reduce-scatter). In IR it is a dictionary
+// attribute naming the axes of the module's `kiln.grid_axes`:
+//   {dims = [["dp_replicate", "dp_shard"], []], partial = ["tp"]}
+// with empty entries omitted ({} is replicated).
+//
+// Each op states how it may be split as a loop nest (ShardingRuleOpInterface):
+// its loops, and which loop each operand and result dimension follows.
+// Splitting a loop that a result does not follow makes that result partial.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DIALECT_KILN_IR_SHARDING_H
+#define KILN_DIALECT_KILN_IR_SHARDING_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace kiln {
+
+using GridAxes = llvm::SmallVector<int16_t>;
+
+struct Sharding {
+  llvm::SmallVector<GridAxes> dims; ///< per tensor dimension
+  GridAxes partial;                 ///< pending-sum axes
+
+  static Sharding replicated(int64_t rank) { return {llvm::SmallVector<GridAxes>(rank), {}}; }
+  bool isReplicated() const;
+  bool operator==(const Sharding &other) const {
+    return dims == other.dims && partial == other.partial;
+  }
+  bool operator!=(const Sharding &other) const { return !(*this == other); }
+  /// Every axis the value is split or pending over.
+  GridAxes usedAxes() const;
+  /// The local shape of a tensor of `global` shape on one rank, given the
+  /// grid's axis sizes; fails when a dimension does not divide evenly.
+  mlir::FailureOr<llvm::SmallVector<int64_t>> localShape(llvm::ArrayRef<int64_t> global,
+                                                         llvm::ArrayRef<int64_t> grid) const;
+
+  /// The attribute form, naming axes by `axisNames`.
+  mlir::DictionaryAttr toAttr(mlir::MLIRContext *context,
+                              llvm::ArrayRef<std::string> axisNames) const;
+  /// Parses the attribute form; fails (with `error` set) on an unknown axis,
+  /// a rank mismatch or an axis used twice.
+  static mlir::FailureOr<Sharding> fromAttr(mlir::Attribute attr, int64_t rank,
+                                            llvm::ArrayRef<std::string> axisNames,
+                                            std::string &error);
+};
+
+/// How an op may be split: loop `l` is `splittable[l]` or must stay whole
+/// (a normalisation, a causal sequence, a gathered vocabulary); each operand
+/// and result dimension follows a loop (or -1: never split).
+struct ShardingRule {
+  llvm::SmallVector<bool> splittable;
+  llvm::SmallVector<llvm::SmallVector<int64_t>> operands, results;
+  /// The op is linear in every operand: operands pending the same sum give
+  /// a result pending it, with no collective (a sum of partial gradients).
+  bool sumsPartials = false;
+
+  /// Adds a loop and returns its index.
+  int64_t loop(bool canSplit = true) {
+    splittable.push_back(canSplit);
+    return int64_t(splittable.size()) - 1;
+  }
+};
+
+/// The grid axes each loop of an op is split over (`kiln.loops`).
+using LoopSharding = llvm::SmallVector<GridAxes>;
+
+/// The sharding an operand must have for the op to run on local shapes under
+/// `loops`: its dimensions follow their loops, nothing pending.
+Sharding requiredOperandSharding(const ShardingRule &rule, const LoopSharding &loops,
+                                 unsigned operand);
+/// The sharding the op produces for `result` under `loops`: dimensions follow
+/// their loops; split loops the result does not follow leave it partial.
+Sharding producedResultSharding(const ShardingRule &rule, const LoopSharding &loops,
+                                unsigned result);
+
+mlir::ArrayAttr loopShardingToAttr(mlir::MLIRContext *context, const LoopSharding &loops,
+                                   llvm::ArrayRef<std::string> axisNames);
+mlir::FailureOr<LoopSharding> loopShardingFromAttr(mlir::Attribute attr,
+                                                   llvm::ArrayRef<std::string> axisNames);
+
+/// The grid axes of a module (`kiln.grid_axes`), empty when it has none.
+llvm::SmallVector<std::string> gridAxisNames(mlir::Operation *moduleOrNested);
+
+} // namespace kiln
+
+#endif // KILN_DIALECT_KILN_IR_SHARDING_H

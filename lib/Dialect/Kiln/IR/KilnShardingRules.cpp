@@ -1,0 +1,243 @@
+//===- KilnShardingRules.cpp - How each op may be split -------------------===//
+//
+// Each op's ShardingRule: its loops (splittable or whole) and the loop every
+// operand and result dimension follows. Leading dimensions of any rank
+// (batch, sequence) are loops of their own; a dimension that must stay
+// whole on one rank (a normalised feature, a causal sequence, a gathered
+// vocabulary) maps to a whole loop or to none.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+using Map = SmallVector<int64_t>;
+
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+
+/// One new loop per dimension of a rank-`rank` tensor.
+Map loops(ShardingRule &rule, int64_t rank, bool canSplit = true) {
+  Map map;
+  for (int64_t i = 0; i < rank; ++i)
+    map.push_back(rule.loop(canSplit));
+  return map;
+}
+
+Map concat(Map a, ArrayRef<int64_t> b) {
+  a.append(b.begin(), b.end());
+  return a;
+}
+
+/// Every operand and result follows the same loops, dimension by dimension.
+ShardingRule elementwise(Operation *op) {
+  ShardingRule rule;
+  Map map = loops(rule, rankOf(op->getResult(0)));
+  for (Value operand : op->getOperands())
+    rule.operands.push_back(rankOf(operand) == int64_t(map.size()) ? map : Map(rankOf(operand), -1));
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    rule.results.push_back(map);
+  return rule;
+}
+
+/// Scalars and other ops nothing may split: every dimension maps to no loop.
+ShardingRule whole(Operation *op) {
+  ShardingRule rule;
+  for (Value operand : op->getOperands())
+    rule.operands.push_back(Map(rankOf(operand), -1));
+  for (Value result : op->getResults())
+    rule.results.push_back(Map(rankOf(result), -1));
+  return rule;
+}
+
+/// rope / rope_backward: [B, S, H, D] and [B, S, Hkv, D] with the cache
+/// [S, 2D]; heads split freely, D stays whole (rotate-half pairs).
+ShardingRule ropeRule() {
+  ShardingRule rule;
+  int64_t b = rule.loop(), s = rule.loop(), h = rule.loop(), hk = rule.loop(),
+          d = rule.loop(false);
+  rule.operands = {{b, s, h, d}, {b, s, hk, d}, {s, -1}};
+  rule.results = {{b, s, h, d}, {b, s, hk, d}};
+  return rule;
+}
+
+/// attention: query heads and kv heads split together in whole groups (one
+/// loop for both); the causal sequence and head_dim stay whole.
+struct AttentionLoops {
+  int64_t b, s, g, d;
+};
+AttentionLoops attentionLoops(ShardingRule &rule) {
+  return {rule.loop(), rule.loop(false), rule.loop(), rule.loop(false)};
+}
+
+} // namespace
+
+ShardingRule EmbeddingOp::getShardingRule() {
+  ShardingRule rule;
+  Map ids = loops(rule, rankOf(getIds()));
+  // A vocabulary split needs each rank's id offset: not a plain clone.
+  int64_t v = rule.loop(false), d = rule.loop();
+  rule.operands = {{v, d}, ids};
+  rule.results = {concat(ids, {d})};
+  return rule;
+}
+
+ShardingRule RmsNormOp::getShardingRule() {
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(getInput()) - 1);
+  int64_t d = rule.loop(false);
+  rule.operands = {concat(lead, {d}), {d}};
+  rule.results = {concat(lead, {d})};
+  return rule;
+}
+
+ShardingRule LinearOp::getShardingRule() {
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(getInput()) - 1);
+  int64_t n = rule.loop(), k = rule.loop();
+  rule.operands = {concat(lead, {k}), {n, k}};
+  rule.results = {concat(lead, {n})};
+  return rule;
+}
+
+ShardingRule RopeCacheOp::getShardingRule() { return whole(*this); }
+ShardingRule RopeOp::getShardingRule() { return ropeRule(); }
+
+ShardingRule AttentionOp::getShardingRule() {
+  ShardingRule rule;
+  auto [b, s, g, d] = attentionLoops(rule);
+  rule.operands = {{b, s, g, d}, {b, s, g, d}, {b, s, g, d}};
+  rule.results = {{b, s, g, d}, {b, g, s}};
+  return rule;
+}
+
+ShardingRule SwigluOp::getShardingRule() { return elementwise(*this); }
+ShardingRule AddOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  rule.sumsPartials = true;
+  return rule;
+}
+
+ShardingRule CrossEntropyOp::getShardingRule() {
+  // Splitting positions leaves each rank a partial sum of the mean (the
+  // partitioner sets total_positions); the vocabulary stays whole.
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(getLabels()));
+  int64_t v = rule.loop(false);
+  rule.operands = {concat(lead, {v}), lead};
+  rule.results = {{}};
+  return rule;
+}
+
+ShardingRule ReshapeOp::getShardingRule() {
+  // Dimensions the reshape keeps (a common prefix) are shared loops;
+  // regrouped ones stay whole.
+  ShardingRule rule;
+  ArrayRef<int64_t> in = getInput().getType().getShape(), out = getShape();
+  Map inMap, outMap;
+  size_t prefix = 0;
+  while (prefix < in.size() && prefix < out.size() && in[prefix] == out[prefix])
+    ++prefix;
+  for (size_t i = 0; i < prefix; ++i) {
+    int64_t l = rule.loop();
+    inMap.push_back(l);
+    outMap.push_back(l);
+  }
+  inMap.append(in.size() - prefix, -1);
+  outMap.append(out.size() - prefix, -1);
+  rule.operands = {inMap};
+  rule.results = {outMap};
+  return rule;
+}
+
+ShardingRule ConstantOp::getShardingRule() {
+  // A splat is the same on every rank: any split is a local splat.
+  ShardingRule rule;
+  rule.results = {loops(rule, rankOf(getResult()))};
+  return rule;
+}
+
+ShardingRule EmbeddingBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  Map ids = loops(rule, rankOf(getIds()));
+  int64_t d = rule.loop();
+  rule.operands = {concat(ids, {d}), ids};
+  rule.results = {{-1, d}};
+  return rule;
+}
+
+ShardingRule RmsNormBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(getInput()) - 1);
+  int64_t d = rule.loop(false);
+  Map full = concat(lead, {d});
+  rule.operands = {full, full, {d}};
+  rule.results = {full, {d}}; // the weight gradient sums over the leading loops
+  return rule;
+}
+
+ShardingRule LinearBackwardDataOp::getShardingRule() {
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(getGrad()) - 1);
+  int64_t n = rule.loop(), k = rule.loop();
+  rule.operands = {concat(lead, {n}), {n, k}};
+  rule.results = {concat(lead, {k})};
+  return rule;
+}
+
+ShardingRule LinearBackwardWeightOp::getShardingRule() {
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(getGrad()) - 1);
+  int64_t n = rule.loop(), k = rule.loop();
+  rule.operands = {concat(lead, {n}), concat(lead, {k})};
+  rule.results = {{n, k}};
+  return rule;
+}
+
+ShardingRule RopeBackwardOp::getShardingRule() { return ropeRule(); }
+
+ShardingRule AttentionBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  auto [b, s, g, d] = attentionLoops(rule);
+  Map x{b, s, g, d};
+  rule.operands = {x, x, x, x, x, {b, g, s}};
+  rule.results = {x, x, x};
+  return rule;
+}
+
+ShardingRule SwigluBackwardOp::getShardingRule() { return elementwise(*this); }
+
+ShardingRule CrossEntropyBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(getLabels()));
+  int64_t v = rule.loop(false);
+  rule.operands = {concat(lead, {v}), lead, {}};
+  rule.results = {concat(lead, {v})};
+  return rule;
+}
+
+ShardingRule GlobalNormOp::getShardingRule() {
+  // Every element of every operand is its own loop: the norm of split
+  // operands is assembled from per-rank sums of squares by the partitioner.
+  ShardingRule rule;
+  for (Value t : getTensors())
+    rule.operands.push_back(loops(rule, rankOf(t)));
+  rule.results = {{}};
+  return rule;
+}
+
+ShardingRule ClipCoefOp::getShardingRule() { return whole(*this); }
+ShardingRule LrScheduleOp::getShardingRule() { return whole(*this); }
+ShardingRule NextStepOp::getShardingRule() { return whole(*this); }
+ShardingRule SqrtOp::getShardingRule() { return elementwise(*this); }
+
+ShardingRule AdamWOp::getShardingRule() {
+  ShardingRule rule;
+  Map p = loops(rule, rankOf(getParam()));
+  rule.operands = {p, p, p, p, {}, {}, {}};
+  rule.results = {p, p, p};
+  return rule;
+}

@@ -1,0 +1,359 @@
+//===- Partition.cpp - The per-rank program of an annotated @train_step ---===//
+//
+// Consumes kiln-shard's annotations and rebuilds the function on local
+// shapes. Each op is cloned on operands brought to the sharding its rule
+// needs; where a value's sharding differs from what its consumer needs, the
+// difference becomes explicit `shard` collectives on the grid's axes:
+//   pending sum -> split    reduce_scatter (sum)
+//   pending sum -> whole    all_reduce (sum)
+//   split -> whole          all_gather
+//   whole -> split          all_slice (local, no communication)
+// Ops whose meaning depends on the global shape get it explicitly: a mean
+// over split positions divides by the global count (total_positions), and a
+// norm over split tensors sums squares across ranks before the root.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
+#include "kiln/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_PARTITION
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!fn) {
+      module.emitError() << "kiln-partition: no function @" << funcName;
+      return signalPassFailure();
+    }
+    if (reshardAfterForward != "default" && reshardAfterForward != "always" &&
+        reshardAfterForward != "never") {
+      module.emitError() << "kiln-partition: reshard-after-forward must be default, always "
+                            "or never, got '"
+                         << reshardAfterForward << "'";
+      return signalPassFailure();
+    }
+    axisNames = gridAxisNames(module);
+    grid = module.lookupSymbol<shard::GridOp>("grid");
+    bool annotated = fn.getNumArguments() > 0 && fn.getArgAttr(0, kShardingAttr) &&
+                     llvm::all_of(fn.getBody().front().without_terminator(), [](Operation &op) {
+                       return op.hasAttr(kLoopShardingAttr);
+                     });
+    if (axisNames.empty() || !grid || !annotated) {
+      fn.emitError() << "kiln-partition: @" << funcName
+                     << " is not annotated for partitioning (run kiln-shard first; a "
+                        "partitioned program cannot be partitioned again)";
+      return signalPassFailure();
+    }
+    if (failed(partition(fn)))
+      return signalPassFailure();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Shardings of values of the new function
+  //===--------------------------------------------------------------------===//
+
+  FailureOr<Sharding> parse(Operation *where, Attribute attr, Type type) {
+    std::string error;
+    FailureOr<Sharding> s = Sharding::fromAttr(
+        attr ? attr : DictionaryAttr::get(where->getContext()),
+        cast<RankedTensorType>(type).getRank(), axisNames, error);
+    if (failed(s))
+      where->emitError() << "kiln-partition: " << error;
+    return s;
+  }
+
+  /// The local type of a value of global `type` sharded as `s`.
+  FailureOr<RankedTensorType> localType(Operation *where, Type type, const Sharding &s) {
+    auto tensor = cast<RankedTensorType>(type);
+    FailureOr<SmallVector<int64_t>> shape = s.localShape(tensor.getShape(), grid.getShape());
+    if (failed(shape)) {
+      where->emitError() << "kiln-partition: " << tensor << " does not split evenly as "
+                         << s.toAttr(where->getContext(), axisNames);
+      return failure();
+    }
+    return RankedTensorType::get(*shape, tensor.getElementType());
+  }
+
+  /// Brings `v` (sharded as `from`) to sharding `to` with collectives.
+  FailureOr<Value> reshard(OpBuilder &b, Location loc, Value v, Sharding from,
+                           const Sharding &to) {
+    if (from == to)
+      return v;
+    StringRef gridName = grid.getSymName();
+    auto typeFor = [&](const Sharding &s) -> FailureOr<RankedTensorType> {
+      return localType(v.getDefiningOp() ? v.getDefiningOp() : b.getBlock()->getParentOp(),
+                       globalType(v, from), s);
+    };
+    Type global = globalType(v, from);
+    // Pending sums: scattered into the dimensions that want them, the rest
+    // reduced whole.
+    if (!from.partial.empty()) {
+      for (auto [d, axes] : llvm::enumerate(to.dims)) {
+        if (axes.empty() || !from.dims[d].empty() ||
+            !llvm::all_of(axes, [&](int16_t a) { return llvm::is_contained(from.partial, a); }))
+          continue;
+        Sharding next = from;
+        next.dims[d] = axes;
+        llvm::erase_if(next.partial, [&](int16_t a) { return llvm::is_contained(axes, a); });
+        FailureOr<RankedTensorType> type = typeFor(next);
+        if (failed(type))
+          return failure();
+        v = shard::ReduceScatterOp::create(
+            b, loc, *type, FlatSymbolRefAttr::get(b.getStringAttr(gridName)),
+            b.getDenseI16ArrayAttr(axes), v,
+            shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
+            b.getIndexAttr(d));
+        from = next;
+      }
+      if (!from.partial.empty()) {
+        v = shard::AllReduceOp::create(b, loc, v, gridName, from.partial,
+                                       shard::ReductionKind::Sum);
+        from.partial.clear();
+      }
+    }
+    for (auto [d, axes] : llvm::enumerate(to.dims)) {
+      if (from.dims[d] == axes)
+        continue;
+      if (!from.dims[d].empty()) {
+        Sharding next = from;
+        next.dims[d].clear();
+        FailureOr<RankedTensorType> type = typeFor(next);
+        if (failed(type))
+          return failure();
+        v = shard::AllGatherOp::create(b, loc, *type, gridName, from.dims[d], v,
+                                       APInt(64, d));
+        from = next;
+      }
+      if (!axes.empty()) {
+        Sharding next = from;
+        next.dims[d] = axes;
+        FailureOr<RankedTensorType> type = typeFor(next);
+        if (failed(type))
+          return failure();
+        v = shard::AllSliceOp::create(b, loc, *type, v, gridName, axes, int64_t(d));
+        from = next;
+      }
+    }
+    (void)global;
+    return v;
+  }
+
+  /// The global type of a new value: recorded when it was made.
+  Type globalType(Value v, const Sharding &) { return globalTypes.lookup(v); }
+
+  //===--------------------------------------------------------------------===//
+  // The rewrite
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult partition(func::FuncOp fn) {
+    MLIRContext *context = fn.getContext();
+    Block &old = fn.getBody().front();
+    OpBuilder b(fn);
+
+    // The new signature: local argument and result types.
+    SmallVector<Type> argTypes, resultTypes;
+    SmallVector<Sharding> argShardings, resultShardings;
+    for (BlockArgument arg : old.getArguments()) {
+      FailureOr<Sharding> s = parse(fn, fn.getArgAttr(arg.getArgNumber(), kShardingAttr),
+                                    arg.getType());
+      if (failed(s))
+        return failure();
+      FailureOr<RankedTensorType> type = localType(fn, arg.getType(), *s);
+      if (failed(type))
+        return failure();
+      argShardings.push_back(*s);
+      argTypes.push_back(*type);
+    }
+    for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
+      FailureOr<Sharding> s = parse(fn, fn.getResultAttr(i, kShardingAttr), type);
+      if (failed(s))
+        return failure();
+      FailureOr<RankedTensorType> local = localType(fn, type, *s);
+      if (failed(local))
+        return failure();
+      resultShardings.push_back(*s);
+      resultTypes.push_back(*local);
+    }
+
+    b.setInsertionPoint(fn);
+    auto rank = func::FuncOp::create(b, fn.getLoc(), fn.getName(),
+                                     b.getFunctionType(argTypes, resultTypes));
+    rank.setAllArgAttrs(fn.getAllArgAttrs());
+    rank.setAllResultAttrs(fn.getAllResultAttrs());
+    Block *entry = rank.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+
+    DenseMap<Value, Value> local;       // old value -> new value
+    DenseMap<Value, Sharding> sharding; // new value -> its sharding
+    DenseSet<Value> params;
+    FailureOr<TrainStepSignature> sig = TrainStepSignature::get(fn);
+    if (succeeded(sig))
+      for (const TrainStepSignature::Param &p : sig->params)
+        params.insert(old.getArgument(p.arg));
+    for (BlockArgument arg : old.getArguments()) {
+      Value v = entry->getArgument(arg.getArgNumber());
+      local[arg] = v;
+      sharding[v] = argShardings[arg.getArgNumber()];
+      globalTypes[v] = arg.getType();
+    }
+    // Resharded values, reused by later consumers; parameters are gathered
+    // again at each use unless they stay gathered ("never").
+    DenseMap<std::pair<Value, Attribute>, Value> cache;
+    bool keepGathered = reshardAfterForward == "never";
+
+    auto bring = [&](Value oldValue, const Sharding &want, Location loc) -> FailureOr<Value> {
+      Value v = local.lookup(oldValue);
+      if (sharding[v] == want)
+        return v;
+      bool cacheable = keepGathered || !params.contains(oldValue);
+      auto key = std::make_pair(v, Attribute(want.toAttr(context, axisNames)));
+      if (cacheable)
+        if (Value hit = cache.lookup(key))
+          return hit;
+      FailureOr<Value> moved = reshard(b, loc, v, sharding[v], want);
+      if (failed(moved))
+        return failure();
+      sharding[*moved] = want;
+      globalTypes[*moved] = globalTypes[v];
+      if (cacheable)
+        cache[key] = *moved;
+      return moved;
+    };
+
+    for (Operation &op : old.without_terminator()) {
+      ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
+      FailureOr<LoopSharding> loops =
+          loopShardingFromAttr(op.getAttr(kLoopShardingAttr), axisNames);
+      auto visible = op.getAttrOfType<ArrayAttr>(kResultShardingAttr);
+      if (failed(loops) || loops->size() != rule.splittable.size() || !visible ||
+          visible.size() != op.getNumResults())
+        return op.emitOpError() << "kiln-partition: malformed '" << kLoopShardingAttr
+                                << "' / '" << kResultShardingAttr << "' annotation";
+
+      // Operands pending one sum pass through an op linear in them.
+      std::optional<Sharding> pendingSum;
+      if (rule.sumsPartials && op.getNumOperands() > 0) {
+        const Sharding &first = sharding[local.lookup(op.getOperand(0))];
+        if (!first.partial.empty() && llvm::all_of(op.getOperands(), [&](Value v) {
+              return sharding[local.lookup(v)] == first;
+            }))
+          pendingSum = first;
+      }
+
+      SmallVector<Value> operands;
+      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+        Sharding want = pendingSum ? *pendingSum : requiredOperandSharding(rule, *loops, i);
+        FailureOr<Value> v = bring(operand, want, op.getLoc());
+        if (failed(v))
+          return failure();
+        operands.push_back(*v);
+      }
+
+      SmallVector<Sharding> produced;
+      SmallVector<Type> types;
+      for (OpResult result : op.getResults()) {
+        Sharding s = pendingSum ? *pendingSum
+                                : producedResultSharding(rule, *loops, result.getResultNumber());
+        FailureOr<RankedTensorType> type = localType(&op, result.getType(), s);
+        if (failed(type))
+          return failure();
+        produced.push_back(s);
+        types.push_back(*type);
+      }
+
+      SmallVector<Value> results;
+      if (failed(emit(b, op, operands, types, *loops, produced, results)))
+        return failure();
+
+      for (auto [i, result] : llvm::enumerate(op.getResults())) {
+        Value v = results[i];
+        sharding[v] = produced[i];
+        globalTypes[v] = result.getType();
+        FailureOr<Sharding> want = parse(&op, visible[i], result.getType());
+        if (failed(want))
+          return failure();
+        FailureOr<Value> seen = reshard(b, op.getLoc(), v, produced[i], *want);
+        if (failed(seen))
+          return failure();
+        sharding[*seen] = *want;
+        globalTypes[*seen] = result.getType();
+        local[result] = *seen;
+      }
+    }
+
+    auto ret = cast<func::ReturnOp>(old.getTerminator());
+    SmallVector<Value> returned;
+    for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
+      FailureOr<Value> v = bring(operand, resultShardings[i], ret.getLoc());
+      if (failed(v))
+        return failure();
+      returned.push_back(*v);
+    }
+    func::ReturnOp::create(b, ret.getLoc(), returned);
+    fn.erase();
+    return success();
+  }
+
+  /// Emits the local form of `op` with `operands`, producing `types`.
+  LogicalResult emit(OpBuilder &b, Operation &op, ValueRange operands, TypeRange types,
+                     const LoopSharding &loops, ArrayRef<Sharding> produced,
+                     SmallVectorImpl<Value> &results) {
+    bool split = llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
+    // A norm over split tensors: local sums of squares, summed across the
+    // ranks that hold different pieces, then the root.
+    if (auto norm = dyn_cast<GlobalNormOp>(op); norm && split) {
+      GridAxes axes;
+      for (const GridAxes &l : loops)
+        for (int16_t a : l)
+          if (!llvm::is_contained(axes, a))
+            axes.push_back(a);
+      llvm::sort(axes);
+      Value squares = GlobalNormOp::create(b, op.getLoc(), operands, norm.getFqnAttr(),
+                                           b.getUnitAttr());
+      Value total = shard::AllReduceOp::create(b, op.getLoc(), squares, grid.getSymName(),
+                                               axes, shard::ReductionKind::Sum);
+      results.push_back(SqrtOp::create(b, op.getLoc(), total, norm.getFqnAttr()));
+      return success();
+    }
+    Operation *clone = b.clone(op);
+    clone->setOperands(operands);
+    for (auto [result, type] : llvm::zip(clone->getResults(), types))
+      result.setType(type);
+    clone->removeAttr(kLoopShardingAttr);
+    clone->removeAttr(kResultShardingAttr);
+    // A reshape's target shape is the local one.
+    if (auto reshape = dyn_cast<ReshapeOp>(clone))
+      reshape.setShape(cast<RankedTensorType>(types[0]).getShape());
+    // A mean over split positions divides by the global count.
+    if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op) && split) {
+      Value labels = op.getOperand(1);
+      int64_t total = cast<RankedTensorType>(labels.getType()).getNumElements();
+      clone->setAttr("total_positions", b.getI64IntegerAttr(total));
+    }
+    results.append(clone->result_begin(), clone->result_end());
+    return success();
+  }
+
+  SmallVector<std::string> axisNames;
+  shard::GridOp grid;
+  DenseMap<Value, Type> globalTypes;
+};
+
+} // namespace

@@ -1,0 +1,214 @@
+//===- Shard.cpp - Decide how every value of @train_step is split ---------===//
+//
+// From the parallel layout, annotates the training step completely: the
+// storage sharding of every argument and result (kiln.sharding), and for
+// every op the grid axes of each of its loops (kiln.loops, from the op's
+// ShardingRule) and the sharding its consumers see (kiln.shardings).
+//
+// Data parallelism (FSDP2 over dp_shard, replicas over dp_replicate):
+//  * data inputs are split on their batch dimension over both axes;
+//  * parameters and their AdamW moments are stored split on dim 0 over
+//    dp_shard; compute ops read parameters whole (kiln-partition gathers
+//    them), the update writes them in their storage layout;
+//  * a loop follows the first operand that splits it, so activations stay
+//    batch-split and reductions over the batch become partial sums;
+//  * a partial sum is resolved into the layout its in-place consumer (the
+//    AdamW of its parameter) needs, so every other reader (the gradient
+//    norm) sees the gradient shards, as FSDP2 reduce-scatters them.
+// The sharded program is the differentiated one (@train_step): collectives
+// need no VJPs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
+#include "kiln/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_SHARD
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+constexpr int16_t kDpReplicate = 0, kDpShard = 1, kTp = 2;
+
+struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
+  using ShardBase::ShardBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!gridAxisNames(module).empty()) {
+      module.emitError() << "kiln-shard: the module is already sharded (it has '"
+                         << kGridAxesAttr << "')";
+      return signalPassFailure();
+    }
+    if (dpReplicate < 1 || dpShard < 1 || tp < 1) {
+      module.emitError() << "kiln-shard: dp-replicate, dp-shard and tp must be >= 1";
+      return signalPassFailure();
+    }
+    if (tp > 1) {
+      module.emitError() << "kiln-shard: tensor parallelism (tp=" << tp
+                         << ") has no sharding plan yet; use dp-shard / dp-replicate";
+      return signalPassFailure();
+    }
+    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!fn) {
+      module.emitError() << "kiln-shard: no function @" << funcName;
+      return signalPassFailure();
+    }
+    FailureOr<TrainStepSignature> sig = TrainStepSignature::get(fn);
+    if (failed(sig))
+      return signalPassFailure();
+
+    OpBuilder b(module.getBodyRegion());
+    shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
+                          b.getDenseI64ArrayAttr({dpReplicate, dpShard, tp}));
+    SmallVector<Attribute> names;
+    for (const char *name : {"dp_replicate", "dp_shard", "tp"})
+      names.push_back(b.getStringAttr(name));
+    module->setAttr(kGridAxesAttr, b.getArrayAttr(names));
+    axisNames = gridAxisNames(module);
+
+    if (failed(annotate(fn, *sig)))
+      return signalPassFailure();
+  }
+
+  /// The axes of `axes` whose size is above 1 (splitting over 1 is a no-op).
+  GridAxes nonTrivial(std::initializer_list<int16_t> axes) {
+    int64_t sizes[] = {dpReplicate, dpShard, tp};
+    GridAxes out;
+    for (int16_t a : axes)
+      if (sizes[a] > 1)
+        out.push_back(a);
+    return out;
+  }
+
+  LogicalResult annotate(func::FuncOp fn, const TrainStepSignature &sig) {
+    MLIRContext *context = fn.getContext();
+    Block &body = fn.getBody().front();
+    auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
+
+    // Storage of every argument.
+    DenseMap<Value, Sharding> storage, visible;
+    for (BlockArgument arg : body.getArguments())
+      storage[arg] = Sharding::replicated(rankOf(arg));
+    GridAxes fsdp = nonTrivial({kDpShard}), batch = nonTrivial({kDpReplicate, kDpShard});
+    for (const TrainStepSignature::Param &p : sig.params) {
+      for (unsigned index : {p.arg, p.expAvgArg, p.expAvgSqArg}) {
+        Value arg = body.getArgument(index);
+        if (rankOf(arg) == 0)
+          continue;
+        int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
+        if (!fsdp.empty() && dim0 % dpShard)
+          return fn.emitError() << "kiln-shard: parameter '" << p.key << "' has dim 0 = "
+                                << dim0 << ", not divisible by dp-shard=" << dpShard
+                                << " (uneven FSDP shards, padded by FSDP2, are not "
+                                   "supported yet)";
+        storage[arg].dims[0] = fsdp;
+      }
+    }
+    for (const Signature::Slot &input : sig.inputs) {
+      Value arg = body.getArgument(input.index);
+      int64_t rows = cast<RankedTensorType>(arg.getType()).getDimSize(0);
+      if (rows % (dpReplicate * dpShard))
+        return fn.emitError() << "kiln-shard: input '" << input.name << "' has " << rows
+                              << " rows, not divisible by the data-parallel degree "
+                              << dpReplicate * dpShard;
+      storage[arg].dims[0] = batch;
+    }
+    for (BlockArgument arg : body.getArguments())
+      fn.setArgAttr(arg.getArgNumber(), kShardingAttr,
+                    storage[arg].toAttr(context, axisNames));
+
+    // Compute ops read parameters whole; arguments otherwise as stored.
+    DenseSet<Value> params;
+    for (const TrainStepSignature::Param &p : sig.params)
+      params.insert(body.getArgument(p.arg));
+    for (BlockArgument arg : body.getArguments())
+      visible[arg] = params.contains(arg) ? Sharding::replicated(rankOf(arg)) : storage[arg];
+
+    // Partial gradients resolve into the layout their update needs.
+    DenseMap<Value, Sharding> target;
+    for (auto adamw : body.getOps<AdamWOp>())
+      target[adamw.getGrad()] = storage.lookup(adamw.getParam());
+
+    for (Operation &op : body.without_terminator()) {
+      auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!ruled)
+        return op.emitOpError() << "has no sharding rule; kiln-shard cannot place it";
+      ShardingRule rule = ruled.getShardingRule();
+      auto tied = dyn_cast<TiedOperandOpInterface>(op);
+      LoopSharding loops(rule.splittable.size());
+      GridAxes used;
+      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+        // An op writing a parameter in place works on its storage.
+        bool inPlace = tied && params.contains(operand) && i == *tied.getTiedOperand(0);
+        const Sharding &s = inPlace ? storage[operand] : visible[operand];
+        for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
+          const GridAxes &axes = s.dims[d];
+          if (l < 0 || axes.empty() || !rule.splittable[l] || !loops[l].empty() ||
+              llvm::any_of(axes, [&](int16_t a) { return llvm::is_contained(used, a); }))
+            continue;
+          loops[l] = axes;
+          used.append(axes.begin(), axes.end());
+        }
+      }
+      // Operands pending one sum, into an op linear in them: the sum stays
+      // pending (no loop is split; kiln-partition clones the op as is).
+      std::optional<Sharding> pendingSum;
+      if (rule.sumsPartials && op.getNumOperands() > 0) {
+        const Sharding &first = visible[op.getOperand(0)];
+        if (!first.partial.empty() &&
+            llvm::all_of(op.getOperands(), [&](Value v) { return visible[v] == first; }))
+          pendingSum = first;
+      }
+      if (pendingSum)
+        loops.assign(rule.splittable.size(), GridAxes());
+      SmallVector<Attribute> results;
+      for (OpResult result : op.getResults()) {
+        Sharding s = pendingSum ? *pendingSum
+                                : producedResultSharding(rule, loops, result.getResultNumber());
+        if (!s.partial.empty()) {
+          // Resolve where a consumer needs it: into the update's layout, or
+          // whole; a sum of partials waits for its own resolution.
+          auto it = target.find(result);
+          bool onlySums = llvm::all_of(result.getUsers(), [](Operation *user) {
+            auto r = dyn_cast<ShardingRuleOpInterface>(user);
+            return r && r.getShardingRule().sumsPartials;
+          });
+          if (it != target.end())
+            s = it->second;
+          else if (!onlySums || result.use_empty())
+            s = Sharding::replicated(rankOf(result));
+        }
+        visible[result] = s;
+        results.push_back(s.toAttr(context, axisNames));
+      }
+      op.setAttr(kLoopShardingAttr, loopShardingToAttr(context, loops, axisNames));
+      op.setAttr(kResultShardingAttr, ArrayAttr::get(context, results));
+    }
+
+    // Results: updated state as stored, outputs whole.
+    for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+      fn.setResultAttr(i, kShardingAttr,
+                       Sharding::replicated(cast<RankedTensorType>(fn.getResultTypes()[i]).getRank())
+                           .toAttr(context, axisNames));
+    for (const TrainStepSignature::Param &p : sig.params)
+      for (auto [arg, result] : {std::pair{p.arg, p.result}, {p.expAvgArg, p.expAvgResult},
+                                 {p.expAvgSqArg, p.expAvgSqResult}})
+        fn.setResultAttr(result, kShardingAttr,
+                         storage[body.getArgument(arg)].toAttr(context, axisNames));
+    return success();
+  }
+
+  SmallVector<std::string> axisNames;
+};
+
+} // namespace
