@@ -313,7 +313,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
 
   /// Emits the local form of `op` with `operands`, producing `types`.
   LogicalResult emit(OpBuilder &b, Operation &op, ValueRange operands, TypeRange types,
-                     const LoopSharding &loops, ArrayRef<Sharding> produced,
+                     const LoopSharding &loops, SmallVectorImpl<Sharding> &produced,
                      SmallVectorImpl<Value> &results) {
     bool split = llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
     // A norm over split tensors: local sums of squares, summed across the
@@ -330,6 +330,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       Value total = shard::AllReduceOp::create(b, op.getLoc(), squares, grid.getSymName(),
                                                axes, shard::ReductionKind::Sum);
       results.push_back(SqrtOp::create(b, op.getLoc(), total, norm.getFqnAttr()));
+      produced[0] = Sharding::replicated(0);
       return success();
     }
     Operation *clone = b.clone(op);

@@ -54,7 +54,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       return signalPassFailure();
     }
     if (tp > 1) {
-      module.emitError() << "kiln-shard: tensor parallelism (tp=" << tp
+      module.emitError() << "kiln-shard: tensor parallelism (tp=" << int64_t(tp)
                          << ") has no sharding plan yet; use dp-shard / dp-replicate";
       return signalPassFailure();
     }
@@ -108,7 +108,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
         if (!fsdp.empty() && dim0 % dpShard)
           return fn.emitError() << "kiln-shard: parameter '" << p.key << "' has dim 0 = "
-                                << dim0 << ", not divisible by dp-shard=" << dpShard
+                                << dim0 << ", not divisible by dp-shard=" << int64_t(dpShard)
                                 << " (uneven FSDP shards, padded by FSDP2, are not "
                                    "supported yet)";
         storage[arg].dims[0] = fsdp;
@@ -120,7 +120,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       if (rows % (dpReplicate * dpShard))
         return fn.emitError() << "kiln-shard: input '" << input.name << "' has " << rows
                               << " rows, not divisible by the data-parallel degree "
-                              << dpReplicate * dpShard;
+                              << int64_t(dpReplicate) * int64_t(dpShard);
       storage[arg].dims[0] = batch;
     }
     for (BlockArgument arg : body.getArguments())
@@ -146,7 +146,19 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       ShardingRule rule = ruled.getShardingRule();
       auto tied = dyn_cast<TiedOperandOpInterface>(op);
       LoopSharding loops(rule.splittable.size());
-      GridAxes used;
+      // An axis may split only one loop of any one tensor.
+      auto clashes = [&](int64_t l, const GridAxes &axes) {
+        for (const auto &maps : {rule.operands, rule.results})
+          for (const SmallVector<int64_t> &map : maps)
+            if (llvm::is_contained(map, l))
+              for (int64_t other : map)
+                if (other >= 0 && other != l &&
+                    llvm::any_of(axes, [&](int16_t a) {
+                      return llvm::is_contained(loops[other], a);
+                    }))
+                  return true;
+        return false;
+      };
       for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
         // An op writing a parameter in place works on its storage.
         bool inPlace = tied && params.contains(operand) && i == *tied.getTiedOperand(0);
@@ -154,10 +166,9 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
           const GridAxes &axes = s.dims[d];
           if (l < 0 || axes.empty() || !rule.splittable[l] || !loops[l].empty() ||
-              llvm::any_of(axes, [&](int16_t a) { return llvm::is_contained(used, a); }))
+              clashes(l, axes))
             continue;
           loops[l] = axes;
-          used.append(axes.begin(), axes.end());
         }
       }
       // Operands pending one sum, into an op linear in them: the sum stays

@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/Training.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Passes.h"
 #include "kiln/Planner/MemoryPlan.h"
@@ -13,6 +14,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <chrono>
+#include <thread>
 #include <random>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -41,7 +43,8 @@ double OptimizerSettings::lrAt(int64_t step) const {
 
 OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Config &model,
                                           const CaptureOptions &shape,
-                                          const OptimizerSettings &o) {
+                                          const OptimizerSettings &o,
+                                          const ParallelLayout *layout) {
   OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
   PassManager pm(&context);
   OptimizerOptions options;
@@ -57,6 +60,16 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   options.decayType = o.decayType;
   options.minLrFactor = o.minLrFactor;
   buildTrainingPipeline(pm, options);
+  if (layout && layout->worldSize() > 1) {
+    ShardOptions shard;
+    shard.dpReplicate = layout->dpReplicate;
+    shard.dpShard = layout->dpShard;
+    shard.tp = layout->tp;
+    pm.addPass(createShard(shard));
+    PartitionOptions partition;
+    partition.reshardAfterForward = layout->reshardAfterForward;
+    pm.addPass(createPartition(partition));
+  }
   succeedOrFail(context, "building the training step of " + model.name + " failed",
                 [&] { return pm.run(*module); });
   return module;
@@ -102,9 +115,24 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
   model_ = config.model.hfPath.empty() ? Qwen3Config::resolve(config.model.flavor)
                                        : Qwen3Config::fromHfDirectory(config.model.hfPath);
   optimizer_ = OptimizerSettings::fromConfig(config);
-  module_ = captureTrainingStep(context_, model_,
-                                {config.training.localBatchSize, config.training.seqLen},
-                                optimizer_);
+  MpiWorld &world = MpiWorld::get();
+  layout_ = ParallelLayout::resolve(config.parallelism, model_, config.training.seqLen,
+                                    world.size());
+  if (layout_.worldSize() > 1) {
+    auto shape = layout_.shape();
+    grid_ = std::make_unique<DeviceGrid>(
+        std::vector<std::string>(ParallelLayout::kAxisNames.begin(),
+                                 ParallelLayout::kAxisNames.end()),
+        std::vector<int64_t>(shape.begin(), shape.end()));
+    execution_.grid = grid_.get();
+    execution_.rank = world.rank();
+    execution_.worldSize = world.size();
+    // Ranks on one machine share its cores.
+    execution_.threads = std::max(1, int(std::thread::hardware_concurrency()) / world.localSize());
+  }
+  // The captured step takes the global batch; kiln-partition splits it.
+  module_ = captureTrainingStep(context_, model_, {globalBatchSize(), config.training.seqLen},
+                                optimizer_, &layout_);
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
   trainStep_ = module_->lookupSymbol<func::FuncOp>("train_step");
@@ -116,14 +144,15 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
   });
 
   // Refuse before allocating anything if the plan cannot fit in this
-  // machine's memory (the plan is exact for the executor's live tensors).
-  int64_t peak = planMemory(trainStep_).peakBytes;
+  // machine's memory (the plan is exact for the executor's live tensors;
+  // ranks on one machine share it).
+  int64_t peak = planMemory(trainStep_).peakBytes * (grid_ ? world.localSize() : 1);
   int64_t physical = int64_t(::sysconf(_SC_PHYS_PAGES)) * int64_t(::sysconf(_SC_PAGE_SIZE));
   if (peak > physical)
-    fail("{}: a training step needs {:.1f} GB at its peak (memory plan), more than this "
+    fail("{}: a training step needs {:.1f} GB at its peak (memory plan{}), more than this "
          "machine's {:.1f} GB; use a smaller model, training.local_batch_size or "
          "training.seq_len",
-         model_.name, peak / 1e9, physical / 1e9);
+         model_.name, peak / 1e9, grid_ ? ", all ranks on this machine" : "", physical / 1e9);
 
   const std::string &load = config.checkpoint.initialLoadPath;
   if (!load.empty() && !config.checkpoint.initialLoadInHf)
@@ -136,28 +165,85 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
   else
     drawn = initialParameters(model_, uint64_t(config.training.seed));
 
-  // State by argument index; the inputs' slots stay empty between steps.
+  // State by argument index, each rank holding its slice of every tensor
+  // (random weights are drawn whole, so every layout starts from the same
+  // ones); the inputs' slots stay empty between steps.
+  Signature global = *Signature::get(loss_);
   state_.resize(trainStep_.getNumArguments());
   for (const TrainStepSignature::Param &p : signature_.params) {
     size_t index = paramIndex_.size();
     paramIndex_[p.key] = index;
-    Type type = trainStep_.getArgumentTypes()[p.arg];
-    state_[p.arg] = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step")
-                               : drawn.at(p.key);
-    state_[p.expAvgArg] = Tensor(DType::F32, state_[p.arg].shape());
-    state_[p.expAvgSqArg] = Tensor(DType::F32, state_[p.arg].shape());
+    Type type = loss_.getArgumentTypes()[*global.argument(kParamAttr, p.key)];
+    Tensor full = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step")
+                             : drawn.at(p.key);
+    drawn.erase(p.key);
+    state_[p.arg] = localSlice(std::move(full), p.arg);
+    Shape local = state_[p.arg].shape();
+    state_[p.expAvgArg] = Tensor(DType::F32, local);
+    state_[p.expAvgSqArg] = Tensor(DType::F32, local);
   }
-  drawn.clear();
   state_[signature_.stepArg] = scalarStep(0);
   peakFlops_ = measureCpuPeakFlops();
 }
 
+int64_t Trainer::globalBatchSize() const {
+  return config_.training.localBatchSize * layout_.dataParallelDegree();
+}
+
+namespace {
+/// The sharding of @train_step's argument `arg`, if it is split.
+std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
+  Attribute attr = fn.getArgAttr(arg, kShardingAttr);
+  if (!attr)
+    return std::nullopt;
+  std::string error;
+  FailureOr<Sharding> s = Sharding::fromAttr(
+      attr, cast<RankedTensorType>(fn.getArgumentTypes()[arg]).getRank(), gridAxisNames(fn),
+      error);
+  if (failed(s))
+    fail("@{}: argument #{}: {}", fn.getName().str(), arg, error);
+  return *s;
+}
+} // namespace
+
+Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
+  std::optional<Sharding> s = argSharding(trainStep_, arg);
+  if (!s || !grid_)
+    return full;
+  for (auto [d, axes] : llvm::enumerate(s->dims))
+    if (!axes.empty())
+      full = grid_->slice(full, std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d));
+  return full;
+}
+
+Tensor Trainer::gathered(Tensor local, unsigned arg) const {
+  std::optional<Sharding> s = argSharding(trainStep_, arg);
+  if (!s || !grid_)
+    return local;
+  for (auto [d, axes] : llvm::enumerate(s->dims))
+    if (!axes.empty())
+      local = grid_->allGather(local, std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d));
+  return local;
+}
+
+bool Trainer::anyRank(bool value) const {
+  if (!grid_)
+    return value;
+  Tensor flag(DType::I64, {});
+  *flag.mutableData<int64_t>() = value;
+  return *grid_->allReduce(flag, {0, 1, 2}, Reduction::Max).data<int64_t>() != 0;
+}
+
 void Trainer::checkTokens(const Tensor &tokens) const {
-  int64_t batch = config_.training.localBatchSize, seq = config_.training.seqLen;
+  int64_t batch = globalBatchSize(), seq = config_.training.seqLen;
   if (tokens.rank() != 2 || tokens.dim(0) != batch || tokens.dim(1) != seq + 1)
-    fail("token batch {} does not match training.local_batch_size={} and "
+    fail("token batch {} does not match training.local_batch_size={}{} and "
          "training.seq_len={} (expected [{}, {}])",
-         shapeToString(tokens.shape()), batch, seq, batch, seq + 1);
+         shapeToString(tokens.shape()), config_.training.localBatchSize,
+         layout_.dataParallelDegree() > 1
+             ? fmt::format(" x data-parallel degree {}", layout_.dataParallelDegree())
+             : "",
+         seq, batch, seq + 1);
 }
 
 double Trainer::flopsPerToken() const {
@@ -172,13 +258,15 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   std::vector<Tensor> args = std::move(state_);
   state_.clear();
   bindInputs(signature_.inputs, tokens, args);
+  for (const Signature::Slot &input : signature_.inputs)
+    args[input.index] = localSlice(std::move(args[input.index]), input.index);
   ExecutionStats stats;
   auto start = std::chrono::steady_clock::now();
   std::vector<Tensor> results;
   try {
     std::vector<Tensor> unused;
     try {
-      results = runFunction(trainStep_, std::move(args), &stats, {}, &unused);
+      results = runFunction(trainStep_, std::move(args), &stats, execution_, &unused);
     } catch (const Error &) {
       // The step failed before its first update if every piece of state is
       // intact: keep it, so the run can go on or be saved.
@@ -220,6 +308,11 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   m.tflops = flopsPerToken() * m.tokensPerSecond / 1e12;
   m.mfu = m.tflops * 1e12 / peakFlops_;
   m.memLivePeakBytes = stats.peakLiveBytes;
+  if (grid_) { // the largest rank's
+    Tensor peak(DType::I64, {});
+    *peak.mutableData<int64_t>() = stats.peakLiveBytes;
+    m.memLivePeakBytes = *grid_->allReduce(peak, {0, 1, 2}, Reduction::Max).data<int64_t>();
+  }
   m.rssPeakBytes = rssPeakBytes();
   return m;
 }
@@ -248,8 +341,9 @@ std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const Tensor &tokens) 
   checkTokens(tokens);
   Signature sig = *Signature::get(fn);
   std::vector<Tensor> args(fn.getNumArguments());
+  TensorMap params = parameters();
   for (const Signature::Slot &p : sig.params())
-    args[p.index] = state_[signature_.params[paramIndex_.at(p.name)].arg];
+    args[p.index] = params.at(p.name);
   bindInputs(sig.inputs(), tokens, args);
   return args;
 }
@@ -271,12 +365,14 @@ TensorMap Trainer::parameters() const {
   checkState();
   TensorMap params;
   for (const TrainStepSignature::Param &p : signature_.params)
-    params.emplace(p.key, state_[p.arg]);
+    params.emplace(p.key, gathered(state_[p.arg], p.arg));
   return params;
 }
 
 void Trainer::saveHf(const std::string &dir, int64_t maxShardBytes) const {
-  saveHfCheckpoint(dir, model_.toHfConfigJson(), parameters(), maxShardBytes);
+  TensorMap params = parameters(); // every rank takes part in the gathers
+  if (isLeader())
+    saveHfCheckpoint(dir, model_.toHfConfigJson(), params, maxShardBytes);
 }
 
 } // namespace kiln

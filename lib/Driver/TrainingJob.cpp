@@ -52,7 +52,8 @@ void writeTokenFile(const std::string &path, const std::vector<Tensor> &batches)
 /// Where the training batches come from.
 class BatchSource {
 public:
-  explicit BatchSource(const TrainConfig &c) {
+  /// `batchRows`: the global batch (every data-parallel rank's rows).
+  BatchSource(const TrainConfig &c, int64_t batchRows, bool leader) {
     if (c.data.source == "tokens") {
       if (c.data.tokensFile.empty())
         fail("data: source 'tokens' needs data.tokens_file");
@@ -75,7 +76,7 @@ public:
     tokenizer_ = Tokenizer::load(tokenizerPath);
     DataLoaderOptions o;
     o.seqLen = c.training.seqLen;
-    o.batchSize = c.training.localBatchSize;
+    o.batchSize = batchRows;
     o.seed = uint64_t(c.data.seed);
     o.validationFraction = c.data.validationFraction;
     o.cacheDir = c.data.cacheDir.empty() ? cache + "/tokens" : c.data.cacheDir;
@@ -84,9 +85,9 @@ public:
     loader_.emplace(documents, *tokenizer_, o);
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     for (Tensor &batch : loader_->validationBatches())
-      if (batch.dim(0) == c.training.localBatchSize) // the captured batch size
+      if (batch.dim(0) == batchRows) // the captured batch size
         validation_.push_back(std::move(batch));
-    if (!c.data.saveValidationTokens.empty() && !validation_.empty())
+    if (leader && !c.data.saveValidationTokens.empty() && !validation_.empty())
       writeTokenFile(c.data.saveValidationTokens, validation_);
     fmt::print("data: {} documents from {} ({}), {} tokens{}, {} training windows, {} "
                "held out ({} full validation batches), {:.1f} s\n",
@@ -111,9 +112,10 @@ void printPlan(Trainer &trainer) {
   fmt::print("plan: {} parameters ({} layers, hidden {}, vocab {}), {:.4g} FLOPs/token\n",
              m.parameterCount(), m.numLayers, m.hiddenSize, m.vocabSize,
              trainer.flopsPerToken());
-  fmt::print("  memory per step (f32, exact for the CPU executor): parameters {}, gradients "
+  fmt::print("  memory per step{} (f32, exact for the CPU executor): parameters {}, gradients "
              "{}, optimizer state {}, activations saved for backward {}; peak of all "
              "intermediates {}, peak total {}\n",
+             trainer.layout().worldSize() > 1 ? " per rank" : "",
              megabytes(plan.parameterBytes), megabytes(plan.gradientBytes),
              megabytes(plan.stateBytes), megabytes(plan.savedActivationBytes),
              megabytes(plan.peakIntermediateBytes), megabytes(plan.peakBytes));
@@ -175,19 +177,31 @@ int runTrainingJob(const TrainConfig &config) {
   // The Trainer first: it refuses a model whose step cannot fit in memory
   // right after capture, before any data is read or tokenized.
   Trainer trainer(config);
-  BatchSource data(config);
+  // Rank 0 prints and writes files; the other ranks compute alongside.
+  bool leader = trainer.isLeader();
+  if (!leader && !std::freopen("/dev/null", "w", stdout))
+    fail("cannot silence the output of rank {}", MpiWorld::get().rank());
+  BatchSource data(config, trainer.globalBatchSize(), leader);
   const Qwen3Config &model = trainer.model();
   fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
              model.parameterCount(), config.training.localBatchSize, config.training.seqLen,
              config.training.steps);
+  const ParallelLayout &layout = trainer.layout();
+  if (layout.worldSize() > 1)
+    fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {} (FSDP2 over "
+               "dp_shard, reshard after forward: {}); global batch {}\n",
+               layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
+               layout.reshardAfterForward, trainer.globalBatchSize());
   printPlan(trainer);
 
   if (!config.debug.saveGrads.empty()) {
-    writeSafeTensors(config.debug.saveGrads, trainer.gradients(data.train(0)));
+    TensorMap grads = trainer.gradients(data.train(0));
+    if (leader)
+      writeSafeTensors(config.debug.saveGrads, grads);
     fmt::print("  wrote step-1 gradients to {}\n", config.debug.saveGrads);
   }
   std::ofstream jsonl;
-  if (!config.metrics.jsonl.empty()) {
+  if (leader && !config.metrics.jsonl.empty()) {
     makeParent(config.metrics.jsonl);
     jsonl.open(config.metrics.jsonl, std::ios::trunc);
     if (!jsonl)
@@ -223,7 +237,8 @@ int runTrainingJob(const TrainConfig &config) {
   auto start = std::chrono::steady_clock::now();
   int64_t steps = config.training.steps, done = 0, lastSaved = -1;
   validate(0);
-  for (int64_t s = 1; s <= steps && !interrupted; ++s) {
+  // Ranks agree on a Ctrl-C, so every one stops after the same step.
+  for (int64_t s = 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
     StepMetrics m = trainer.step(data.train(s - 1));
     done = s;
     trainCurve.push_back({s, m.loss});
@@ -252,7 +267,7 @@ int runTrainingJob(const TrainConfig &config) {
     save(done);
   std::signal(SIGINT, previous);
 
-  if (!config.metrics.lossCurve.empty()) {
+  if (leader && !config.metrics.lossCurve.empty()) {
     makeParent(config.metrics.lossCurve);
     writeFileAtomic(config.metrics.lossCurve,
                     lossCurveSvg(trainCurve, validationCurve,

@@ -1,6 +1,7 @@
 //===- kiln.cpp - The kiln driver -----------------------------------------===//
 
 #include "Commands.h"
+#include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Support/Error.h"
 
 #include <fmt/core.h>
@@ -50,6 +51,13 @@ int main(int argc, char **argv) {
     fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
     return 2;
   } catch (const kiln::Error &e) {
+    kiln::MpiWorld &world = kiln::MpiWorld::get();
+    if (world.size() > 1) {
+      // One rank's error ends every rank, never leaving them in a collective.
+      fmt::print(stderr, "error: rank {}: {}\n", world.rank(), e.what());
+      std::fflush(stderr);
+      world.abort(1);
+    }
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   }

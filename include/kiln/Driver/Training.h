@@ -11,7 +11,9 @@
 #define KILN_DRIVER_TRAINING_H
 
 #include "kiln/Driver/TrainConfig.h"
+#include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Runtime/LrSchedule.h"
@@ -37,10 +39,13 @@ struct OptimizerSettings {
 /// Captures @loss for `shape` and runs kiln-autodiff and kiln-optimizer,
 /// adding @loss_grad and @train_step. Throws kiln::Error with the
 /// diagnostics if a pass fails.
+/// With a `layout` of more than one rank, @train_step is then sharded
+/// (kiln-shard) and partitioned (kiln-partition) into the per-rank program.
 mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context,
                                                       const Qwen3Config &model,
                                                       const CaptureOptions &shape,
-                                                      const OptimizerSettings &optimizer);
+                                                      const OptimizerSettings &optimizer,
+                                                      const ParallelLayout *layout = nullptr);
 
 /// Random initial weights by HF key: normal(0, 0.02) for linear and embedding
 /// weights, ones for norm weights. Each tensor's stream is seeded from `seed`
@@ -72,10 +77,21 @@ public:
   /// Unclipped gradients of the loss of `tokens` at the current weights.
   TensorMap gradients(const Tensor &tokens);
 
-  /// Current weights by HF key (tied models have no lm_head.weight).
+  /// Current weights by HF key (tied models have no lm_head.weight), whole:
+  /// on several ranks every rank must call it (it gathers the shards).
   TensorMap parameters() const;
-  /// Writes config.json + safetensors to `dir` (atomically).
+  /// Writes config.json + safetensors to `dir` (atomically); on several
+  /// ranks every rank calls it and rank 0 writes.
   void saveHf(const std::string &dir, int64_t maxShardBytes) const;
+
+  const ParallelLayout &layout() const { return layout_; }
+  /// Rows of the token batches `step` takes: local_batch_size per
+  /// data-parallel rank.
+  int64_t globalBatchSize() const;
+  /// Rank 0, which prints and writes files.
+  bool isLeader() const { return execution_.rank == 0; }
+  /// True if `value` is true on any rank (every rank must call it).
+  bool anyRank(bool value) const;
 
   const Qwen3Config &model() const { return model_; }
   const OptimizerSettings &optimizer() const { return optimizer_; }
@@ -91,6 +107,10 @@ public:
 private:
   void checkTokens(const Tensor &tokens) const;
   void checkState() const;
+  /// This rank's slice of a whole value of @train_step argument `arg`, and
+  /// the whole value from this rank's slice (gathered from every rank).
+  Tensor localSlice(Tensor full, unsigned arg) const;
+  Tensor gathered(Tensor local, unsigned arg) const;
   /// Fills the input slots of `args` from a token window [b, s+1].
   static void bindInputs(llvm::ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
                          std::vector<Tensor> &args);
@@ -100,6 +120,9 @@ private:
   TrainConfig config_;
   Qwen3Config model_;
   OptimizerSettings optimizer_;
+  ParallelLayout layout_;
+  std::unique_ptr<DeviceGrid> grid_;
+  ExecutionContext execution_;
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp loss_, lossGrad_, trainStep_;
