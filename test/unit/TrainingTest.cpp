@@ -283,3 +283,27 @@ TEST(TrainingTest, MfuAbove100PercentSaysWhy) {
 
 
 } // namespace
+
+namespace {
+
+TEST(TrainingTest, PerRankPlanHoldsOneShardOfTheState) {
+  // FSDP over 4 ranks: parameters, gradients and optimizer state per rank are
+  // a quarter of one rank's (the fixture's dimensions divide evenly).
+  TrainConfig config = fixtureConfig(1);
+  Qwen3Config model = Qwen3Config::fromHfDirectory(kFixture);
+  config.parallelism.worldSize = 4;
+  ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, 32, 1);
+  ASSERT_EQ(layout.dpShard, 4);
+  mlir::MLIRContext oneContext, fourContext;
+  auto one = captureTrainingStep(oneContext, model, {4, 32}, OptimizerSettings());
+  auto four = captureTrainingStep(fourContext, model, {4, 32}, OptimizerSettings(), &layout);
+  MemoryPlan whole = planMemory(one->lookupSymbol<mlir::func::FuncOp>("train_step"));
+  MemoryPlan rank = planMemory(four->lookupSymbol<mlir::func::FuncOp>("train_step"));
+  EXPECT_EQ(whole.parameterBytes, 143904 * 4);
+  EXPECT_EQ(rank.parameterBytes * 4, whole.parameterBytes);
+  EXPECT_EQ(rank.gradientBytes * 4, whole.gradientBytes);
+  EXPECT_EQ(rank.stateBytes - 8, (whole.stateBytes - 8) / 4); // the step is whole
+  EXPECT_LT(rank.peakBytes, whole.peakBytes);
+}
+
+} // namespace
