@@ -2,17 +2,22 @@
 
 #include "Commands.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Training.h"
+#include "kiln/Support/Error.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Planner/ProgramCost.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Json.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/core.h>
+
+#include <filesystem>
 
 namespace kiln {
 
@@ -63,9 +68,60 @@ void printSummary(mlir::ModuleOp module, const Qwen3Config &c) {
   }
 }
 
+/// Bytes each collective of a per-rank program sends from one rank, by the
+/// grid axes it runs over (ring algorithms: (n-1)/n of the data per rank).
+std::map<std::string, std::pair<int64_t, int64_t>> collectiveTraffic(mlir::func::FuncOp fn) {
+  std::map<std::string, std::pair<int64_t, int64_t>> byAxes; // count, bytes
+  mlir::ModuleOp module = fn->getParentOfType<mlir::ModuleOp>();
+  auto grid = module.lookupSymbol<mlir::shard::GridOp>("grid");
+  llvm::SmallVector<std::string> names = gridAxisNames(module);
+  fn.walk([&](mlir::Operation *op) {
+    auto axesAttr = op->getAttrOfType<mlir::DenseI16ArrayAttr>("grid_axes");
+    if (!grid || !axesAttr || op->getDialect()->getNamespace() != "shard")
+      return;
+    std::string key = op->getName().getStringRef().str() + " on ";
+    int64_t n = 1;
+    for (auto [i, a] : llvm::enumerate(axesAttr.asArrayRef())) {
+      key += (i ? "+" : "") + names[a];
+      n *= grid.getShape()[a];
+    }
+    int64_t in = tensorBytes(op->getOperandTypes()), out = tensorBytes(op->getResultTypes());
+    int64_t bytes = mlir::isa<mlir::shard::AllGatherOp>(op)      ? out * (n - 1) / n
+                    : mlir::isa<mlir::shard::ReduceScatterOp>(op) ? in * (n - 1) / n
+                    : mlir::isa<mlir::shard::AllReduceOp>(op)     ? 2 * in * (n - 1) / n
+                                                                  : 0;
+    auto &entry = byAxes[key];
+    ++entry.first;
+    entry.second += bytes;
+  });
+  return byAxes;
+}
+
+/// The per-rank program as rank `rank` runs it: the SPMD program, headed by
+/// the rank's grid coordinates.
+std::string rankProgram(mlir::ModuleOp module, const ParallelLayout &layout, int64_t rank) {
+  std::string text = fmt::format("// rank {} of {}:", rank, layout.worldSize());
+  auto shape = layout.shape();
+  for (int64_t i = int64_t(shape.size()) - 1, r = rank, coords[3]; i >= 0; --i) {
+    coords[i] = r % shape[i];
+    r /= shape[i];
+    if (i == 0)
+      for (size_t a = 0; a < shape.size(); ++a)
+        text += fmt::format(" {}={}", ParallelLayout::kAxisNames[a], coords[a]);
+  }
+  text += " (every rank runs this program on its own slices)\n";
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  return text;
+}
+
 } // namespace
 
-int runCapture(const std::vector<std::string> &args) {
+int runCapture(const std::vector<std::string> &allArgs) {
+  // --parallelism.<key>=<value> as `kiln train` takes them.
+  std::vector<std::string> args, parallelism;
+  for (const std::string &a : allArgs)
+    (a.rfind("--parallelism.", 0) == 0 ? parallelism : args).push_back(a);
   OptionList options("capture", args, {"list-flavors", "summary", "train-step"});
   if (options.flag("list-flavors")) {
     options.finish();
@@ -80,29 +136,66 @@ int runCapture(const std::vector<std::string> &args) {
   bool summary = options.flag("summary");
   bool trainStep = options.flag("train-step");
   std::optional<std::string> runConfig = options.value("config");
+  std::optional<std::string> rankOption = options.value("rank");
+  std::optional<std::string> dumpRanks = options.value("dump-ranks");
   options.finish();
+  if (!parallelism.empty() && !trainStep)
+    fail("capture: --parallelism.* options shard the training step; add --train-step");
 
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  ParallelLayout layout;
   if (trainStep || runConfig) {
-    // The optimizer's hyper-parameters come from a run config (torchtitan's
-    // defaults without one); the model and shapes from the flags above.
-    TrainConfig train = runConfig ? TrainConfig::load(*runConfig, {}) : TrainConfig();
+    // The optimizer's hyper-parameters and the layout come from a run config
+    // and --parallelism.* (torchtitan's defaults without); the model and
+    // shapes from the flags above. --batch is the per-data-parallel-rank batch.
+    parallelism.push_back("--model.flavor=" + config.name);
+    TrainConfig train = TrainConfig::load(runConfig ? *runConfig : "", parallelism);
+    int64_t seq = capture.seq ? capture.seq : std::min<int64_t>(2048, config.maxPositionEmbeddings);
+    layout = ParallelLayout::resolve(train.parallelism, config, seq, 1);
+    capture.batch *= layout.dataParallelDegree();
     module = captureTrainingStep(context, config, capture,
-                                 OptimizerSettings::fromConfig(train));
+                                 OptimizerSettings::fromConfig(train), &layout);
   } else {
     module = captureQwen3(context, config, capture);
   }
-  if (output) {
-    std::string text;
+  int64_t rank = rankOption ? std::stoll(*rankOption) : 0;
+  if (rank < 0 || rank >= layout.worldSize())
+    fail("capture: --rank {} is outside the world of {} ranks", rank, layout.worldSize());
+  if (dumpRanks) {
+    if (layout.worldSize() < 2)
+      fail("capture: --dump-ranks needs a layout of several ranks (--parallelism.*)");
+    std::string summaryText = fmt::format("{} ranks: dp_replicate {} x dp_shard {} x tp {}\n",
+                                          layout.worldSize(), layout.dpReplicate,
+                                          layout.dpShard, layout.tp);
+    auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+    summaryText += "collectives of one step, per rank:\n";
+    for (auto &[key, entry] : collectiveTraffic(step))
+      summaryText += fmt::format("  {:<36} {:>6} ops {:>14} bytes sent\n", key, entry.first,
+                                 entry.second);
+    std::error_code ec;
+    std::filesystem::create_directories(*dumpRanks, ec);
+    if (ec)
+      fail("capture: --dump-ranks {}: {}", *dumpRanks, ec.message());
+    for (int64_t r = 0; r < layout.worldSize(); ++r)
+      writeFileAtomic(fmt::format("{}/rank-{}.mlir", *dumpRanks, r),
+                      rankProgram(*module, layout, r));
+    writeFileAtomic(*dumpRanks + "/summary.txt", summaryText);
+    fmt::print("{}wrote {} per-rank programs to {}\n", summaryText, layout.worldSize(),
+               *dumpRanks);
+    return 0;
+  }
+  std::string text = layout.worldSize() > 1 ? rankProgram(*module, layout, rank) : "";
+  if (layout.worldSize() < 2) {
     llvm::raw_string_ostream os(text);
     module->print(os);
-    writeFileAtomic(*output, text);
   }
+  if (output)
+    writeFileAtomic(*output, text);
   if (summary)
     printSummary(*module, config);
   else if (!output)
-    module->print(llvm::outs());
+    fmt::print("{}", text);
   return 0;
 }
 
