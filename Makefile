@@ -1,8 +1,9 @@
 # Kiln: the two commands a newcomer needs.
 #   make run   installs what is missing, fetches the tokenizer and corpus,
-#              builds, then trains a small Qwen3 on the Brown corpus on CPU
-#              (the embedded default, configs/brown.json) and reloads the
-#              checkpoint it saved with kiln eval
+#              builds, then trains a small Qwen3 on the Brown corpus on 2 CPU
+#              ranks with FSDP2 under MPI (the embedded default,
+#              configs/brown.json) and reloads the checkpoint it saved with
+#              kiln eval
 #   make test  the same set-up, then every test (lit + GoogleTest via ctest)
 
 BUILD ?= build
@@ -12,6 +13,9 @@ export CCACHE_DIR ?= $(HOME)/.cache/kiln-ccache
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 KILN = $(BUILD)/tools/kiln/kiln
+# MPICH's launcher by name: an Open MPI mpiexec may also be installed.
+MPIEXEC = mpiexec.mpich
+RANKS ?= 2
 
 RUN_OUT = out/brown
 
@@ -38,8 +42,9 @@ build: configure
 run: build
 	@echo "== kiln capture: the small Qwen3 of configs/qwen3-tiny (real Qwen3 vocabulary) =="
 	$(KILN) capture --model configs/qwen3-tiny --batch 8 --seq 128 --summary
-	@echo "== kiln train: Brown corpus, CPU, configs/brown.json (Ctrl-C stops after the current step) =="
-	$(KILN) train --config configs/brown.json
+	@echo "== kiln train: Brown corpus, FSDP2 on $(RANKS) CPU ranks, configs/brown.json, the same global batch (Ctrl-C stops after the current step) =="
+	OMP_NUM_THREADS=1 $(MPIEXEC) -n $(RANKS) $(KILN) train --config configs/brown.json \
+	  --training.local_batch_size=$$((8 / $(RANKS)))
 	@echo "== kiln eval: reload the saved Hugging Face checkpoint, held-out batches =="
 	$(KILN) eval --model $$(ls -d $(RUN_OUT)/checkpoint/step-* | sort -t- -k2 -n | tail -n 1) \
 	  --tokens $(RUN_OUT)/validation_tokens.json

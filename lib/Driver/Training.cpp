@@ -186,6 +186,13 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
   peakFlops_ = measureCpuPeakFlops();
 }
 
+MemoryPlan Trainer::singleRankPlan() const {
+  MLIRContext context;
+  OwningOpRef<ModuleOp> whole = captureTrainingStep(
+      context, model_, {globalBatchSize(), config_.training.seqLen}, optimizer_);
+  return planMemory(whole->lookupSymbol<func::FuncOp>("train_step"));
+}
+
 int64_t Trainer::globalBatchSize() const {
   return config_.training.localBatchSize * layout_.dataParallelDegree();
 }

@@ -119,6 +119,14 @@ void printPlan(Trainer &trainer) {
              megabytes(plan.parameterBytes), megabytes(plan.gradientBytes),
              megabytes(plan.stateBytes), megabytes(plan.savedActivationBytes),
              megabytes(plan.peakIntermediateBytes), megabytes(plan.peakBytes));
+  if (trainer.layout().worldSize() > 1) {
+    MemoryPlan one = trainer.singleRankPlan();
+    fmt::print("  one rank holding the whole step would need: parameters {}, gradients {}, "
+               "optimizer state {}, peak total {} (per rank above: {:.2f}x of it)\n",
+               megabytes(one.parameterBytes), megabytes(one.gradientBytes),
+               megabytes(one.stateBytes), megabytes(one.peakBytes),
+               double(plan.peakBytes) / double(one.peakBytes));
+  }
   fmt::print("  MFU is against this CPU's measured sgemm peak, {:.1f} GFLOP/s\n",
              trainer.peakFlops() / 1e9);
 }

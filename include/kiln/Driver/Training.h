@@ -14,6 +14,7 @@
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Runtime/LrSchedule.h"
@@ -88,6 +89,9 @@ public:
   /// Rows of the token batches `step` takes: local_batch_size per
   /// data-parallel rank.
   int64_t globalBatchSize() const;
+  /// The memory plan of the whole (unpartitioned) step on one rank, for
+  /// comparison with the per-rank plan.
+  MemoryPlan singleRankPlan() const;
   /// Rank 0, which prints and writes files.
   bool isLeader() const { return execution_.rank == 0; }
   /// True if `value` is true on any rank (every rank must call it).

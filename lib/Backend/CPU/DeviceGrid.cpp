@@ -187,18 +187,24 @@ Tensor DeviceGrid::allGather(const Tensor &local, const std::vector<int16_t> &ax
   shape[dim] *= n;
   if (n == 1)
     return local;
-  size_t elt = dtypeSize(local.dtype());
-  std::vector<char> raw(local.nbytes() * n);
-  MPI_Allgather(local.rawData(), int(local.numel()), mpiType(local.dtype()), raw.data(),
-                int(local.numel()), mpiType(local.dtype()), *static_cast<MPI_Comm *>(comm(axes)));
-  count(axes, int64_t(local.nbytes()) * (n - 1));
-  Tensor out = Tensor::uninitialized(local.dtype(), shape);
   Blocks b = blocksOf(shape, dim, n);
+  Tensor out = Tensor::uninitialized(local.dtype(), shape);
+  // Gathering along the outermost split, member blocks are contiguous in the
+  // result: receive in place. Otherwise receive blocks, then interleave.
+  Tensor raw = b.outer == 1 ? out : Tensor::uninitialized(local.dtype(), shape);
+  MPI_Allgather(local.rawData(), int(local.numel()), mpiType(local.dtype()),
+                raw.mutableData<char>(), int(local.numel()), mpiType(local.dtype()),
+                *static_cast<MPI_Comm *>(comm(axes)));
+  count(axes, int64_t(local.nbytes()) * (n - 1));
+  if (b.outer == 1)
+    return out;
+  size_t elt = dtypeSize(local.dtype());
   char *dst = out.mutableData<char>();
+  const char *src = raw.data<char>();
   for (int64_t o = 0; o < b.outer; ++o)
     for (int64_t r = 0; r < n; ++r)
       std::memcpy(dst + ((o * n + r) * b.inner) * elt,
-                  raw.data() + (r * b.outer * b.inner + o * b.inner) * elt, b.inner * elt);
+                  src + (r * b.outer * b.inner + o * b.inner) * elt, b.inner * elt);
   return out;
 }
 
@@ -213,15 +219,19 @@ Tensor DeviceGrid::reduceScatter(const Tensor &full, const std::vector<int16_t> 
     std::memcpy(out.mutableData<char>(), full.rawData(), full.nbytes());
     return out;
   }
-  // Lay the blocks out contiguously, block r for member r.
-  size_t elt = dtypeSize(full.dtype());
-  std::vector<char> send(full.nbytes());
-  auto *src = static_cast<const char *>(full.rawData());
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < b.outer; ++o)
-      std::memcpy(send.data() + (r * b.outer * b.inner + o * b.inner) * elt,
-                  src + ((o * n + r) * b.inner) * elt, b.inner * elt);
-  MPI_Reduce_scatter_block(send.data(), out.mutableData<char>(), int(out.numel()),
+  // Member blocks must be contiguous, block r for member r: they already are
+  // when scattering along the outermost split.
+  Tensor send = full;
+  if (b.outer > 1) {
+    send = Tensor::uninitialized(full.dtype(), full.shape());
+    size_t elt = dtypeSize(full.dtype());
+    const char *src = full.data<char>();
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t o = 0; o < b.outer; ++o)
+        std::memcpy(send.mutableData<char>() + (r * b.outer * b.inner + o * b.inner) * elt,
+                    src + ((o * n + r) * b.inner) * elt, b.inner * elt);
+  }
+  MPI_Reduce_scatter_block(send.rawData(), out.mutableData<char>(), int(out.numel()),
                            mpiType(full.dtype()), mpiOp(reduction),
                            *static_cast<MPI_Comm *>(comm(axes)));
   count(axes, int64_t(out.nbytes()) * (n - 1));
