@@ -22,6 +22,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <map>
+
 namespace kiln {
 #define GEN_PASS_DEF_PARTITION
 #include "passes/Passes.h.inc"
@@ -97,11 +99,9 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     if (from == to)
       return v;
     StringRef gridName = grid.getSymName();
-    auto typeFor = [&](const Sharding &s) -> FailureOr<RankedTensorType> {
-      return localType(v.getDefiningOp() ? v.getDefiningOp() : b.getBlock()->getParentOp(),
-                       globalType(v, from), s);
-    };
-    Type global = globalType(v, from);
+    Type global = globalTypes.lookup(v);
+    Operation *where = b.getBlock()->getParentOp();
+    auto typeFor = [&](const Sharding &s) { return localType(where, global, s); };
     // Pending sums: scattered into the dimensions that want them, the rest
     // reduced whole.
     if (!from.partial.empty()) {
@@ -132,14 +132,22 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       if (from.dims[d] == axes)
         continue;
       if (!from.dims[d].empty()) {
+        // Gather only the minor axes when the wanted split is a prefix of
+        // this one (FSDP shards of a tensor-parallel shard).
+        GridAxes keep;
+        if (axes.size() < from.dims[d].size() &&
+            llvm::equal(axes, ArrayRef<int16_t>(from.dims[d]).take_front(axes.size())))
+          keep = axes;
+        GridAxes gathered(from.dims[d].begin() + keep.size(), from.dims[d].end());
         Sharding next = from;
-        next.dims[d].clear();
+        next.dims[d] = keep;
         FailureOr<RankedTensorType> type = typeFor(next);
         if (failed(type))
           return failure();
-        v = shard::AllGatherOp::create(b, loc, *type, gridName, from.dims[d], v,
-                                       APInt(64, d));
+        v = shard::AllGatherOp::create(b, loc, *type, gridName, gathered, v, APInt(64, d));
         from = next;
+        if (from.dims[d] == axes)
+          continue;
       }
       if (!axes.empty()) {
         Sharding next = from;
@@ -151,12 +159,8 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         from = next;
       }
     }
-    (void)global;
     return v;
   }
-
-  /// The global type of a new value: recorded when it was made.
-  Type globalType(Value v, const Sharding &) { return globalTypes.lookup(v); }
 
   //===--------------------------------------------------------------------===//
   // The rewrite
@@ -319,16 +323,30 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     // A norm over split tensors: local sums of squares, summed across the
     // ranks that hold different pieces, then the root.
     if (auto norm = dyn_cast<GlobalNormOp>(op); norm && split) {
-      GridAxes axes;
-      for (const GridAxes &l : loops)
-        for (int16_t a : l)
-          if (!llvm::is_contained(axes, a))
-            axes.push_back(a);
-      llvm::sort(axes);
-      Value squares = GlobalNormOp::create(b, op.getLoc(), operands, norm.getFqnAttr(),
-                                           b.getUnitAttr());
-      Value total = shard::AllReduceOp::create(b, op.getLoc(), squares, grid.getSymName(),
+      // Operands split over the same axes share one sum of squares, summed
+      // over those axes only (a tensor replicated over tp counts once).
+      ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
+      std::map<GridAxes, SmallVector<Value>> groups;
+      for (auto [i, operand] : llvm::enumerate(operands)) {
+        GridAxes axes;
+        for (int64_t l : rule.operands[i])
+          for (int16_t a : loops[l])
+            if (!llvm::is_contained(axes, a))
+              axes.push_back(a);
+        llvm::sort(axes);
+        groups[axes].push_back(operand);
+      }
+      Value total;
+      for (auto &[axes, group] : groups) {
+        Value squares = GlobalNormOp::create(b, op.getLoc(), group, norm.getFqnAttr(),
+                                             b.getUnitAttr());
+        if (!axes.empty())
+          squares = shard::AllReduceOp::create(b, op.getLoc(), squares, grid.getSymName(),
                                                axes, shard::ReductionKind::Sum);
+        total = total ? AddOp::create(b, op.getLoc(), total, squares, norm.getFqnAttr())
+                            .getResult()
+                      : squares;
+      }
       results.push_back(SqrtOp::create(b, op.getLoc(), total, norm.getFqnAttr()));
       produced[0] = Sharding::replicated(0);
       return success();

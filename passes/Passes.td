@@ -75,13 +75,20 @@ def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
     @<func>: `kiln.sharding` on every argument and result (how it is stored),
     and on every op `kiln.loops` (the grid axes of each loop of its
     ShardingRule) and `kiln.shardings` (what its consumers see). FSDP2 over
-    dp-shard and replication over dp-replicate; see Shard.cpp.
+    dp-shard, replication over dp-replicate and tensor parallelism over tp
+    by the styles of `tp-plan`; see Shard.cpp.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,
     Option<"dpReplicate", "dp-replicate", "int64_t", "1", "data_parallel_replicate_degree">,
     Option<"dpShard", "dp-shard", "int64_t", "1", "data_parallel_shard_degree (resolved)">,
     Option<"tp", "tp", "int64_t", "1", "tensor_parallel_degree">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "enable_sequence_parallel (when tp > 1)">,
+    ListOption<"tpPlan", "tp-plan", "std::string",
+               "Tensor-parallel styles by module glob: 'layers.*.attention.wq=colwise' "
+               "(colwise: weight dim 0 over tp, rowwise: dim 1); other parameters are "
+               "replicated over tp">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::shard::ShardDialect"];
 }

@@ -15,6 +15,12 @@
 //  * a partial sum is resolved into the layout its in-place consumer (the
 //    AdamW of its parameter) needs, so every other reader (the gradient
 //    norm) sees the gradient shards, as FSDP2 reduce-scatters them.
+// Tensor parallelism (tp, without sequence parallelism): parameters whose
+// module matches a `tp-plan` glob are split colwise (weight dim 0, the
+// output features) or rowwise (dim 1, the input features) over tp; compute
+// follows them, so a colwise linear's output is split on its features, the
+// heads after it too, and a rowwise linear's output is a partial sum over
+// tp, all-reduced before the residual add.
 // The sharded program is the differentiated one (@train_step): collectives
 // need no VJPs.
 //
@@ -26,6 +32,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_SHARD
@@ -53,11 +60,14 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       module.emitError() << "kiln-shard: dp-replicate, dp-shard and tp must be >= 1";
       return signalPassFailure();
     }
-    if (tp > 1) {
-      module.emitError() << "kiln-shard: tensor parallelism (tp=" << int64_t(tp)
-                         << ") has no sharding plan yet; use dp-shard / dp-replicate";
+    if (tp > 1 && sequenceParallel) {
+      module.emitError() << "kiln-shard: sequence parallelism (tp=" << int64_t(tp)
+                         << " with sequence-parallel) is not implemented yet; set "
+                            "parallelism.enable_sequence_parallel=false";
       return signalPassFailure();
     }
+    if (failed(parsePlan(module)))
+      return signalPassFailure();
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
       module.emitError() << "kiln-shard: no function @" << funcName;
@@ -80,6 +90,55 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       return signalPassFailure();
   }
 
+  enum class Style { Replicated, Colwise, Rowwise };
+  struct PlanEntry {
+    std::string text; ///< the glob; the pattern below refers to its bytes
+    Style style;
+    std::optional<llvm::GlobPattern> glob;
+    bool used = false;
+  };
+  std::vector<PlanEntry> plan;
+
+  LogicalResult parsePlan(ModuleOp module) {
+    for (const std::string &entry : tpPlan) {
+      size_t eq = entry.rfind('=');
+      std::string style = eq == std::string::npos ? "" : entry.substr(eq + 1);
+      if (style != "colwise" && style != "rowwise")
+        return module.emitError() << "kiln-shard: tp-plan entry '" << entry
+                                  << "' must be <module glob>=colwise or =rowwise";
+      plan.push_back({entry.substr(0, eq), style == "colwise" ? Style::Colwise : Style::Rowwise,
+                      std::nullopt});
+    }
+    for (PlanEntry &entry : plan) { // the texts no longer move
+      auto pattern = llvm::GlobPattern::create(entry.text);
+      if (!pattern) {
+        std::string message = llvm::toString(pattern.takeError());
+        return module.emitError() << "kiln-shard: tp-plan glob '" << entry.text
+                                  << "': " << message;
+      }
+      entry.glob = std::move(*pattern);
+    }
+    return success();
+  }
+
+  /// The tensor-parallel style of a parameter: that of the first plan entry
+  /// matching its module (the fqn of its first user).
+  Style styleOf(Value param) {
+    if (tp == 1)
+      return Style::Replicated;
+    Operation *first = nullptr;
+    for (Operation *user : param.getUsers())
+      if (user->hasAttr("fqn") && (!first || user->isBeforeInBlock(first)))
+        first = user;
+    StringRef module = first ? first->getAttrOfType<StringAttr>("fqn").getValue() : "";
+    for (PlanEntry &entry : plan)
+      if (entry.glob->match(module)) {
+        entry.used = true;
+        return entry.style;
+      }
+    return Style::Replicated;
+  }
+
   /// The axes of `axes` whose size is above 1 (splitting over 1 is a no-op).
   GridAxes nonTrivial(std::initializer_list<int16_t> axes) {
     int64_t sizes[] = {dpReplicate, dpShard, tp};
@@ -95,25 +154,48 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     Block &body = fn.getBody().front();
     auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
 
-    // Storage of every argument.
-    DenseMap<Value, Sharding> storage, visible;
+    // Storage of every argument, and how compute ops read each parameter:
+    // its tensor-parallel layout (colwise: dim 0 over tp, rowwise: dim 1),
+    // with FSDP splitting dim 0 of that further over dp_shard.
+    DenseMap<Value, Sharding> storage, visible, compute;
     for (BlockArgument arg : body.getArguments())
       storage[arg] = Sharding::replicated(rankOf(arg));
-    GridAxes fsdp = nonTrivial({kDpShard}), batch = nonTrivial({kDpReplicate, kDpShard});
+    GridAxes fsdp = nonTrivial({kDpShard}), batch = nonTrivial({kDpReplicate, kDpShard}),
+             tpAxes = nonTrivial({kTp});
     for (const TrainStepSignature::Param &p : sig.params) {
+      Value param = body.getArgument(p.arg);
+      Sharding tpLayout = Sharding::replicated(rankOf(param));
+      Style style = styleOf(param);
+      if (style != Style::Replicated) {
+        unsigned dim = style == Style::Colwise ? 0 : 1;
+        if (rankOf(param) <= int64_t(dim) ||
+            cast<RankedTensorType>(param.getType()).getDimSize(dim) % tp)
+          return fn.emitError() << "kiln-shard: parameter '" << p.key << "' cannot be split "
+                                << (style == Style::Colwise ? "colwise" : "rowwise")
+                                << " over tp=" << int64_t(tp);
+        tpLayout.dims[dim] = tpAxes;
+      }
+      compute[param] = tpLayout;
       for (unsigned index : {p.arg, p.expAvgArg, p.expAvgSqArg}) {
         Value arg = body.getArgument(index);
+        storage[arg] = tpLayout;
         if (rankOf(arg) == 0)
           continue;
         int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
-        if (!fsdp.empty() && dim0 % dpShard)
+        int64_t tpDim0 = tpLayout.dims[0].empty() ? 1 : int64_t(tp);
+        if (!fsdp.empty() && (dim0 / tpDim0) % dpShard)
           return fn.emitError() << "kiln-shard: parameter '" << p.key << "' has dim 0 = "
                                 << dim0 << ", not divisible by dp-shard=" << int64_t(dpShard)
+                                << (tpDim0 > 1 ? " within each tp shard" : "")
                                 << " (uneven FSDP shards, padded by FSDP2, are not "
                                    "supported yet)";
-        storage[arg].dims[0] = fsdp;
+        storage[arg].dims[0].append(fsdp.begin(), fsdp.end());
       }
     }
+    for (PlanEntry &entry : plan)
+      if (!entry.used && tp > 1)
+        return fn.emitError() << "kiln-shard: tp-plan entry '" << entry.text
+                              << "' matches no parameter's module";
     for (const Signature::Slot &input : sig.inputs) {
       Value arg = body.getArgument(input.index);
       int64_t rows = cast<RankedTensorType>(arg.getType()).getDimSize(0);
@@ -127,12 +209,13 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       fn.setArgAttr(arg.getArgNumber(), kShardingAttr,
                     storage[arg].toAttr(context, axisNames));
 
-    // Compute ops read parameters whole; arguments otherwise as stored.
+    // Compute ops read parameters in their tensor-parallel layout (gathered
+    // over dp_shard); other arguments as stored.
     DenseSet<Value> params;
     for (const TrainStepSignature::Param &p : sig.params)
       params.insert(body.getArgument(p.arg));
     for (BlockArgument arg : body.getArguments())
-      visible[arg] = params.contains(arg) ? Sharding::replicated(rankOf(arg)) : storage[arg];
+      visible[arg] = params.contains(arg) ? compute[arg] : storage[arg];
 
     // Partial gradients resolve into the layout their update needs.
     DenseMap<Value, Sharding> target;

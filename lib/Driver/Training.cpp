@@ -65,6 +65,10 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
     shard.dpReplicate = layout->dpReplicate;
     shard.dpShard = layout->dpShard;
     shard.tp = layout->tp;
+    shard.sequenceParallel = layout->sequenceParallel;
+    if (layout->tp > 1)
+      for (std::string &entry : qwen3TensorParallelPlan())
+        shard.tpPlan.push_back(std::move(entry));
     pm.addPass(createShard(shard));
     PartitionOptions partition;
     partition.reshardAfterForward = layout->reshardAfterForward;

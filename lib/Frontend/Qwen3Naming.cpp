@@ -69,4 +69,11 @@ std::string torchtitanModuleForHfKey(const std::string &hfKey) {
   return "";
 }
 
+std::vector<std::string> qwen3TensorParallelPlan() {
+  return {"layers.*.attention.wq=colwise",    "layers.*.attention.wk=colwise",
+          "layers.*.attention.wv=colwise",    "layers.*.attention.wo=rowwise",
+          "layers.*.feed_forward.w1=colwise", "layers.*.feed_forward.w3=colwise",
+          "layers.*.feed_forward.w2=rowwise"};
+}
+
 } // namespace kiln

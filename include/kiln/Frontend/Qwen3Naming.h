@@ -32,6 +32,11 @@ std::vector<Qwen3Parameter> qwen3Parameters(const Qwen3Config &config);
 /// parameter); e.g. "model.norm.weight" -> "norm".
 std::string torchtitanModuleForHfKey(const std::string &hfKey);
 
+/// torchtitan's tensor-parallel plan for Qwen3 as kiln-shard's `tp-plan`
+/// (module glob = style): attention q/k/v and the MLP's w1/w3 colwise, the
+/// attention output and w2 rowwise; everything else replicated over tp.
+std::vector<std::string> qwen3TensorParallelPlan();
+
 } // namespace kiln
 
 #endif // KILN_FRONTEND_QWEN3NAMING_H

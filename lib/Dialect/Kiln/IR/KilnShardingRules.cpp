@@ -82,6 +82,7 @@ ShardingRule EmbeddingOp::getShardingRule() {
   int64_t v = rule.loop(false), d = rule.loop();
   rule.operands = {{v, d}, ids};
   rule.results = {concat(ids, {d})};
+  rule.reductions = {{v}};
   return rule;
 }
 
@@ -100,6 +101,7 @@ ShardingRule LinearOp::getShardingRule() {
   int64_t n = rule.loop(), k = rule.loop();
   rule.operands = {concat(lead, {k}), {n, k}};
   rule.results = {concat(lead, {n})};
+  rule.reductions = {{k}};
   return rule;
 }
 
@@ -129,25 +131,35 @@ ShardingRule CrossEntropyOp::getShardingRule() {
   int64_t v = rule.loop(false);
   rule.operands = {concat(lead, {v}), lead};
   rule.results = {{}};
+  rule.reductions = {lead};
   return rule;
 }
 
 ShardingRule ReshapeOp::getShardingRule() {
-  // Dimensions the reshape keeps (a common prefix) are shared loops;
-  // regrouped ones stay whole.
+  // Input and output dimensions fall into groups of equal products (a kept
+  // dimension is a group of one; [b, s, h * d] -> [b, s, h, d] has groups
+  // {b}, {s}, {h*d | h, d}). Each group is one loop on its major-most
+  // dimension on both sides: splitting h*d into blocks splits h alike. The
+  // group's minor dimensions stay whole.
   ShardingRule rule;
   ArrayRef<int64_t> in = getInput().getType().getShape(), out = getShape();
-  Map inMap, outMap;
-  size_t prefix = 0;
-  while (prefix < in.size() && prefix < out.size() && in[prefix] == out[prefix])
-    ++prefix;
-  for (size_t i = 0; i < prefix; ++i) {
-    int64_t l = rule.loop();
-    inMap.push_back(l);
-    outMap.push_back(l);
+  Map inMap(in.size(), -1), outMap(out.size(), -1);
+  size_t i = 0, o = 0;
+  while (i < in.size() && o < out.size()) {
+    size_t i0 = i, o0 = o;
+    int64_t pi = in[i++], po = out[o++];
+    while (pi != po) {
+      if (pi < po && i < in.size())
+        pi *= in[i++];
+      else if (po < pi && o < out.size())
+        po *= out[o++];
+      else
+        break;
+    }
+    int64_t l = rule.loop(pi == po);
+    inMap[i0] = l;
+    outMap[o0] = l;
   }
-  inMap.append(in.size() - prefix, -1);
-  outMap.append(out.size() - prefix, -1);
   rule.operands = {inMap};
   rule.results = {outMap};
   return rule;
@@ -166,6 +178,7 @@ ShardingRule EmbeddingBackwardOp::getShardingRule() {
   int64_t d = rule.loop();
   rule.operands = {concat(ids, {d}), ids};
   rule.results = {{-1, d}};
+  rule.reductions = {ids};
   return rule;
 }
 
@@ -175,7 +188,8 @@ ShardingRule RmsNormBackwardOp::getShardingRule() {
   int64_t d = rule.loop(false);
   Map full = concat(lead, {d});
   rule.operands = {full, full, {d}};
-  rule.results = {full, {d}}; // the weight gradient sums over the leading loops
+  rule.results = {full, {d}};
+  rule.reductions = {{}, lead}; // the weight gradient sums over the leading loops
   return rule;
 }
 
@@ -185,6 +199,7 @@ ShardingRule LinearBackwardDataOp::getShardingRule() {
   int64_t n = rule.loop(), k = rule.loop();
   rule.operands = {concat(lead, {n}), {n, k}};
   rule.results = {concat(lead, {k})};
+  rule.reductions = {{n}};
   return rule;
 }
 
@@ -194,6 +209,7 @@ ShardingRule LinearBackwardWeightOp::getShardingRule() {
   int64_t n = rule.loop(), k = rule.loop();
   rule.operands = {concat(lead, {n}), concat(lead, {k})};
   rule.results = {{n, k}};
+  rule.reductions = {lead};
   return rule;
 }
 
@@ -223,9 +239,13 @@ ShardingRule GlobalNormOp::getShardingRule() {
   // Every element of every operand is its own loop: the norm of split
   // operands is assembled from per-rank sums of squares by the partitioner.
   ShardingRule rule;
-  for (Value t : getTensors())
+  Map all;
+  for (Value t : getTensors()) {
     rule.operands.push_back(loops(rule, rankOf(t)));
+    all.append(rule.operands.back());
+  }
   rule.results = {{}};
+  rule.reductions = {all};
   return rule;
 }
 

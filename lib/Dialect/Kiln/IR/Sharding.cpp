@@ -123,9 +123,9 @@ Sharding producedResultSharding(const ShardingRule &rule, const LoopSharding &lo
   const SmallVector<int64_t> &map = rule.results[result];
   for (int64_t l : map)
     s.dims.push_back(l >= 0 ? loops[l] : GridAxes());
-  for (auto [l, axes] : llvm::enumerate(loops))
-    if (!llvm::is_contained(map, int64_t(l)))
-      s.partial.append(axes.begin(), axes.end());
+  if (result < rule.reductions.size())
+    for (int64_t l : rule.reductions[result])
+      s.partial.append(loops[l].begin(), loops[l].end());
   llvm::sort(s.partial);
   return s;
 }

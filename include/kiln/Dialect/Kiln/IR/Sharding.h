@@ -56,10 +56,13 @@ struct Sharding {
 
 /// How an op may be split: loop `l` is `splittable[l]` or must stay whole
 /// (a normalisation, a causal sequence, a gathered vocabulary); each operand
-/// and result dimension follows a loop (or -1: never split).
+/// and result dimension follows a loop (or -1: never split). `reductions[r]`
+/// lists the loops result r sums over: splitting one leaves r a partial sum.
+/// A loop neither followed nor summed by a result (rope's kv heads for its
+/// query output) does not concern it.
 struct ShardingRule {
   llvm::SmallVector<bool> splittable;
-  llvm::SmallVector<llvm::SmallVector<int64_t>> operands, results;
+  llvm::SmallVector<llvm::SmallVector<int64_t>> operands, results, reductions;
   /// The op is linear in every operand: operands pending the same sum give
   /// a result pending it, with no collective (a sum of partial gradients).
   bool sumsPartials = false;
@@ -79,7 +82,7 @@ using LoopSharding = llvm::SmallVector<GridAxes>;
 Sharding requiredOperandSharding(const ShardingRule &rule, const LoopSharding &loops,
                                  unsigned operand);
 /// The sharding the op produces for `result` under `loops`: dimensions follow
-/// their loops; split loops the result does not follow leave it partial.
+/// their loops; split loops the result sums over leave it partial.
 Sharding producedResultSharding(const ShardingRule &rule, const LoopSharding &loops,
                                 unsigned result);
 
