@@ -55,6 +55,7 @@ test: build
 # Benchmarks of the hot paths, each optimisation next to its baseline.
 bench: build
 	$(BUILD)/bench/kiln-bench
+	bench/parallel.sh $(BUILD)
 
 # Regenerates the dialect reference from ODS (the build generates it).
 docs: build

@@ -319,6 +319,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   m.tflops = flopsPerToken() * m.tokensPerSecond / 1e12;
   m.mfu = m.tflops * 1e12 / peakFlops_;
   m.memLivePeakBytes = stats.peakLiveBytes;
+  m.collectiveSeconds = stats.collectiveSeconds;
   if (grid_) { // the largest rank's
     Tensor peak(DType::I64, {});
     *peak.mutableData<int64_t>() = stats.peakLiveBytes;

@@ -150,7 +150,8 @@ nlohmann::json stepJson(const StepMetrics &m) {
           {"tflops", m.tflops},
           {"mfu", m.mfu},
           {"mem_live_peak_bytes", m.memLivePeakBytes},
-          {"rss_peak_bytes", m.rssPeakBytes}};
+          {"rss_peak_bytes", m.rssPeakBytes},
+          {"collective_s", m.collectiveSeconds}};
 }
 
 /// A one-line bar on stderr, redrawn in place; only on a terminal.

@@ -58,6 +58,7 @@ struct StepMetrics {
   double loss = 0, gradNorm = 0, lr = 0;
   double seconds = 0, tokensPerSecond = 0, tflops = 0, mfu = 0;
   int64_t memLivePeakBytes = 0; ///< executor's live-tensor peak during the step
+  double collectiveSeconds = 0; ///< this rank's time in collectives
   int64_t rssPeakBytes = 0;     ///< process high-water mark so far
 };
 

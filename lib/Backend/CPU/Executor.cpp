@@ -10,6 +10,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <cblas.h>
+#include <chrono>
 #include <omp.h>
 
 using namespace mlir;
@@ -155,6 +156,8 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
       if (donor)
         operands[*donor] = std::move(env[op.getOperand(*donor)]);
     outs.clear();
+    bool collective = op.getDialect() && op.getDialect()->getNamespace() == "shard";
+    auto started = std::chrono::steady_clock::now();
     try {
       kernel.runOnCpu(context, operands, outs);
     } catch (const Error &e) {
@@ -165,6 +168,9 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
       recoverArguments();
       fail("{}: {}: {}", name, describe(&op), e.what());
     }
+    if (collective && stats)
+      stats->collectiveSeconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (outs.size() != op.getNumResults())
       fail("{}: {}: kernel returned {} results, expected {}", name, describe(&op), outs.size(),
            op.getNumResults());

@@ -26,6 +26,8 @@ namespace kiln {
 /// them: pass them by std::move so they can be freed after their last use.
 struct ExecutionStats {
   int64_t peakLiveBytes = 0;
+  /// Seconds spent in collectives (ops of the `shard` dialect).
+  double collectiveSeconds = 0;
 };
 
 /// Runs `fn` on `args` (one per function argument, float tensors as F32) and
