@@ -217,24 +217,29 @@ std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
 }
 } // namespace
 
-Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
+/// Applies `step(tensor, axes, dim)` for every split dimension of @train_step
+/// argument `arg`.
+template <typename StepFn>
+Tensor Trainer::overSplitDims(Tensor t, unsigned arg, StepFn step) const {
   std::optional<Sharding> s = argSharding(trainStep_, arg);
   if (!s || !grid_)
-    return full;
+    return t;
   for (auto [d, axes] : llvm::enumerate(s->dims))
     if (!axes.empty())
-      full = grid_->slice(full, std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d));
-  return full;
+      t = step(std::move(t), std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d));
+  return t;
+}
+
+Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
+  return overSplitDims(std::move(full), arg, [&](Tensor t, std::vector<int16_t> axes, int64_t d) {
+    return grid_->slice(t, axes, d);
+  });
 }
 
 Tensor Trainer::gathered(Tensor local, unsigned arg) const {
-  std::optional<Sharding> s = argSharding(trainStep_, arg);
-  if (!s || !grid_)
-    return local;
-  for (auto [d, axes] : llvm::enumerate(s->dims))
-    if (!axes.empty())
-      local = grid_->allGather(local, std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d));
-  return local;
+  return overSplitDims(std::move(local), arg, [&](Tensor t, std::vector<int16_t> axes, int64_t d) {
+    return grid_->allGather(t, axes, d);
+  });
 }
 
 bool Trainer::anyRank(bool value) const {

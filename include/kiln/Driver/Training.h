@@ -116,6 +116,7 @@ private:
   /// the whole value from this rank's slice (gathered from every rank).
   Tensor localSlice(Tensor full, unsigned arg) const;
   Tensor gathered(Tensor local, unsigned arg) const;
+  template <typename StepFn> Tensor overSplitDims(Tensor t, unsigned arg, StepFn step) const;
   /// Fills the input slots of `args` from a token window [b, s+1].
   static void bindInputs(llvm::ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
                          std::vector<Tensor> &args);
