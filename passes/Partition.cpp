@@ -128,36 +128,37 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         from.partial.clear();
       }
     }
+    // Gathers first, then slices: an axis moving from one dimension to
+    // another must be gathered off the first before it splits the second.
+    for (auto [d, axes] : llvm::enumerate(to.dims)) {
+      if (from.dims[d] == axes || from.dims[d].empty())
+        continue;
+      // Gather only the minor axes when the wanted split is a prefix of this
+      // one (FSDP shards of a tensor-parallel shard).
+      GridAxes keep;
+      if (axes.size() < from.dims[d].size() &&
+          llvm::equal(axes, ArrayRef<int16_t>(from.dims[d]).take_front(axes.size())))
+        keep = axes;
+      GridAxes gathered(from.dims[d].begin() + keep.size(), from.dims[d].end());
+      Sharding next = from;
+      next.dims[d] = keep;
+      FailureOr<RankedTensorType> type = typeFor(next);
+      if (failed(type))
+        return failure();
+      v = shard::AllGatherOp::create(b, loc, *type, gridName, gathered, v, APInt(64, d));
+      from = next;
+    }
     for (auto [d, axes] : llvm::enumerate(to.dims)) {
       if (from.dims[d] == axes)
         continue;
-      if (!from.dims[d].empty()) {
-        // Gather only the minor axes when the wanted split is a prefix of
-        // this one (FSDP shards of a tensor-parallel shard).
-        GridAxes keep;
-        if (axes.size() < from.dims[d].size() &&
-            llvm::equal(axes, ArrayRef<int16_t>(from.dims[d]).take_front(axes.size())))
-          keep = axes;
-        GridAxes gathered(from.dims[d].begin() + keep.size(), from.dims[d].end());
-        Sharding next = from;
-        next.dims[d] = keep;
-        FailureOr<RankedTensorType> type = typeFor(next);
-        if (failed(type))
-          return failure();
-        v = shard::AllGatherOp::create(b, loc, *type, gridName, gathered, v, APInt(64, d));
-        from = next;
-        if (from.dims[d] == axes)
-          continue;
-      }
-      if (!axes.empty()) {
-        Sharding next = from;
-        next.dims[d] = axes;
-        FailureOr<RankedTensorType> type = typeFor(next);
-        if (failed(type))
-          return failure();
-        v = shard::AllSliceOp::create(b, loc, *type, v, gridName, axes, int64_t(d));
-        from = next;
-      }
+      GridAxes more(axes.begin() + from.dims[d].size(), axes.end());
+      Sharding next = from;
+      next.dims[d] = axes;
+      FailureOr<RankedTensorType> type = typeFor(next);
+      if (failed(type))
+        return failure();
+      v = shard::AllSliceOp::create(b, loc, *type, v, gridName, more, int64_t(d));
+      from = next;
     }
     return v;
   }

@@ -15,12 +15,14 @@
 //  * a partial sum is resolved into the layout its in-place consumer (the
 //    AdamW of its parameter) needs, so every other reader (the gradient
 //    norm) sees the gradient shards, as FSDP2 reduce-scatters them.
-// Tensor parallelism (tp, without sequence parallelism): parameters whose
+// Tensor parallelism (tp): parameters whose
 // module matches a `tp-plan` glob are split colwise (weight dim 0, the
 // output features) or rowwise (dim 1, the input features) over tp; compute
 // follows them, so a colwise linear's output is split on its features, the
 // heads after it too, and a rowwise linear's output is a partial sum over
-// tp, all-reduced before the residual add.
+// tp, all-reduced before the residual add. With sequence parallelism the
+// residual stream is split on its sequence over tp from the embedding on:
+// colwise linears all-gather it, rowwise outputs reduce-scatter into it.
 // The sharded program is the differentiated one (@train_step): collectives
 // need no VJPs.
 //
@@ -58,12 +60,6 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     }
     if (dpReplicate < 1 || dpShard < 1 || tp < 1) {
       module.emitError() << "kiln-shard: dp-replicate, dp-shard and tp must be >= 1";
-      return signalPassFailure();
-    }
-    if (tp > 1 && sequenceParallel) {
-      module.emitError() << "kiln-shard: sequence parallelism (tp=" << int64_t(tp)
-                         << " with sequence-parallel) is not implemented yet; set "
-                            "parallelism.enable_sequence_parallel=false";
       return signalPassFailure();
     }
     if (failed(parsePlan(module)))
@@ -221,6 +217,18 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     DenseMap<Value, Sharding> target;
     for (auto adamw : body.getOps<AdamWOp>())
       target[adamw.getGrad()] = storage.lookup(adamw.getParam());
+    // Sequence parallelism: the residual stream, from the token embedding
+    // on, is split on its sequence dimension over tp; norms and residual
+    // adds follow it, colwise linears gather it, rowwise ones scatter into it.
+    if (sequenceParallel && tp > 1)
+      for (auto embedding : body.getOps<EmbeddingOp>()) {
+        if (!isa<BlockArgument>(embedding.getIds()) || rankOf(embedding.getResult()) != 3)
+          continue;
+        Sharding s = Sharding::replicated(3);
+        s.dims[0] = batch;
+        s.dims[1] = tpAxes;
+        target[embedding.getResult()] = s;
+      }
 
     for (Operation &op : body.without_terminator()) {
       auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
@@ -242,7 +250,18 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
                   return true;
         return false;
       };
-      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+      // Parameters first: a weight's tensor-parallel split wins over an
+      // activation's, which is then gathered (sequence parallelism's
+      // all-gather before a colwise linear).
+      SmallVector<unsigned> order;
+      for (unsigned i = 0; i < op.getNumOperands(); ++i)
+        if (params.contains(op.getOperand(i)))
+          order.push_back(i);
+      for (unsigned i = 0; i < op.getNumOperands(); ++i)
+        if (!params.contains(op.getOperand(i)))
+          order.push_back(i);
+      for (unsigned i : order) {
+        Value operand = op.getOperand(i);
         // An op writing a parameter in place works on its storage.
         bool inPlace = tied && params.contains(operand) && i == *tied.getTiedOperand(0);
         const Sharding &s = inPlace ? storage[operand] : visible[operand];
@@ -269,7 +288,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       for (OpResult result : op.getResults()) {
         Sharding s = pendingSum ? *pendingSum
                                 : producedResultSharding(rule, loops, result.getResultNumber());
-        if (!s.partial.empty()) {
+        if (auto it = target.find(result); it != target.end() && s.partial.empty() &&
+                                           it->second != s) {
+          s = it->second; // a layout chosen for the value (the SP stream)
+        } else if (!s.partial.empty()) {
           // Resolve where a consumer needs it: into the update's layout, or
           // whole; a sum of partials waits for its own resolution.
           auto it = target.find(result);

@@ -1,11 +1,11 @@
-// Tensor parallelism on 2 ranks (no sequence parallelism): a colwise w1 and
+// Tensor parallelism on 2 ranks (no sequence parallelism, see partition-sp.mlir): a colwise w1 and
 // a rowwise w2 keep the MLP split on its hidden features with one
 // all-reduce after w2 in the forward and one after w1's input gradient in
 // the backward (Megatron's f and g); with FSDP2 x TP2 each rank stores a
 // dp_shard piece of its tp shard and gathers only over dp_shard.
 // RUN: kiln-opt %s --kiln-training --kiln-shard="tp=2 tp-plan=layers.*.w1=colwise,layers.*.w2=rowwise" --kiln-partition | FileCheck %s
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 tp=2 tp-plan=layers.*.w1=colwise,layers.*.w2=rowwise" --kiln-partition | FileCheck %s --check-prefix=FSDP
-// RUN: not kiln-opt %s --kiln-training --kiln-shard="tp=2 sequence-parallel=true" 2>&1 | FileCheck %s --check-prefix=SP
+
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="tp=2 tp-plan=layers.*.wq=colwise" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="tp=2 tp-plan=layers.*.w1=sideways" 2>&1 | FileCheck %s --check-prefix=STYLE
 
@@ -54,6 +54,6 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // FSDP-SAME: tensor<3x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight", kiln.sharding = {dims = {{\[}}["tp", "dp_shard"], []]}}
 // FSDP: shard.all_gather %{{.*}} on @grid grid_axes = [1] gather_axis = 0 : tensor<3x8xf32> -> tensor<6x8xf32>
 
-// SP: error: kiln-shard: sequence parallelism (tp=2 with sequence-parallel) is not implemented yet
+
 // NOMATCH: error: kiln-shard: tp-plan entry 'layers.*.wq' matches no parameter's module
 // STYLE: error: kiln-shard: tp-plan entry 'layers.*.w1=sideways' must be <module glob>=colwise or =rowwise
