@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One training step of a small Qwen3 with the real vocabulary (configs/qwen3-tiny:
 # 4 layers, hidden 128, vocab 151936) at global batch 4 x seq 256, in one run:
-# 1 rank of 2 threads (the baseline), FSDP2 and TP2 on 2 ranks of 1 thread.
+# 1 rank of 2 threads (the baseline), FSDP2, TP2 and TP2 with sequence
+# parallelism on 2 ranks of 1 thread.
 # Reports tokens/s (mean of steps 2..N), the ratio to the baseline and the
 # seconds each rank spends in collectives. Usage: bench/parallel.sh [BUILD] [STEPS]
 set -euo pipefail
@@ -46,7 +47,8 @@ run one-rank-2-threads 1 2 4
 run fsdp2-2-ranks 2 1 2
 run tp2-2-ranks 2 1 4 --parallelism.tensor_parallel_degree=2 \
   --parallelism.enable_sequence_parallel=false
+run tp2-sp-2-ranks 2 1 4 --parallelism.tensor_parallel_degree=2
 base=$(cat "$work/one-rank-2-threads.jsonl.tps")
-for name in fsdp2-2-ranks tp2-2-ranks; do
+for name in fsdp2-2-ranks tp2-2-ranks tp2-sp-2-ranks; do
   python3 -c "print(f'{\"$name\":<26} {$(cat "$work/$name.jsonl.tps") / $base:.2f}x the 1-rank tokens/s')"
 done
