@@ -178,10 +178,10 @@ Trainer::Trainer(const TrainConfig &config) : config_(config) {
     size_t index = paramIndex_.size();
     paramIndex_[p.key] = index;
     Type type = loss_.getArgumentTypes()[*global.argument(kParamAttr, p.key)];
-    Tensor full = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step")
-                             : drawn.at(p.key);
+    auto slice = [&](Tensor full) { return localSlice(std::move(full), p.arg); };
+    state_[p.arg] = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step", slice)
+                               : slice(drawn.at(p.key));
     drawn.erase(p.key);
-    state_[p.arg] = localSlice(std::move(full), p.arg);
     Shape local = state_[p.arg].shape();
     state_[p.expAvgArg] = Tensor(DType::F32, local);
     state_[p.expAvgSqArg] = Tensor(DType::F32, local);
@@ -277,6 +277,8 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   for (const Signature::Slot &input : signature_.inputs)
     args[input.index] = localSlice(std::move(args[input.index]), input.index);
   ExecutionStats stats;
+  std::map<std::string, int64_t> sentBefore = grid_ ? grid_->bytesSent()
+                                                    : std::map<std::string, int64_t>();
   auto start = std::chrono::steady_clock::now();
   std::vector<Tensor> results;
   try {
@@ -325,6 +327,10 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   m.mfu = m.tflops * 1e12 / peakFlops_;
   m.memLivePeakBytes = stats.peakLiveBytes;
   m.collectiveSeconds = stats.collectiveSeconds;
+  if (grid_)
+    for (const auto &[axes, bytes] : grid_->bytesSent())
+      if (bytes > sentBefore[axes]) // the step's program, not the Trainer's bookkeeping
+        m.bytesSent[axes] = bytes - sentBefore[axes];
   if (grid_) { // the largest rank's
     Tensor peak(DType::I64, {});
     *peak.mutableData<int64_t>() = stats.peakLiveBytes;

@@ -151,7 +151,8 @@ nlohmann::json stepJson(const StepMetrics &m) {
           {"mfu", m.mfu},
           {"mem_live_peak_bytes", m.memLivePeakBytes},
           {"rss_peak_bytes", m.rssPeakBytes},
-          {"collective_s", m.collectiveSeconds}};
+          {"collective_s", m.collectiveSeconds},
+          {"bytes_sent", m.bytesSent}};
 }
 
 /// A one-line bar on stderr, redrawn in place; only on a terminal.

@@ -22,6 +22,8 @@
 
 #include "mlir/IR/MLIRContext.h"
 
+#include <map>
+
 namespace kiln {
 
 /// The optimizer's hyper-parameters as the kiln-optimizer pass takes them.
@@ -59,6 +61,8 @@ struct StepMetrics {
   double seconds = 0, tokensPerSecond = 0, tflops = 0, mfu = 0;
   int64_t memLivePeakBytes = 0; ///< executor's live-tensor peak during the step
   double collectiveSeconds = 0; ///< this rank's time in collectives
+  /// Bytes this rank sent in the step's collectives, by grid axes.
+  std::map<std::string, int64_t> bytesSent;
   int64_t rssPeakBytes = 0;     ///< process high-water mark so far
 };
 

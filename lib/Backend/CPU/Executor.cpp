@@ -193,30 +193,42 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
 }
 
 namespace {
-/// Checks `value` against `type` and converts it to the executor's dtype.
-Tensor conform(Tensor value, Type type, const std::string &what, const std::string &user) {
+/// Checks `value` against `type`: its shape and whether it is float or ids.
+void check(const Tensor &value, Type type, const std::string &what, const std::string &user) {
   Shape expected = shapeOf(type);
   if (value.shape() != expected)
     fail("{}: shape {} does not match {} expected by {} (check config.json against the "
          "checkpoint)",
          what, shapeToString(value.shape()), shapeToString(expected), user);
-  DType want = computeDType(type);
   bool isFloat = value.dtype() == DType::F32 || value.dtype() == DType::BF16 ||
                  value.dtype() == DType::F16;
-  if (isFloat != (want == DType::F32))
+  if (isFloat != (computeDType(type) == DType::F32))
     fail("{}: dtype {} cannot bind to {}", what, dtypeName(value.dtype()),
-         want == DType::F32 ? "a float tensor" : "an integer tensor");
+         isFloat ? "an integer tensor" : "a float tensor");
+}
+
+/// `value` in the dtype the executor computes `type` in.
+Tensor toCompute(Tensor value, Type type) {
+  DType want = computeDType(type);
   return value.dtype() == want ? value : (want == DType::F32 ? value.toF32() : value.to(want));
+}
+
+/// Checks `value` against `type` and converts it to the executor's dtype.
+Tensor conform(Tensor value, Type type, const std::string &what, const std::string &user) {
+  check(value, type, what, user);
+  return toCompute(std::move(value), type);
 }
 } // namespace
 
 Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, Type type,
-                     const std::string &user) {
+                     const std::string &user, llvm::function_ref<Tensor(Tensor)> slice) {
   if (!checkpoint.contains(key))
     fail("{}: missing parameter '{}' needed by {}", checkpoint.path(), key, user);
   Tensor stored = checkpoint.get(key);
-  Tensor value = conform(stored, type, fmt::format("{}: tensor '{}'", checkpoint.path(), key),
-                         user);
+  check(stored, type, fmt::format("{}: tensor '{}'", checkpoint.path(), key), user);
+  // Slice the mapped file before converting: only this rank's part is read.
+  Tensor part = slice ? slice(stored) : stored;
+  Tensor value = toCompute(part, type);
   // An owned copy: the run must not depend on the file staying unchanged.
   return value.rawData() == stored.rawData() ? value.to(value.dtype()) : value;
 }

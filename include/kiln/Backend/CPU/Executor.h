@@ -51,8 +51,11 @@ std::vector<Tensor> bindArguments(mlir::func::FuncOp fn, const Checkpoint &check
 
 /// Reads parameter `key` from `checkpoint` as an owned F32 (or integer)
 /// tensor of exactly `type`'s shape; `user` names who needs it in errors.
+/// With `slice`, returns slice(the stored tensor) instead, taken from the
+/// memory-mapped file before any conversion, so a rank reads only its part.
 Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, mlir::Type type,
-                     const std::string &user);
+                     const std::string &user,
+                     llvm::function_ref<Tensor(Tensor)> slice = nullptr);
 
 } // namespace kiln
 
