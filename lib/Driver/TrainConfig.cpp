@@ -250,6 +250,7 @@ void assign(TrainConfig &config, const Field &f, const json &value,
   if (f.rule && !f.rule->ok(value))
     fail("{}: '{}.{}' {}, got {}", source, f.section, f.key, f.rule->what, value.dump());
   f.set(config, value);
+  config.explicitKeys.insert(f.section + "." + f.key);
 }
 
 void applyFile(TrainConfig &config, const std::string &path) {

@@ -115,13 +115,27 @@ Tensor scalarStep(int64_t value) {
 }
 } // namespace
 
-Trainer::Trainer(const TrainConfig &config) : config_(config) {
+Trainer::Trainer(const TrainConfig &given) : config_(given) {
+  const TrainConfig &config = config_;
   model_ = config.model.hfPath.empty() ? Qwen3Config::resolve(config.model.flavor)
                                        : Qwen3Config::fromHfDirectory(config.model.hfPath);
   optimizer_ = OptimizerSettings::fromConfig(config);
   MpiWorld &world = MpiWorld::get();
+  // A fixed token file holds the global batch: unless the run sets them, the
+  // sequence length and the per-data-parallel-rank batch come from its shape.
+  std::optional<Tensor> tokens;
+  if (config.data.source == "tokens" && !config.data.tokensFile.empty() &&
+      !(config.explicitKeys.count("training.seq_len") &&
+        config.explicitKeys.count("training.local_batch_size"))) {
+    tokens = readTokenBatch(config.data.tokensFile);
+    if (!config.explicitKeys.count("training.seq_len") && !config.explicitKeys.count("data.seq_len"))
+      config_.training.seqLen = tokens->dim(1) - 1;
+  }
   layout_ = ParallelLayout::resolve(config.parallelism, model_, config.training.seqLen,
                                     world.size());
+  if (tokens && !config.explicitKeys.count("training.local_batch_size"))
+    config_.training.localBatchSize =
+        layout_.batchRows(tokens->dim(0), 0, config.data.tokensFile).second;
   if (layout_.worldSize() > 1) {
     auto shape = layout_.shape();
     grid_ = std::make_unique<DeviceGrid>(

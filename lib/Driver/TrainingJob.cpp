@@ -194,8 +194,8 @@ int runTrainingJob(const TrainConfig &config) {
   BatchSource data(config, trainer.globalBatchSize(), leader);
   const Qwen3Config &model = trainer.model();
   fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
-             model.parameterCount(), config.training.localBatchSize, config.training.seqLen,
-             config.training.steps);
+             model.parameterCount(), trainer.config().training.localBatchSize,
+             trainer.config().training.seqLen, config.training.steps);
   const ParallelLayout &layout = trainer.layout();
   if (layout.worldSize() > 1)
     fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {} (FSDP2 over "

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,10 @@ struct TrainConfig {
 
   /// The full effective configuration under the same section/key names.
   nlohmann::json toJson() const;
+
+  /// "section.key" of every key the file or the command line set (the rest
+  /// are defaults), e.g. to let a token file's shape fill in the batch.
+  std::set<std::string> explicitKeys;
 };
 
 } // namespace kiln

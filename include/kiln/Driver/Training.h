@@ -72,6 +72,9 @@ public:
   /// Resolves the model, captures the step, and loads the initial weights
   /// (checkpoint.initial_load_path) or draws them (training.seed).
   explicit Trainer(const TrainConfig &config);
+  /// The run's configuration, with what the Trainer filled in (the batch and
+  /// sequence length a token file implies).
+  const TrainConfig &config() const { return config_; }
 
   /// One optimizer update on `tokens` [local_batch_size, seq_len + 1]. If a
   /// kernel rejects the batch (e.g. an out-of-range token id) before any
