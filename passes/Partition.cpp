@@ -102,6 +102,23 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     Type global = globalTypes.lookup(v);
     Operation *where = b.getBlock()->getParentOp();
     auto typeFor = [&](const Sharding &s) { return localType(where, global, s); };
+    Location fqnLoc = loc;
+    StringAttr fqn = b.getStringAttr("fsdp.padding");
+    // Uneven FSDP shards: pad a whole dimension before it is split (or a
+    // pending sum is scattered into it).
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      if (!to.padding(d) || from.padding(d) || !from.dims[d].empty())
+        continue;
+      Sharding next = from;
+      next.paddedTo.resize(to.dims.size(), 0);
+      next.paddedTo[d] = to.padding(d);
+      FailureOr<RankedTensorType> type = typeFor(next);
+      if (failed(type))
+        return failure();
+      v = PadOp::create(b, fqnLoc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(to.padding(d)),
+                        fqn);
+      from = next;
+    }
     // Pending sums: scattered into the dimensions that want them, the rest
     // reduced whole.
     if (!from.partial.empty()) {
@@ -147,6 +164,12 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         return failure();
       v = shard::AllGatherOp::create(b, loc, *type, gridName, gathered, v, APInt(64, d));
       from = next;
+      // Whole again: drop the padding unless the target keeps it.
+      if (keep.empty() && from.padding(d) && !to.padding(d)) {
+        int64_t size = cast<RankedTensorType>(global).getDimSize(d);
+        v = NarrowOp::create(b, fqnLoc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(size), fqn);
+        from.paddedTo[d] = 0;
+      }
     }
     for (auto [d, axes] : llvm::enumerate(to.dims)) {
       if (from.dims[d] == axes)
@@ -262,9 +285,29 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
           pendingSum = first;
       }
 
+      // A loop split over a padded dimension of an operand (an uneven FSDP
+      // shard) is padded alike everywhere it appears.
+      DenseMap<int64_t, int64_t> loopPadding;
+      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+        const Sharding &current = sharding[local.lookup(operand)];
+        for (auto [d, l] : llvm::enumerate(rule.operands[i]))
+          if (l >= 0 && current.padding(d) && current.dims[d] == (*loops)[l])
+            loopPadding[l] = current.padding(d);
+      }
+      auto padded = [&](Sharding s, ArrayRef<int64_t> map) {
+        for (auto [d, l] : llvm::enumerate(map))
+          if (l >= 0 && loopPadding.count(l)) {
+            s.paddedTo.resize(map.size(), 0);
+            s.paddedTo[d] = loopPadding[l];
+          }
+        return s;
+      };
+
       SmallVector<Value> operands;
       for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
-        Sharding want = pendingSum ? *pendingSum : requiredOperandSharding(rule, *loops, i);
+        Sharding want = pendingSum ? *pendingSum
+                                   : padded(requiredOperandSharding(rule, *loops, i),
+                                            rule.operands[i]);
         FailureOr<Value> v = bring(operand, want, op.getLoc());
         if (failed(v))
           return failure();
@@ -275,7 +318,9 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       SmallVector<Type> types;
       for (OpResult result : op.getResults()) {
         Sharding s = pendingSum ? *pendingSum
-                                : producedResultSharding(rule, *loops, result.getResultNumber());
+                                : padded(producedResultSharding(rule, *loops,
+                                                                result.getResultNumber()),
+                                         rule.results[result.getResultNumber()]);
         FailureOr<RankedTensorType> type = localType(&op, result.getType(), s);
         if (failed(type))
           return failure();

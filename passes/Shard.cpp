@@ -179,12 +179,16 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
           continue;
         int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
         int64_t tpDim0 = tpLayout.dims[0].empty() ? 1 : int64_t(tp);
-        if (!fsdp.empty() && (dim0 / tpDim0) % dpShard)
-          return fn.emitError() << "kiln-shard: parameter '" << p.key << "' has dim 0 = "
-                                << dim0 << ", not divisible by dp-shard=" << int64_t(dpShard)
-                                << (tpDim0 > 1 ? " within each tp shard" : "")
-                                << " (uneven FSDP shards, padded by FSDP2, are not "
-                                   "supported yet)";
+        if (!fsdp.empty() && (dim0 / tpDim0) % dpShard) {
+          // Uneven shards: FSDP2 pads dim 0 to a multiple of the degree.
+          if (tpDim0 > 1)
+            return fn.emitError() << "kiln-shard: parameter '" << p.key << "' has dim 0 = "
+                                  << dim0 << ", not divisible by dp-shard=" << int64_t(dpShard)
+                                  << " within each tp shard (padding a tensor-parallel "
+                                     "shard is not supported)";
+          storage[arg].paddedTo.assign(rankOf(arg), 0);
+          storage[arg].paddedTo[0] = (dim0 + dpShard - 1) / dpShard * dpShard;
+        }
         storage[arg].dims[0].append(fsdp.begin(), fsdp.end());
       }
     }

@@ -8,6 +8,7 @@
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/HfCheckpoint.h"
+#include "kiln/Runtime/Kernels.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 
@@ -193,6 +194,8 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
     paramIndex_[p.key] = index;
     Type type = loss_.getArgumentTypes()[*global.argument(kParamAttr, p.key)];
     auto slice = [&](Tensor full) { return localSlice(std::move(full), p.arg); };
+    ArrayRef<int64_t> globalShape = cast<RankedTensorType>(type).getShape();
+    globalShapes_[p.arg] = Shape(globalShape.begin(), globalShape.end());
     state_[p.arg] = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step", slice)
                                : slice(drawn.at(p.key));
     drawn.erase(p.key);
@@ -245,14 +248,19 @@ Tensor Trainer::overSplitDims(Tensor t, unsigned arg, StepFn step) const {
 }
 
 Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
+  std::optional<Sharding> s = argSharding(trainStep_, arg);
   return overSplitDims(std::move(full), arg, [&](Tensor t, std::vector<int16_t> axes, int64_t d) {
+    if (int64_t padded = s->padding(d)) // uneven FSDP shards: zero rows at the end
+      t = kernels::padDim(t, d, padded);
     return grid_->slice(t, axes, d);
   });
 }
 
 Tensor Trainer::gathered(Tensor local, unsigned arg) const {
+  std::optional<Sharding> s = argSharding(trainStep_, arg);
   return overSplitDims(std::move(local), arg, [&](Tensor t, std::vector<int16_t> axes, int64_t d) {
-    return grid_->allGather(t, axes, d);
+    Tensor whole = grid_->allGather(t, axes, d);
+    return s->padding(d) ? kernels::narrowDim(whole, d, globalShapes_.at(arg)[d]) : whole;
   });
 }
 

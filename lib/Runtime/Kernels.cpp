@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace kiln::kernels {
@@ -229,5 +230,29 @@ Tensor crossEntropy(const Tensor &logits, const Tensor &labels) {
   *loss.mutableData<float>() = float(total / rows);
   return loss;
 }
+
+namespace {
+/// Copies the leading min(from, to) entries of `dim` of every outer slice.
+Tensor resize(const Tensor &t, int64_t dim, int64_t size) {
+  Shape shape = t.shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dim; ++i)
+    outer *= shape[i];
+  for (size_t i = dim + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+  int64_t from = shape[dim], keep = std::min(from, size);
+  shape[dim] = size;
+  Tensor out(t.dtype(), shape); // zero-filled: the padding
+  size_t elt = dtypeSize(t.dtype());
+  const char *src = static_cast<const char *>(t.rawData());
+  char *dst = out.mutableData<char>();
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * size * inner * elt, src + o * from * inner * elt, keep * inner * elt);
+  return out;
+}
+} // namespace
+
+Tensor padDim(const Tensor &t, int64_t dim, int64_t size) { return resize(t, dim, size); }
+Tensor narrowDim(const Tensor &t, int64_t dim, int64_t size) { return resize(t, dim, size); }
 
 } // namespace kiln::kernels

@@ -3,7 +3,7 @@
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" | FileCheck %s
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-replicate=2 dp-shard=2" | FileCheck %s --check-prefix=HSDP
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" --kiln-shard="dp-shard=2" 2>&1 | FileCheck %s --check-prefix=TWICE
-// RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=3" 2>&1 | FileCheck %s --check-prefix=UNEVEN
+// RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=3" 2>&1 | FileCheck %s --check-prefix=ROWS
 
 func.func @loss(%ids: tensor<4x3xi64> {kiln.input = "input_ids"},
                 %labels: tensor<4x3xi64> {kiln.input = "labels"},
@@ -49,4 +49,4 @@ func.func @loss(%ids: tensor<4x3xi64> {kiln.input = "input_ids"},
 // HSDP: kiln.linear_backward_weight {{.*}}kiln.shardings = [{partial = ["dp_replicate", "dp_shard"]}]
 
 // TWICE: error: kiln-shard: the module is already sharded (it has 'kiln.grid_axes')
-// UNEVEN: error: kiln-shard: parameter 'model.embed_tokens.weight' has dim 0 = 16, not divisible by dp-shard=3
+// ROWS: error: kiln-shard: input 'input_ids' has 4 rows, not divisible by the data-parallel degree 3

@@ -143,6 +143,7 @@ private:
   std::map<std::string, size_t> paramIndex_; ///< HF key -> signature_.params index
   std::vector<Tensor> state_;  ///< by @train_step argument; inputs empty
   std::string lostState_;      ///< why the state is gone, after a failed update
+  std::map<unsigned, Shape> globalShapes_; ///< whole shape of each parameter argument
   int64_t updates_ = 0;
   double peakFlops_ = 0;
 };

@@ -36,6 +36,10 @@ std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
 Tensor swiglu(const Tensor &gate, const Tensor &up);
 /// Writes into lhs's buffer when lhs is uniquely owned.
 Tensor add(Tensor lhs, const Tensor &rhs);
+/// `t` with dimension `dim` zero-padded at its end to `size` (pad) or cut to
+/// its first `size` entries (narrow); any dtype.
+Tensor padDim(const Tensor &t, int64_t dim, int64_t size);
+Tensor narrowDim(const Tensor &t, int64_t dim, int64_t size);
 /// logits [..., V], labels [...] -> f32 scalar mean cross-entropy.
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 

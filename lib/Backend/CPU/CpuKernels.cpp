@@ -75,6 +75,12 @@ void run(CrossEntropyOp op, const Context &, In in, Out &out) {
   *loss.mutableData<float>() *= positionShare(op.getTotalPositions(), in[1]);
   out.push_back(loss);
 }
+void run(PadOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::padDim(in[0], int64_t(op.getDim()), int64_t(op.getSize())));
+}
+void run(NarrowOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::narrowDim(in[0], int64_t(op.getDim()), int64_t(op.getSize())));
+}
 void run(ReshapeOp op, const Context &, In in, Out &out) {
   out.push_back(in[0].reshaped(Shape(op.getShape().begin(), op.getShape().end())));
 }
@@ -182,7 +188,7 @@ template <typename... OpTs> void attach(MLIRContext *context) {
 
 void attachAll(MLIRContext *context, KilnDialect *) {
   attach<EmbeddingOp, RmsNormOp, LinearOp, RopeCacheOp, RopeOp, AttentionOp, SwigluOp, AddOp,
-         CrossEntropyOp, ReshapeOp>(context);
+         CrossEntropyOp, ReshapeOp, PadOp, NarrowOp>(context);
   attach<ConstantOp, EmbeddingBackwardOp, RmsNormBackwardOp, LinearBackwardDataOp,
          LinearBackwardWeightOp, RopeBackwardOp, AttentionBackwardOp, SwigluBackwardOp,
          CrossEntropyBackwardOp>(context);

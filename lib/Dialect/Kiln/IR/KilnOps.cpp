@@ -249,5 +249,46 @@ int64_t ReshapeOp::getBytesRead() { return 0; }
 int64_t ReshapeOp::getBytesWritten() { return 0; }
 Value ReshapeOp::getViewSource() { return getInput(); }
 
+//===----------------------------------------------------------------------===//
+// PadOp, NarrowOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// pad (grow = true) and narrow: dimension `dim` becomes `size`.
+template <typename OpT>
+LogicalResult inferResized(std::optional<Location> loc, StringRef fqn, Value input,
+                           int64_t dim, int64_t size, bool grow,
+                           SmallVectorImpl<Type> &types) {
+  if (failed(checkOperands<OpT>(loc, fqn, {{"input", input, -1, Elt::Float}})))
+    return failure();
+  auto type = rankedType(input);
+  if (dim < 0 || dim >= type.getRank())
+    return shapeError<OpT>(loc, fqn, "dim ", dim, " is outside ", type);
+  int64_t current = type.getDimSize(dim);
+  if (grow ? size < current : (size <= 0 || size > current))
+    return shapeError<OpT>(loc, fqn, "size ", size, grow ? " must be at least " : " must be in [1, ",
+                           current, grow ? "" : "]", " (dimension ", dim, " of ", type, ")");
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  types.push_back(withShape(type, shape));
+  return success();
+}
+} // namespace
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferResized<PadOp>(loc, adaptor.getFqn(), adaptor.getInput(),
+                             int64_t(adaptor.getDim()), int64_t(adaptor.getSize()), true, types);
+}
+int64_t PadOp::getFlops() { return 0; }
+
+LogicalResult NarrowOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferResized<NarrowOp>(loc, adaptor.getFqn(), adaptor.getInput(),
+                                int64_t(adaptor.getDim()), int64_t(adaptor.getSize()), false,
+                                types);
+}
+int64_t NarrowOp::getFlops() { return 0; }
+
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnOps.cpp.inc"

@@ -165,6 +165,19 @@ ShardingRule ReshapeOp::getShardingRule() {
   return rule;
 }
 
+/// pad / narrow: every dimension a loop of its own; the resized one whole.
+static ShardingRule resizeRule(Operation *op, int64_t dim) {
+  ShardingRule rule;
+  Map map;
+  for (int64_t d = 0, e = rankOf(op->getResult(0)); d < e; ++d)
+    map.push_back(rule.loop(d != dim));
+  rule.operands = {map};
+  rule.results = {map};
+  return rule;
+}
+ShardingRule PadOp::getShardingRule() { return resizeRule(*this, int64_t(getDim())); }
+ShardingRule NarrowOp::getShardingRule() { return resizeRule(*this, int64_t(getDim())); }
+
 ShardingRule ConstantOp::getShardingRule() {
   // A splat is the same on every rank: any split is a local splat.
   ShardingRule rule;

@@ -12,7 +12,8 @@ namespace kiln {
 
 bool Sharding::isReplicated() const {
   return partial.empty() &&
-         llvm::all_of(dims, [](const GridAxes &axes) { return axes.empty(); });
+         llvm::all_of(dims, [](const GridAxes &axes) { return axes.empty(); }) &&
+         llvm::all_of(paddedTo, [](int64_t p) { return p == 0; });
 }
 
 GridAxes Sharding::usedAxes() const {
@@ -26,6 +27,11 @@ FailureOr<SmallVector<int64_t>> Sharding::localShape(ArrayRef<int64_t> global,
                                                      ArrayRef<int64_t> grid) const {
   SmallVector<int64_t> local(global);
   for (auto [d, axes] : llvm::enumerate(dims)) {
+    if (int64_t padded = padding(d)) {
+      if (padded < local[d])
+        return failure();
+      local[d] = padded;
+    }
     int64_t n = 1;
     for (int16_t a : axes)
       n *= grid[a];
@@ -53,6 +59,8 @@ DictionaryAttr Sharding::toAttr(MLIRContext *context, ArrayRef<std::string> axis
   }
   if (!partial.empty())
     fields.push_back(b.getNamedAttr("partial", names(partial)));
+  if (llvm::any_of(paddedTo, [](int64_t p) { return p != 0; }))
+    fields.push_back(b.getNamedAttr("padded_to", b.getDenseI64ArrayAttr(paddedTo)));
   return b.getDictionaryAttr(fields);
 }
 
@@ -101,6 +109,15 @@ FailureOr<Sharding> Sharding::fromAttr(Attribute attr, int64_t rank,
     } else if (field.getName() == "partial") {
       if (failed(parseAxes(field.getValue(), s.partial)))
         return failure();
+    } else if (field.getName() == "padded_to") {
+      auto sizes = dyn_cast<DenseI64ArrayAttr>(field.getValue());
+      if (!sizes || int64_t(sizes.size()) != rank ||
+          llvm::any_of(sizes.asArrayRef(), [](int64_t p) { return p < 0; })) {
+        error = "'padded_to' must be an array<i64> of " + std::to_string(rank) +
+                " sizes (0: unpadded)";
+        return failure();
+      }
+      s.paddedTo.assign(sizes.asArrayRef().begin(), sizes.asArrayRef().end());
     } else {
       error = "unknown sharding field '" + field.getName().str() + "'";
       return failure();

@@ -246,6 +246,39 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [DeclareOpInterfaceMethods<Kiln_VjpOpInt
   }];
 }
 
+def Kiln_PadOp : Kiln_Op<"pad"> {
+  let summary = "Zero-pads one dimension at its end to `size` entries";
+  let description = [{
+    The uneven FSDP2 shards of a per-rank program: a gradient is padded to a
+    multiple of the shard degree before it is reduce-scattered.
+
+    Example:
+
+    ```mlir
+    %p = kiln.pad %g {dim = 0 : i64, size = 9 : i64, fqn = "norm"}
+        : (tensor<8xf32>) -> tensor<9xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$dim, I64Attr:$size, StrAttr:$fqn);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+def Kiln_NarrowOp : Kiln_Op<"narrow"> {
+  let summary = "The first `size` entries of one dimension";
+  let description = [{
+    Drops the padding of an uneven FSDP2 shard after its all-gather.
+
+    Example:
+
+    ```mlir
+    %w = kiln.narrow %gathered {dim = 0 : i64, size = 8 : i64, fqn = "norm"}
+        : (tensor<9xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, I64Attr:$dim, I64Attr:$size, StrAttr:$fqn);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
 include "kiln/Dialect/Kiln/IR/KilnBackwardOps.td"
 include "kiln/Dialect/Kiln/IR/KilnOptimizerOps.td"
 

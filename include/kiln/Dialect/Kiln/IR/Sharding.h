@@ -30,11 +30,21 @@ using GridAxes = llvm::SmallVector<int16_t>;
 struct Sharding {
   llvm::SmallVector<GridAxes> dims; ///< per tensor dimension
   GridAxes partial;                 ///< pending-sum axes
+  /// Per dimension, the size it is zero-padded to before it is split (FSDP2's
+  /// uneven shards: dim 0 padded to a multiple of the degree); 0: unpadded.
+  llvm::SmallVector<int64_t> paddedTo;
 
-  static Sharding replicated(int64_t rank) { return {llvm::SmallVector<GridAxes>(rank), {}}; }
+  static Sharding replicated(int64_t rank) { return {llvm::SmallVector<GridAxes>(rank), {}, {}}; }
   bool isReplicated() const;
+  /// The padded size of dimension `d`, 0 when it is not padded.
+  int64_t padding(size_t d) const { return d < paddedTo.size() ? paddedTo[d] : 0; }
   bool operator==(const Sharding &other) const {
-    return dims == other.dims && partial == other.partial;
+    if (dims != other.dims || partial != other.partial)
+      return false;
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (padding(d) != other.padding(d))
+        return false;
+    return true;
   }
   bool operator!=(const Sharding &other) const { return !(*this == other); }
   /// Every axis the value is split or pending over.
