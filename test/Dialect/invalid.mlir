@@ -320,3 +320,21 @@ func.func @unknown_kiln_attribute(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
   %0 = kiln.add %x, %y {fqn = "h", kiln.savd = array<i64: 0>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
+  // expected-error@+1 {{argument #0: 'padded_to' 6 is below dimension 0 of 'tensor<8xf32>'}}
+  func.func @padding_too_small(%w: tensor<8xf32> {kiln.param = "w", kiln.sharding = {dims = [["dp_shard"]], padded_to = array<i64: 6>}}) {
+    return
+  }
+}
+
+// -----
+
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
+  // expected-error@+1 {{argument #0: unknown grid axis 'pp'}}
+  func.func @unknown_axis(%w: tensor<8xf32> {kiln.param = "w", kiln.sharding = {dims = [["pp"]]}}) {
+    return
+  }
+}

@@ -92,8 +92,13 @@ LogicalResult verifySharding(Operation *op, Attribute attr, Type type, const Twi
     return op->emitOpError() << what << ": '" << kShardingAttr
                              << "' needs a module with '" << kGridAxesAttr << "'";
   std::string error;
-  if (failed(Sharding::fromAttr(attr, tensor.getRank(), axes, error)))
+  FailureOr<Sharding> sharding = Sharding::fromAttr(attr, tensor.getRank(), axes, error);
+  if (failed(sharding))
     return op->emitOpError() << what << ": " << error;
+  for (int64_t d = 0; d < tensor.getRank(); ++d)
+    if (sharding->padding(d) && sharding->padding(d) < tensor.getDimSize(d))
+      return op->emitOpError() << what << ": 'padded_to' " << sharding->padding(d)
+                               << " is below dimension " << d << " of " << tensor;
   return success();
 }
 } // namespace
