@@ -102,7 +102,6 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     Type global = globalTypes.lookup(v);
     Operation *where = b.getBlock()->getParentOp();
     auto typeFor = [&](const Sharding &s) { return localType(where, global, s); };
-    Location fqnLoc = loc;
     StringAttr fqn = b.getStringAttr("fsdp.padding");
     // Uneven FSDP shards: pad a whole dimension before it is split (or a
     // pending sum is scattered into it).
@@ -115,7 +114,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       FailureOr<RankedTensorType> type = typeFor(next);
       if (failed(type))
         return failure();
-      v = PadOp::create(b, fqnLoc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(to.padding(d)),
+      v = PadOp::create(b, loc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(to.padding(d)),
                         fqn);
       from = next;
     }
@@ -167,7 +166,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       // Whole again: drop the padding unless the target keeps it.
       if (keep.empty() && from.padding(d) && !to.padding(d)) {
         int64_t size = cast<RankedTensorType>(global).getDimSize(d);
-        v = NarrowOp::create(b, fqnLoc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(size), fqn);
+        v = NarrowOp::create(b, loc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(size), fqn);
         from.paddedTo[d] = 0;
       }
     }
