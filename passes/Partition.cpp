@@ -122,18 +122,23 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     // reduced whole.
     if (!from.partial.empty()) {
       for (auto [d, axes] : llvm::enumerate(to.dims)) {
-        if (axes.empty() || !from.dims[d].empty() ||
-            !llvm::all_of(axes, [&](int16_t a) { return llvm::is_contained(from.partial, a); }))
+        // The wanted split extends this dimension's current one (a dp_shard
+        // piece of a tp shard) by axes the value is pending over.
+        ArrayRef<int16_t> want(axes), have(from.dims[d]);
+        if (want.size() <= have.size() || want.take_front(have.size()) != have)
+          continue;
+        ArrayRef<int16_t> extra = want.drop_front(have.size());
+        if (!llvm::all_of(extra, [&](int16_t a) { return llvm::is_contained(from.partial, a); }))
           continue;
         Sharding next = from;
         next.dims[d] = axes;
-        llvm::erase_if(next.partial, [&](int16_t a) { return llvm::is_contained(axes, a); });
+        llvm::erase_if(next.partial, [&](int16_t a) { return llvm::is_contained(extra, a); });
         FailureOr<RankedTensorType> type = typeFor(next);
         if (failed(type))
           return failure();
         v = shard::ReduceScatterOp::create(
             b, loc, *type, FlatSymbolRefAttr::get(b.getStringAttr(gridName)),
-            b.getDenseI16ArrayAttr(axes), v,
+            b.getDenseI16ArrayAttr(extra), v,
             shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
             b.getIndexAttr(d));
         from = next;
@@ -147,8 +152,9 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     // Gathers first, then slices: an axis moving from one dimension to
     // another must be gathered off the first before it splits the second.
     for (auto [d, axes] : llvm::enumerate(to.dims)) {
-      if (from.dims[d] == axes || from.dims[d].empty())
-        continue;
+      ArrayRef<int16_t> want(axes), have(from.dims[d]);
+      if (have.empty() || (want.size() >= have.size() && want.take_front(have.size()) == have))
+        continue; // nothing to gather: the wanted split extends this one
       // Gather only the minor axes when the wanted split is a prefix of this
       // one (FSDP shards of a tensor-parallel shard).
       GridAxes keep;

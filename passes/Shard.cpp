@@ -306,7 +306,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
           if (it != target.end())
             s = it->second;
           else if (!onlySums || result.use_empty())
-            s = Sharding::replicated(rankOf(result));
+            s.partial.clear(); // summed where it stands, its splits kept
         }
         visible[result] = s;
         results.push_back(s.toAttr(context, axisNames));

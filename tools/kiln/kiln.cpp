@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include <cstring>
+#include <unistd.h>
 
 namespace {
 constexpr const char *kUsage = R"(usage: kiln <command> [options]
@@ -53,9 +54,11 @@ int main(int argc, char **argv) {
   } catch (const kiln::Error &e) {
     kiln::MpiWorld &world = kiln::MpiWorld::get();
     if (world.size() > 1) {
-      // One rank's error ends every rank, never leaving them in a collective.
-      fmt::print(stderr, "error: rank {}: {}\n", world.rank(), e.what());
-      std::fflush(stderr);
+      // One write, so ranks failing together do not interleave their lines;
+      // then every rank ends, never left waiting in a collective.
+      std::string message = fmt::format("error: rank {}: {}\n", world.rank(), e.what());
+      if (::write(2, message.data(), message.size()) < 0)
+        std::perror("kiln");
       world.abort(1);
     }
     fmt::print(stderr, "error: {}\n", e.what());
