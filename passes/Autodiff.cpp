@@ -22,17 +22,13 @@ std::string fqnOf(Operation *op) {
   return fqn ? fqn.str() : op->getName().getStringRef().str();
 }
 
-/// The module a value belongs to: its defining op's fqn, or for an argument
-/// (a parameter) the module of its first user, which owns it (a tied
-/// embedding belongs to tok_embeddings, not to the output projection).
+/// The module a value belongs to (kiln::owningModule), else its defining
+/// op's name, or "argument".
 std::string ownerOf(Value v) {
-  if (Operation *def = v.getDefiningOp())
-    return fqnOf(def);
-  Operation *first = nullptr;
-  for (Operation *user : v.getUsers())
-    if (!first || user->isBeforeInBlock(first))
-      first = user;
-  return first ? fqnOf(first) : "argument";
+  StringRef module = owningModule(v);
+  if (!module.empty())
+    return module.str();
+  return v.getDefiningOp() ? fqnOf(v.getDefiningOp()) : "argument";
 }
 
 /// Cotangents of the values of one function, summed over all their uses.

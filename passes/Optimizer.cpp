@@ -159,14 +159,10 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     return success();
   }
 
-  /// The module owning a parameter: the fqn of its first user.
+  /// The module owning a parameter (kiln::owningModule).
   static std::string moduleOf(Value param) {
-    Operation *first = nullptr;
-    for (Operation *user : param.getUsers())
-      if (auto fqn = user->getAttrOfType<StringAttr>("fqn"))
-        if (!first || user->isBeforeInBlock(first))
-          first = user;
-    return first ? first->getAttrOfType<StringAttr>("fqn").str() : "optimizer";
+    StringRef module = owningModule(param);
+    return module.empty() ? "optimizer" : module.str();
   }
 };
 

@@ -281,20 +281,15 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
                                 << "' / '" << kResultShardingAttr << "' annotation";
 
       // Operands pending one sum pass through an op linear in them.
-      std::optional<Sharding> pendingSum;
-      if (rule.sumsPartials && op.getNumOperands() > 0) {
-        const Sharding &first = sharding[local.lookup(op.getOperand(0))];
-        if (!first.partial.empty() && llvm::all_of(op.getOperands(), [&](Value v) {
-              return sharding[local.lookup(v)] == first;
-            }))
-          pendingSum = first;
-      }
+      SmallVector<Sharding> operandShardings;
+      for (Value operand : op.getOperands())
+        operandShardings.push_back(sharding[local.lookup(operand)]);
+      std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
 
       // A loop split over a padded dimension of an operand (an uneven FSDP
       // shard) is padded alike everywhere it appears.
       DenseMap<int64_t, int64_t> loopPadding;
-      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
-        const Sharding &current = sharding[local.lookup(operand)];
+      for (auto [i, current] : llvm::enumerate(operandShardings)) {
         for (auto [d, l] : llvm::enumerate(rule.operands[i]))
           if (l >= 0 && current.padding(d) && current.dims[d] == (*loops)[l])
             loopPadding[l] = current.padding(d);

@@ -118,15 +118,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   }
 
   /// The tensor-parallel style of a parameter: that of the first plan entry
-  /// matching its module (the fqn of its first user).
+  /// matching its module (kiln::owningModule).
   Style styleOf(Value param) {
     if (tp == 1)
       return Style::Replicated;
-    Operation *first = nullptr;
-    for (Operation *user : param.getUsers())
-      if (user->hasAttr("fqn") && (!first || user->isBeforeInBlock(first)))
-        first = user;
-    StringRef module = first ? first->getAttrOfType<StringAttr>("fqn").getValue() : "";
+    StringRef module = owningModule(param);
     for (PlanEntry &entry : plan)
       if (entry.glob->match(module)) {
         entry.used = true;
@@ -279,34 +275,28 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       }
       // Operands pending one sum, into an op linear in them: the sum stays
       // pending (no loop is split; kiln-partition clones the op as is).
-      std::optional<Sharding> pendingSum;
-      if (rule.sumsPartials && op.getNumOperands() > 0) {
-        const Sharding &first = visible[op.getOperand(0)];
-        if (!first.partial.empty() &&
-            llvm::all_of(op.getOperands(), [&](Value v) { return visible[v] == first; }))
-          pendingSum = first;
-      }
+      SmallVector<Sharding> operandShardings;
+      for (Value operand : op.getOperands())
+        operandShardings.push_back(visible[operand]);
+      std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
       if (pendingSum)
         loops.assign(rule.splittable.size(), GridAxes());
       SmallVector<Attribute> results;
       for (OpResult result : op.getResults()) {
         Sharding s = pendingSum ? *pendingSum
                                 : producedResultSharding(rule, loops, result.getResultNumber());
-        if (auto it = target.find(result); it != target.end() && s.partial.empty() &&
-                                           it->second != s) {
-          s = it->second; // a layout chosen for the value (the SP stream)
+        // A layout chosen for the value (a gradient's update layout, the SP
+        // stream) wins; otherwise a pending sum is resolved where it stands,
+        // its splits kept, unless only sums of partials read it.
+        if (auto it = target.find(result); it != target.end()) {
+          s = it->second;
         } else if (!s.partial.empty()) {
-          // Resolve where a consumer needs it: into the update's layout, or
-          // whole; a sum of partials waits for its own resolution.
-          auto it = target.find(result);
           bool onlySums = llvm::all_of(result.getUsers(), [](Operation *user) {
             auto r = dyn_cast<ShardingRuleOpInterface>(user);
             return r && r.getShardingRule().sumsPartials;
           });
-          if (it != target.end())
-            s = it->second;
-          else if (!onlySums || result.use_empty())
-            s.partial.clear(); // summed where it stands, its splits kept
+          if (!onlySums || result.use_empty())
+            s.partial.clear();
         }
         visible[result] = s;
         results.push_back(s.toAttr(context, axisNames));

@@ -26,6 +26,20 @@ int64_t kiln::tensorBytes(TypeRange types) {
   return total;
 }
 
+StringRef kiln::owningModule(Value value) {
+  auto fqnOf = [](Operation *op) {
+    auto fqn = op->getAttrOfType<StringAttr>("fqn");
+    return fqn ? fqn.getValue() : StringRef();
+  };
+  if (Operation *def = value.getDefiningOp())
+    return fqnOf(def);
+  Operation *first = nullptr;
+  for (Operation *user : value.getUsers())
+    if (!fqnOf(user).empty() && (!first || user->isBeforeInBlock(first)))
+      first = user;
+  return first ? fqnOf(first) : StringRef();
+}
+
 #include "kiln/Dialect/Kiln/IR/KilnInterfaces.cpp.inc"
 
 //===----------------------------------------------------------------------===//

@@ -147,6 +147,14 @@ Sharding producedResultSharding(const ShardingRule &rule, const LoopSharding &lo
   return s;
 }
 
+std::optional<Sharding> pendingSumThrough(const ShardingRule &rule,
+                                          ArrayRef<Sharding> operands) {
+  if (!rule.sumsPartials || operands.empty() || operands.front().partial.empty() ||
+      !llvm::all_of(operands, [&](const Sharding &s) { return s == operands.front(); }))
+    return std::nullopt;
+  return operands.front();
+}
+
 ArrayAttr loopShardingToAttr(MLIRContext *context, const LoopSharding &loops,
                              ArrayRef<std::string> axisNames) {
   Builder b(context);

@@ -15,6 +15,12 @@
 namespace kiln {
 /// Total bytes of the ranked tensors among `types` (others count 0).
 int64_t tensorBytes(mlir::TypeRange types);
+
+/// The module a value belongs to: its defining op's `fqn`, or for a function
+/// argument (a parameter) the `fqn` of its first user that has one, which
+/// owns it (a tied embedding belongs to tok_embeddings, not to the output
+/// projection). Empty when no such op has an `fqn`.
+llvm::StringRef owningModule(mlir::Value value);
 } // namespace kiln
 
 #include "kiln/Dialect/Kiln/IR/KilnEnums.h.inc"

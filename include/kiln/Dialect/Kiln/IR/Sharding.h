@@ -21,6 +21,7 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 
 namespace kiln {
@@ -95,6 +96,12 @@ Sharding requiredOperandSharding(const ShardingRule &rule, const LoopSharding &l
 /// their loops; split loops the result sums over leave it partial.
 Sharding producedResultSharding(const ShardingRule &rule, const LoopSharding &loops,
                                 unsigned result);
+
+/// When `rule` is linear in every operand (sumsPartials) and all the
+/// operands pend the same sum, the sharding its results take: still pending,
+/// with no loop split.
+std::optional<Sharding> pendingSumThrough(const ShardingRule &rule,
+                                          llvm::ArrayRef<Sharding> operands);
 
 mlir::ArrayAttr loopShardingToAttr(mlir::MLIRContext *context, const LoopSharding &loops,
                                    llvm::ArrayRef<std::string> axisNames);
