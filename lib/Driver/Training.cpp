@@ -116,6 +116,22 @@ Tensor scalarStep(int64_t value) {
 }
 } // namespace
 
+namespace {
+/// The sharding of @train_step's argument `arg`, if it is split.
+std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
+  Attribute attr = fn.getArgAttr(arg, kShardingAttr);
+  if (!attr)
+    return std::nullopt;
+  std::string error;
+  FailureOr<Sharding> s = Sharding::fromAttr(
+      attr, cast<RankedTensorType>(fn.getArgumentTypes()[arg]).getRank(), gridAxisNames(fn),
+      error);
+  if (failed(s))
+    fail("@{}: argument #{}: {}", fn.getName().str(), arg, error);
+  return *s;
+}
+} // namespace
+
 Trainer::Trainer(const TrainConfig &given) : config_(given) {
   const TrainConfig &config = config_;
   model_ = config.model.hfPath.empty() ? Qwen3Config::resolve(config.model.flavor)
@@ -189,9 +205,10 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
   // ones); the inputs' slots stay empty between steps.
   Signature global = *Signature::get(loss_);
   state_.resize(trainStep_.getNumArguments());
+  argShardings_.resize(trainStep_.getNumArguments());
+  for (unsigned arg = 0, e = trainStep_.getNumArguments(); arg < e; ++arg)
+    argShardings_[arg] = argSharding(trainStep_, arg);
   for (const TrainStepSignature::Param &p : signature_.params) {
-    size_t index = paramIndex_.size();
-    paramIndex_[p.key] = index;
     Type type = loss_.getArgumentTypes()[*global.argument(kParamAttr, p.key)];
     auto slice = [&](Tensor full) { return localSlice(std::move(full), p.arg); };
     ArrayRef<int64_t> globalShape = cast<RankedTensorType>(type).getShape();
@@ -218,50 +235,37 @@ int64_t Trainer::globalBatchSize() const {
   return config_.training.localBatchSize * layout_.dataParallelDegree();
 }
 
-namespace {
-/// The sharding of @train_step's argument `arg`, if it is split.
-std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
-  Attribute attr = fn.getArgAttr(arg, kShardingAttr);
-  if (!attr)
-    return std::nullopt;
-  std::string error;
-  FailureOr<Sharding> s = Sharding::fromAttr(
-      attr, cast<RankedTensorType>(fn.getArgumentTypes()[arg]).getRank(), gridAxisNames(fn),
-      error);
-  if (failed(s))
-    fail("@{}: argument #{}: {}", fn.getName().str(), arg, error);
-  return *s;
-}
-} // namespace
 
 /// Applies `step(tensor, axes, dim)` for every split dimension of @train_step
 /// argument `arg`.
 template <typename StepFn>
 Tensor Trainer::overSplitDims(Tensor t, unsigned arg, StepFn step) const {
-  std::optional<Sharding> s = argSharding(trainStep_, arg);
+  const std::optional<Sharding> &s = argShardings_[arg];
   if (!s || !grid_)
     return t;
   for (auto [d, axes] : llvm::enumerate(s->dims))
     if (!axes.empty())
-      t = step(std::move(t), std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d));
+      t = step(std::move(t), std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d),
+               s->padding(d));
   return t;
 }
 
 Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
-  std::optional<Sharding> s = argSharding(trainStep_, arg);
-  return overSplitDims(std::move(full), arg, [&](Tensor t, std::vector<int16_t> axes, int64_t d) {
-    if (int64_t padded = s->padding(d)) // uneven FSDP shards: zero rows at the end
-      t = kernels::padDim(t, d, padded);
-    return grid_->slice(t, axes, d);
-  });
+  return overSplitDims(std::move(full), arg,
+                       [&](Tensor t, std::vector<int16_t> axes, int64_t d, int64_t padded) {
+                         if (padded) // uneven FSDP shards: zero rows at the end
+                           t = kernels::padDim(t, d, padded);
+                         return grid_->slice(t, axes, d);
+                       });
 }
 
 Tensor Trainer::gathered(Tensor local, unsigned arg) const {
-  std::optional<Sharding> s = argSharding(trainStep_, arg);
-  return overSplitDims(std::move(local), arg, [&](Tensor t, std::vector<int16_t> axes, int64_t d) {
-    Tensor whole = grid_->allGather(t, axes, d);
-    return s->padding(d) ? kernels::narrowDim(whole, d, globalShapes_.at(arg)[d]) : whole;
-  });
+  return overSplitDims(std::move(local), arg,
+                       [&](Tensor t, std::vector<int16_t> axes, int64_t d, int64_t padded) {
+                         Tensor whole = grid_->allGather(t, axes, d);
+                         return padded ? kernels::narrowDim(whole, d, globalShapes_.at(arg)[d])
+                                       : whole;
+                       });
 }
 
 bool Trainer::anyRank(bool value) const {
@@ -381,24 +385,30 @@ void Trainer::checkState() const {
     fail("the training state is gone: {}", lostState_);
 }
 
-std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const Tensor &tokens) const {
-  checkState();
+std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const TensorMap &params,
+                                         const Tensor &tokens) const {
   checkTokens(tokens);
   Signature sig = *Signature::get(fn);
   std::vector<Tensor> args(fn.getNumArguments());
-  TensorMap params = parameters();
   for (const Signature::Slot &p : sig.params())
     args[p.index] = params.at(p.name);
   bindInputs(sig.inputs(), tokens, args);
   return args;
 }
 
-double Trainer::evaluate(const Tensor &tokens) {
-  return *runFunction(loss_, argumentsOf(loss_, tokens)).at(0).data<float>();
+double Trainer::evaluate(const Tensor &tokens) { return evaluate(std::vector<Tensor>{tokens}); }
+
+double Trainer::evaluate(const std::vector<Tensor> &batches) {
+  TensorMap params = parameters(); // gathered once for every batch
+  double sum = 0;
+  for (const Tensor &tokens : batches)
+    sum += *runFunction(loss_, argumentsOf(loss_, params, tokens)).at(0).data<float>();
+  return sum / double(batches.size());
 }
 
 TensorMap Trainer::gradients(const Tensor &tokens) {
-  std::vector<Tensor> results = runFunction(lossGrad_, argumentsOf(lossGrad_, tokens));
+  std::vector<Tensor> results =
+      runFunction(lossGrad_, argumentsOf(lossGrad_, parameters(), tokens));
   TensorMap grads;
   for (unsigned i = 0, e = lossGrad_.getNumResults(); i < e; ++i)
     if (auto key = lossGrad_.getResultAttrOfType<StringAttr>(i, kGradAttr))

@@ -222,10 +222,7 @@ int runTrainingJob(const TrainConfig &config) {
     if (data.validation().empty() ||
         (!validationCurve.empty() && validationCurve.back().first == step))
       return;
-    double sum = 0;
-    for (const Tensor &batch : data.validation())
-      sum += trainer.evaluate(batch);
-    double loss = sum / double(data.validation().size());
+    double loss = trainer.evaluate(data.validation());
     validationCurve.push_back({step, loss});
     fmt::print("step {:>5}  validation loss {:.6f} over {} held-out batches\n", step, loss,
                data.validation().size());

@@ -15,6 +15,7 @@
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Runtime/LrSchedule.h"
@@ -83,6 +84,8 @@ public:
   StepMetrics step(const Tensor &tokens);
   /// Mean loss of `tokens` at the current weights.
   double evaluate(const Tensor &tokens);
+  /// Mean of the losses of `batches`, the weights gathered once for all.
+  double evaluate(const std::vector<Tensor> &batches);
   /// Unclipped gradients of the loss of `tokens` at the current weights.
   TensorMap gradients(const Tensor &tokens);
 
@@ -127,8 +130,9 @@ private:
   /// Fills the input slots of `args` from a token window [b, s+1].
   static void bindInputs(llvm::ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
                          std::vector<Tensor> &args);
-  /// Arguments of @loss or @loss_grad: the current weights and the inputs.
-  std::vector<Tensor> argumentsOf(mlir::func::FuncOp fn, const Tensor &tokens) const;
+  /// Arguments of @loss or @loss_grad: the whole weights `params` and the inputs.
+  std::vector<Tensor> argumentsOf(mlir::func::FuncOp fn, const TensorMap &params,
+                                  const Tensor &tokens) const;
 
   TrainConfig config_;
   Qwen3Config model_;
@@ -140,10 +144,11 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp loss_, lossGrad_, trainStep_;
   TrainStepSignature signature_;
-  std::map<std::string, size_t> paramIndex_; ///< HF key -> signature_.params index
   std::vector<Tensor> state_;  ///< by @train_step argument; inputs empty
   std::string lostState_;      ///< why the state is gone, after a failed update
   std::map<unsigned, Shape> globalShapes_; ///< whole shape of each parameter argument
+  /// How each @train_step argument is split (none: whole on every rank).
+  std::vector<std::optional<Sharding>> argShardings_;
   int64_t updates_ = 0;
   double peakFlops_ = 0;
 };
