@@ -1,4 +1,4 @@
-// The registered pipeline the driver also builds: @loss -> @loss_grad ->
+// The registered pipeline (passes/TrainingPipeline.cpp) the driver also builds: @loss -> @loss_grad ->
 // @train_step; the upstream cleanup passes run on the result and keep it
 // valid.
 // RUN: kiln-opt %s --kiln-training | FileCheck %s

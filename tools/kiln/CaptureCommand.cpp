@@ -1,6 +1,7 @@
 //===- CaptureCommand.cpp - kiln capture ----------------------------------===//
 
 #include "Commands.h"
+#include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Training.h"
@@ -97,19 +98,21 @@ std::map<std::string, std::pair<int64_t, int64_t>> collectiveTraffic(mlir::func:
   return byAxes;
 }
 
-/// The per-rank program as rank `rank` runs it: the SPMD program, headed by
-/// the rank's grid coordinates.
-std::string rankProgram(mlir::ModuleOp module, const ParallelLayout &layout, int64_t rank) {
+/// The header of the per-rank program as rank `rank` runs it: the SPMD
+/// program is the same on every rank; the rank's grid coordinates say which
+/// slices it holds.
+std::string rankHeader(const ParallelLayout &layout, int64_t rank) {
   std::string text = fmt::format("// rank {} of {}:", rank, layout.worldSize());
   auto shape = layout.shape();
-  for (int64_t i = int64_t(shape.size()) - 1, r = rank, coords[3]; i >= 0; --i) {
-    coords[i] = r % shape[i];
-    r /= shape[i];
-    if (i == 0)
-      for (size_t a = 0; a < shape.size(); ++a)
-        text += fmt::format(" {}={}", ParallelLayout::kAxisNames[a], coords[a]);
-  }
-  text += " (every rank runs this program on its own slices)\n";
+  std::vector<int64_t> coords =
+      DeviceGrid::coordinatesOf(std::vector<int64_t>(shape.begin(), shape.end()), rank);
+  for (size_t a = 0; a < coords.size(); ++a)
+    text += fmt::format(" {}={}", ParallelLayout::kAxisNames[a], coords[a]);
+  return text + " (every rank runs this program on its own slices)\n";
+}
+
+std::string moduleText(mlir::ModuleOp module) {
+  std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);
   return text;
@@ -177,19 +180,17 @@ int runCapture(const std::vector<std::string> &allArgs) {
     std::filesystem::create_directories(*dumpRanks, ec);
     if (ec)
       fail("capture: --dump-ranks {}: {}", *dumpRanks, ec.message());
+    std::string program = moduleText(*module); // printed once for every rank
     for (int64_t r = 0; r < layout.worldSize(); ++r)
       writeFileAtomic(fmt::format("{}/rank-{}.mlir", *dumpRanks, r),
-                      rankProgram(*module, layout, r));
+                      rankHeader(layout, r) + program);
     writeFileAtomic(*dumpRanks + "/summary.txt", summaryText);
     fmt::print("{}wrote {} per-rank programs to {}\n", summaryText, layout.worldSize(),
                *dumpRanks);
     return 0;
   }
-  std::string text = layout.worldSize() > 1 ? rankProgram(*module, layout, rank) : "";
-  if (layout.worldSize() < 2) {
-    llvm::raw_string_ostream os(text);
-    module->print(os);
-  }
+  std::string text =
+      (layout.worldSize() > 1 ? rankHeader(layout, rank) : "") + moduleText(*module);
   if (output)
     writeFileAtomic(*output, text);
   if (summary)

@@ -125,11 +125,17 @@ DeviceGrid::DeviceGrid(std::vector<std::string> axisNames, std::vector<int64_t> 
   if (product != world.size())
     fail("a device grid of {} ranks cannot run on a world of {}", product, world.size());
   rank_ = world.rank();
-  coords_.assign(shape_.size(), 0);
-  for (int64_t i = int64_t(shape_.size()) - 1, r = rank_; i >= 0; --i) {
-    coords_[i] = r % shape_[i];
-    r /= shape_[i];
+  coords_ = coordinatesOf(shape_, rank_);
+}
+
+std::vector<int64_t> DeviceGrid::coordinatesOf(const std::vector<int64_t> &shape,
+                                               int64_t rank) {
+  std::vector<int64_t> coords(shape.size(), 0);
+  for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
+    coords[i] = rank % shape[i];
+    rank /= shape[i];
   }
+  return coords;
 }
 
 DeviceGrid::~DeviceGrid() {

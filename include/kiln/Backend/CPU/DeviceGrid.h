@@ -53,6 +53,9 @@ public:
   int rank() const { return rank_; }
   /// This rank's coordinate along each axis.
   const std::vector<int64_t> &coordinates() const { return coords_; }
+  /// The coordinates of `rank` on a grid of `shape` (row-major, last axis
+  /// fastest); needs no MPI.
+  static std::vector<int64_t> coordinatesOf(const std::vector<int64_t> &shape, int64_t rank);
   /// Ranks in a group over `axes`, and this rank's index among them.
   int64_t groupSize(const std::vector<int16_t> &axes) const;
   int64_t groupIndex(const std::vector<int16_t> &axes) const;
