@@ -5,6 +5,9 @@
 //   CrossEntropyBackward     vs CrossEntropyBackwardBaseline (two double exps
 //                            per element, the first implementation)
 //   AdamW (OpenMP threads)   vs AdamW/threads:1
+//   GroupedExpertsFwdBwd     vs GroupedExpertsFwdBwdNaiveBaseline (one
+//                            matrix-vector product per token and slot, no
+//                            grouping by expert and no GEMMs)
 // plus the capture, training-step and tokenizer figures quoted in the docs.
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +17,7 @@
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/MoeKernels.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Paths.h"
 
@@ -96,6 +100,99 @@ void AdamW(benchmark::State &state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(AdamW)->ArgName("threads")->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
+
+/// A Qwen3-MoE-like expert layer (moe_intermediate 256) with random routing.
+struct MoeBenchInputs {
+  static constexpr int64_t kTokens = 1024, kHidden = 512, kInter = 256, kExperts = 16,
+                           kTopK = 4;
+  Tensor x = randomTensor({kTokens, kHidden}, 4), dout = randomTensor({kTokens, kHidden}, 5);
+  Tensor w1 = randomTensor({kExperts, kInter, kHidden}, 6),
+         w3 = randomTensor({kExperts, kInter, kHidden}, 7),
+         w2 = randomTensor({kExperts, kHidden, kInter}, 8);
+  kernels::RouterOutputs routing =
+      kernels::router(randomTensor({kTokens, kExperts}, 9), kTopK, true);
+};
+
+void GroupedExpertsFwdBwd(benchmark::State &state) {
+  MoeBenchInputs in;
+  const kernels::RouterOutputs &r = in.routing;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        kernels::groupedExperts(in.x, r.weights, r.experts, in.w1, in.w3, in.w2));
+    benchmark::DoNotOptimize(kernels::groupedExpertsBackward(in.dout, in.x, r.weights,
+                                                             r.experts, in.w1, in.w3, in.w2));
+  }
+  state.SetItemsProcessed(state.iterations() * MoeBenchInputs::kTokens);
+}
+BENCHMARK(GroupedExpertsFwdBwd)->Unit(benchmark::kMillisecond);
+
+/// The same forward and backward token by token: per (token, slot), the
+/// matrix-vector products against that slot's expert.
+void GroupedExpertsFwdBwdNaiveBaseline(benchmark::State &state) {
+  using In = MoeBenchInputs;
+  const int64_t H = In::kHidden, I = In::kInter, K = In::kTopK;
+  In in;
+  const float *x = in.x.data<float>(), *dout = in.dout.data<float>(),
+              *wts = in.routing.weights.data<float>();
+  const int64_t *ids = in.routing.experts.data<int64_t>();
+  std::vector<float> g(I), u(I), a(I), dg(I), du(I), y(H);
+  for (auto _ : state) {
+    Tensor out(DType::F32, in.x.shape()), dx(DType::F32, in.x.shape()),
+        dw(DType::F32, in.routing.weights.shape()), dw1(DType::F32, in.w1.shape()),
+        dw3(DType::F32, in.w3.shape()), dw2(DType::F32, in.w2.shape());
+    for (int64_t t = 0; t < In::kTokens; ++t)
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t e = ids[t * K + j];
+        const float wt = wts[t * K + j], *xt = x + t * H, *dy = dout + t * H;
+        const float *W1 = in.w1.data<float>() + e * I * H,
+                    *W3 = in.w3.data<float>() + e * I * H,
+                    *W2 = in.w2.data<float>() + e * H * I;
+        float *dW1 = dw1.mutableData<float>() + e * I * H,
+              *dW3 = dw3.mutableData<float>() + e * I * H,
+              *dW2 = dw2.mutableData<float>() + e * H * I;
+        for (int64_t i = 0; i < I; ++i) {
+          float gi = 0, ui = 0;
+          for (int64_t h = 0; h < H; ++h)
+            gi += W1[i * H + h] * xt[h], ui += W3[i * H + h] * xt[h];
+          g[i] = gi, u[i] = ui, a[i] = gi / (1.0f + std::exp(-gi)) * ui;
+        }
+        float dwt = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          float yh = 0;
+          for (int64_t i = 0; i < I; ++i)
+            yh += W2[h * I + i] * a[i];
+          out.mutableData<float>()[t * H + h] += wt * yh;
+          dwt += dy[h] * yh;
+        }
+        dw.mutableData<float>()[t * K + j] = dwt;
+        // dA = W2^T (wt dy), dW2 += (wt dy) a^T, then through silu(g) * u.
+        std::fill(dg.begin(), dg.end(), 0.0f);
+        for (int64_t h = 0; h < H; ++h) {
+          float d = wt * dy[h];
+          for (int64_t i = 0; i < I; ++i) {
+            dg[i] += W2[h * I + i] * d;
+            dW2[h * I + i] += d * a[i];
+          }
+        }
+        for (int64_t i = 0; i < I; ++i) {
+          float sig = 1.0f / (1.0f + std::exp(-g[i]));
+          du[i] = dg[i] * g[i] * sig;
+          dg[i] *= u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+        }
+        float *dxt = dx.mutableData<float>() + t * H;
+        for (int64_t i = 0; i < I; ++i)
+          for (int64_t h = 0; h < H; ++h) {
+            dW1[i * H + h] += dg[i] * xt[h];
+            dW3[i * H + h] += du[i] * xt[h];
+            dxt[h] += dg[i] * W1[i * H + h] + du[i] * W3[i * H + h];
+          }
+      }
+    benchmark::DoNotOptimize(out);
+    benchmark::DoNotOptimize(dx);
+  }
+  state.SetItemsProcessed(state.iterations() * In::kTokens);
+}
+BENCHMARK(GroupedExpertsFwdBwdNaiveBaseline)->Unit(benchmark::kMillisecond);
 
 void CaptureQwen3_32B_Seq4096(benchmark::State &state) {
   const Qwen3Config &config = Qwen3Config::flavors().back();

@@ -118,11 +118,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   }
 
   /// The tensor-parallel style of a parameter: that of the first plan entry
-  /// matching its module (kiln::owningModule).
+  /// matching its path (kiln::parameterPath).
   Style styleOf(Value param) {
     if (tp == 1)
       return Style::Replicated;
-    StringRef module = owningModule(param);
+    std::string module = parameterPath(param);
     for (PlanEntry &entry : plan)
       if (entry.glob->match(module)) {
         entry.used = true;
@@ -147,7 +147,8 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
 
     // Storage of every argument, and how compute ops read each parameter:
-    // its tensor-parallel layout (colwise: dim 0 over tp, rowwise: dim 1),
+    // its tensor-parallel layout (colwise: the output features over tp,
+    // rowwise: the input features),
     // with FSDP splitting dim 0 of that further over dp_shard.
     DenseMap<Value, Sharding> storage, visible, compute;
     for (BlockArgument arg : body.getArguments())
@@ -159,8 +160,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       Sharding tpLayout = Sharding::replicated(rankOf(param));
       Style style = styleOf(param);
       if (style != Style::Replicated) {
-        unsigned dim = style == Style::Colwise ? 0 : 1;
-        if (rankOf(param) <= int64_t(dim) ||
+        // The last two dimensions are [out, in]; a stack of experts' weights
+        // has its expert dimension in front of them.
+        int64_t dim = rankOf(param) - (style == Style::Colwise ? 2 : 1);
+        if (dim < 0 ||
             cast<RankedTensorType>(param.getType()).getDimSize(dim) % tp)
           return fn.emitError() << "kiln-shard: parameter '" << p.key << "' cannot be split "
                                 << (style == Style::Colwise ? "colwise" : "rowwise")
@@ -237,17 +240,29 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       ShardingRule rule = ruled.getShardingRule();
       auto tied = dyn_cast<TiedOperandOpInterface>(op);
       LoopSharding loops(rule.splittable.size());
-      // An axis may split only one loop of any one tensor.
+      // An axis may split only one loop of any one tensor, and a result
+      // cannot be split over an axis it is pending a sum over (a split
+      // dimension and a reduction loop on one axis); reduction loops may
+      // share an axis (they sum together).
+      auto usesAxis = [&](ArrayRef<int64_t> map, int64_t except, const GridAxes &axes) {
+        return llvm::any_of(map, [&](int64_t other) {
+          return other >= 0 && other != except && llvm::any_of(axes, [&](int16_t a) {
+                   return llvm::is_contained(loops[other], a);
+                 });
+        });
+      };
       auto clashes = [&](int64_t l, const GridAxes &axes) {
-        for (const auto &maps : {rule.operands, rule.results})
-          for (const SmallVector<int64_t> &map : maps)
-            if (llvm::is_contained(map, l))
-              for (int64_t other : map)
-                if (other >= 0 && other != l &&
-                    llvm::any_of(axes, [&](int16_t a) {
-                      return llvm::is_contained(loops[other], a);
-                    }))
-                  return true;
+        for (const SmallVector<int64_t> &map : rule.operands)
+          if (llvm::is_contained(map, l) && usesAxis(map, l, axes))
+            return true;
+        for (auto [r, map] : llvm::enumerate(rule.results)) {
+          ArrayRef<int64_t> reduced =
+              r < rule.reductions.size() ? ArrayRef<int64_t>(rule.reductions[r]) : ArrayRef<int64_t>();
+          if (llvm::is_contained(map, l) && (usesAxis(map, l, axes) || usesAxis(reduced, l, axes)))
+            return true;
+          if (llvm::is_contained(reduced, l) && usesAxis(map, l, axes))
+            return true;
+        }
         return false;
       };
       // Parameters first: a weight's tensor-parallel split wins over an

@@ -239,8 +239,11 @@ const Field &findField(const std::string &section, const std::string &key,
   for (const Field &f : fields())
     if (f.section == section && f.key == key)
       return f;
-  fail("{}: unknown key '{}.{}' (known in '{}': {})", source, section, key, section,
-       knownList(section));
+  std::string known = knownList(section);
+  if (section == "model")
+    for (const std::string &name : Qwen3Config::hfFieldNames())
+      known += ", " + name;
+  fail("{}: unknown key '{}.{}' (known in '{}': {})", source, section, key, section, known);
 }
 
 void assign(TrainConfig &config, const Field &f, const json &value,
@@ -253,6 +256,18 @@ void assign(TrainConfig &config, const Field &f, const json &value,
   config.explicitKeys.insert(f.section + "." + f.key);
 }
 
+/// `model.<key>` for a config.json field: kept for Qwen3Config::withOverrides,
+/// which checks the value against the model.
+bool assignModelField(TrainConfig &config, const std::string &section, const std::string &key,
+                      const json &value) {
+  const std::vector<std::string> &names = Qwen3Config::hfFieldNames();
+  if (section != "model" || std::find(names.begin(), names.end(), key) == names.end())
+    return false;
+  config.model.overrides[key] = value;
+  config.explicitKeys.insert(section + "." + key);
+  return true;
+}
+
 void applyFile(TrainConfig &config, const std::string &path) {
   JsonObject doc = JsonObject::parse(readFile(path), path);
   for (const auto &[section, body] : doc.json().items()) {
@@ -260,7 +275,8 @@ void applyFile(TrainConfig &config, const std::string &path) {
     if (!body.is_object())
       fail("{}: section '{}' must be an object, got {}", path, section, body.dump());
     for (const auto &[key, value] : body.items())
-      assign(config, findField(section, key, path), value, path);
+      if (!assignModelField(config, section, key, value))
+        assign(config, findField(section, key, path), value, path);
   }
 }
 
@@ -272,9 +288,13 @@ void applyOverride(TrainConfig &config, const std::string &text) {
   if (eq == std::string::npos || dot == std::string::npos || dot == 0 ||
       dot + 1 == name.size())
     fail("{}: override '{}' must have the form --section.key=value", kCommandLine, text);
-  const Field &f = findField(name.substr(0, dot), name.substr(dot + 1), kCommandLine);
   std::string raw = word.substr(eq + 1);
-  json value = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  json parsed = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (assignModelField(config, name.substr(0, dot), name.substr(dot + 1),
+                       parsed.is_discarded() ? json(raw) : parsed))
+    return;
+  const Field &f = findField(name.substr(0, dot), name.substr(dot + 1), kCommandLine);
+  json value = parsed;
   // Plain words are strings; string keys also keep text that happens to be
   // JSON (--data.tokens_file=2024 names a file, not a number).
   if (value.is_discarded() || (f.isString && !value.is_string()))
@@ -305,7 +325,15 @@ json TrainConfig::toJson() const {
   json out = json::object();
   for (const Field &f : fields())
     out[f.section][f.key] = f.get(*this);
+  for (const auto &[key, value] : model.overrides.items())
+    out["model"][key] = value;
   return out;
+}
+
+Qwen3Config TrainConfig::Model::resolve() const {
+  Qwen3Config base = hfPath.empty() ? Qwen3Config::resolve(flavor)
+                                    : Qwen3Config::fromHfDirectory(hfPath);
+  return base.withOverrides(overrides, "model overrides");
 }
 
 } // namespace kiln

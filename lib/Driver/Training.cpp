@@ -68,7 +68,7 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
     shard.tp = layout->tp;
     shard.sequenceParallel = layout->sequenceParallel;
     if (layout->tp > 1)
-      for (std::string &entry : qwen3TensorParallelPlan())
+      for (std::string &entry : qwen3TensorParallelPlan(model))
         shard.tpPlan.push_back(std::move(entry));
     pm.addPass(createShard(shard));
     PartitionOptions partition;
@@ -80,22 +80,39 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   return module;
 }
 
+namespace {
+/// normal(0, 0.02) from a stream seeded by `seed` and `key`.
+Tensor drawNormal(const std::string &key, const Shape &shape, uint64_t seed) {
+  Tensor t(DType::F32, shape);
+  float *data = t.mutableData<float>();
+  std::seed_seq seq(key.begin(), key.end());
+  std::vector<uint32_t> words(2);
+  seq.generate(words.begin(), words.end());
+  std::mt19937_64 rng(seed ^ (uint64_t(words[0]) << 32 | words[1]));
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    data[i] = normal(rng);
+  return t;
+}
+} // namespace
+
 TensorMap initialParameters(const Qwen3Config &model, uint64_t seed) {
   TensorMap params;
   for (const Qwen3Parameter &p : qwen3Parameters(model)) {
-    Tensor t(DType::F32, p.shape);
-    float *data = t.mutableData<float>();
     bool isNorm = p.module.size() >= 4 && p.module.compare(p.module.size() - 4, 4, "norm") == 0;
+    Tensor t;
     if (isNorm) {
-      std::fill_n(data, t.numel(), 1.0f);
+      t = Tensor(DType::F32, p.shape);
+      std::fill_n(t.mutableData<float>(), t.numel(), 1.0f);
+    } else if (isStackedKey(p.hfKey)) {
+      // Each expert drawn under its own HF key, as a per-expert model would be.
+      std::vector<Tensor> members;
+      Shape member(p.shape.begin() + 1, p.shape.end());
+      for (int64_t i = 0; i < p.shape[0]; ++i)
+        members.push_back(drawNormal(stackMemberKey(p.hfKey, i), member, seed));
+      t = stackTensors(members);
     } else {
-      std::seed_seq seq(p.hfKey.begin(), p.hfKey.end());
-      std::vector<uint32_t> words(2);
-      seq.generate(words.begin(), words.end());
-      std::mt19937_64 rng(seed ^ (uint64_t(words[0]) << 32 | words[1]));
-      std::normal_distribution<float> normal(0.0f, 0.02f);
-      for (int64_t i = 0; i < t.numel(); ++i)
-        data[i] = normal(rng);
+      t = drawNormal(p.hfKey, p.shape, seed);
     }
     params.emplace(p.hfKey, std::move(t));
   }
@@ -134,8 +151,7 @@ std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
 
 Trainer::Trainer(const TrainConfig &given) : config_(given) {
   const TrainConfig &config = config_;
-  model_ = config.model.hfPath.empty() ? Qwen3Config::resolve(config.model.flavor)
-                                       : Qwen3Config::fromHfDirectory(config.model.hfPath);
+  model_ = config.model.resolve();
   optimizer_ = OptimizerSettings::fromConfig(config);
   MpiWorld &world = MpiWorld::get();
   // A fixed token file holds the global batch: unless the run sets them, the
@@ -290,7 +306,7 @@ void Trainer::checkTokens(const Tensor &tokens) const {
 
 double Trainer::flopsPerToken() const {
   const Qwen3Config &m = model_;
-  return 6.0 * double(m.matmulParameterCount()) +
+  return 6.0 * double(m.activeMatmulParameterCount()) +
          12.0 * double(m.numLayers * m.numHeads * m.headDim * config_.training.seqLen);
 }
 
@@ -399,7 +415,7 @@ std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const TensorMap &param
 double Trainer::evaluate(const Tensor &tokens) { return evaluate(std::vector<Tensor>{tokens}); }
 
 double Trainer::evaluate(const std::vector<Tensor> &batches) {
-  TensorMap params = parameters(); // gathered once for every batch
+  TensorMap params = parameterState(); // gathered once for every batch
   double sum = 0;
   for (const Tensor &tokens : batches)
     sum += *runFunction(loss_, argumentsOf(loss_, params, tokens)).at(0).data<float>();
@@ -408,21 +424,23 @@ double Trainer::evaluate(const std::vector<Tensor> &batches) {
 
 TensorMap Trainer::gradients(const Tensor &tokens) {
   std::vector<Tensor> results =
-      runFunction(lossGrad_, argumentsOf(lossGrad_, parameters(), tokens));
+      runFunction(lossGrad_, argumentsOf(lossGrad_, parameterState(), tokens));
   TensorMap grads;
   for (unsigned i = 0, e = lossGrad_.getNumResults(); i < e; ++i)
     if (auto key = lossGrad_.getResultAttrOfType<StringAttr>(i, kGradAttr))
       grads.emplace(key.str(), results[i]);
-  return grads;
+  return unstackTensors(grads);
 }
 
-TensorMap Trainer::parameters() const {
+TensorMap Trainer::parameterState() const {
   checkState();
   TensorMap params;
   for (const TrainStepSignature::Param &p : signature_.params)
     params.emplace(p.key, gathered(state_[p.arg], p.arg));
   return params;
 }
+
+TensorMap Trainer::parameters() const { return unstackTensors(parameterState()); }
 
 void Trainer::saveHf(const std::string &dir, int64_t maxShardBytes) const {
   TensorMap params = parameters(); // every rank takes part in the gathers

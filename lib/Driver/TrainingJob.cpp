@@ -109,9 +109,10 @@ private:
 void printPlan(Trainer &trainer) {
   MemoryPlan plan = planMemory(trainer.module().lookupSymbol<mlir::func::FuncOp>("train_step"));
   const Qwen3Config &m = trainer.model();
-  fmt::print("plan: {} parameters ({} layers, hidden {}, vocab {}), {:.4g} FLOPs/token\n",
-             m.parameterCount(), m.numLayers, m.hiddenSize, m.vocabSize,
-             trainer.flopsPerToken());
+  fmt::print("plan: {} parameters{} ({} layers, hidden {}, vocab {}), {:.4g} FLOPs/token\n",
+             m.parameterCount(),
+             m.isMoe() ? fmt::format(", {} active per token", m.activeParameterCount()) : "",
+             m.numLayers, m.hiddenSize, m.vocabSize, trainer.flopsPerToken());
   fmt::print("  memory per step{} (f32, exact for the CPU executor): parameters {}, gradients "
              "{}, optimizer state {}, activations saved for backward {}; peak of all "
              "intermediates {}, peak total {}\n",

@@ -32,6 +32,9 @@ public:
                std::map<std::string, Value> params)
       : b(b), c(c), batch(batch), seq(seq), params(std::move(params)) {}
 
+  /// The router outputs of each sparse layer, for the load-balancing loss.
+  SmallVector<Value> routerProbs, routerExperts;
+
   /// ids [b, s] -> logits [b, s, vocab]
   Value logits(Value ids) {
     Value h = EmbeddingOp::create(b, loc("tok_embeddings"), param("tok_embeddings"),
@@ -40,14 +43,25 @@ public:
                                       b.getI64IntegerAttr(seq),
                                       b.getI64IntegerAttr(c.headDim), fqn("rope_cache"));
     for (int64_t layer = 0; layer < c.numLayers; ++layer)
-      h = block("layers." + std::to_string(layer) + ".", h, cache);
+      h = block("layers." + std::to_string(layer) + ".", h, cache, c.isSparseLayer(layer));
     h = norm("norm", h);
     Value out = param(c.tieWordEmbeddings ? "tok_embeddings" : "output");
     return LinearOp::create(b, loc("output"), h, out, fqn("output"));
   }
 
+  /// loss + router_aux_loss_coef * load-balancing loss over the sparse layers,
+  /// as HF's Qwen3MoeForCausalLM with output_router_logits.
+  Value withAuxLoss(Value loss) {
+    auto aux = LoadBalancingLossOp::create(b, loc("aux_loss"), routerProbs, routerExperts,
+                                           fqn("aux_loss"));
+    Value scaled = ScaleOp::create(b, loc("aux_loss.scaled"), aux,
+                                   b.getF64FloatAttr(c.routerAuxLossCoef),
+                                   fqn("aux_loss.scaled"));
+    return add("loss.with_aux", loss, scaled);
+  }
+
 private:
-  Value block(const std::string &p, Value h, Value cache) {
+  Value block(const std::string &p, Value h, Value cache, bool sparse) {
     Value x = norm(p + "attention_norm", h);
     Value q = heads(p + "attention.q_heads", linear(p + "attention.wq", x), c.numHeads);
     Value k = heads(p + "attention.k_heads", linear(p + "attention.wk", x), c.numKvHeads);
@@ -64,12 +78,31 @@ private:
                            {batch, seq, c.numHeads * c.headDim});
     h = add(p + "attention_residual", h, linear(p + "attention.wo", merged));
     x = norm(p + "ffn_norm", h);
+    if (sparse)
+      return add(p + "ffn_residual", h, moe(p + "moe.", x));
     // Separate statements keep the emitted op order (w1, w3) deterministic.
     Value gate = linear(p + "feed_forward.w1", x);
     Value up = linear(p + "feed_forward.w3", x);
     std::string actName = p + "feed_forward.swiglu";
     Value act = SwigluOp::create(b, loc(actName), gate, up, fqn(actName));
     return add(p + "ffn_residual", h, linear(p + "feed_forward.w2", act));
+  }
+
+  /// Qwen3-MoE's sparse MLP: the router's gate linear, top-k routing, the
+  /// routed experts.
+  Value moe(const std::string &p, Value x) {
+    std::string routerName = p + "router";
+    auto router = RouterOp::create(b, loc(routerName), linear(routerName + ".gate", x),
+                                   b.getI64IntegerAttr(c.numExpertsPerTok),
+                                   c.normTopkProb ? b.getUnitAttr() : UnitAttr(),
+                                   fqn(routerName));
+    routerProbs.push_back(router.getProbs());
+    routerExperts.push_back(router.getExperts());
+    std::string experts = p + "experts";
+    return GroupedExpertsOp::create(b, loc(experts), x, router.getWeights(),
+                                    router.getExperts(), param(experts + ".w1"),
+                                    param(experts + ".w3"), param(experts + ".w2"),
+                                    fqn(experts));
   }
 
   Value norm(const std::string &module, Value x) {
@@ -173,6 +206,8 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
                   Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
                                                       logits, inputs[1],
                                                       b.getStringAttr("loss"), IntegerAttr());
+                  if (config.isMoe() && config.outputRouterLogits && !model.routerProbs.empty())
+                    loss = model.withAuxLoss(loss);
                   return SmallVector<Value>{loss};
                 });
 
@@ -190,6 +225,13 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
       b.getNamedAttr("batch", b.getI64IntegerAttr(batch)),
       b.getNamedAttr("seq_len", b.getI64IntegerAttr(seq)),
   };
+  if (config.isMoe())
+    model.append({
+        b.getNamedAttr("num_experts", b.getI64IntegerAttr(config.numExperts)),
+        b.getNamedAttr("num_experts_per_tok", b.getI64IntegerAttr(config.numExpertsPerTok)),
+        b.getNamedAttr("moe_intermediate_size", b.getI64IntegerAttr(config.moeIntermediateSize)),
+        b.getNamedAttr("active_parameters", b.getI64IntegerAttr(config.activeParameterCount())),
+    });
   (*module)->setAttr(kModelAttr, b.getDictionaryAttr(model));
   verifyOrFail(*module, "captured " + config.name);
   return module;

@@ -4,23 +4,60 @@
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 namespace kiln {
 
-int64_t Qwen3Config::matmulParameterCount() const {
-  int64_t qDim = numHeads * headDim, kvDim = numKvHeads * headDim;
-  int64_t attention = hiddenSize * (2 * qDim + 2 * kvDim);
-  int64_t mlp = 3 * hiddenSize * intermediateSize;
+bool Qwen3Config::isSparseLayer(int64_t layer) const {
+  return isMoe() &&
+         std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) == mlpOnlyLayers.end() &&
+         (layer + 1) % decoderSparseStep == 0;
+}
+
+int64_t Qwen3Config::numSparseLayers() const {
+  int64_t n = 0;
+  for (int64_t layer = 0; layer < numLayers; ++layer)
+    n += isSparseLayer(layer);
+  return n;
+}
+
+namespace {
+/// Matmul parameters of the layers with `experts` experts counted per
+/// sparse layer (all of them, or the k a token reaches).
+int64_t matmulParameters(const Qwen3Config &c, int64_t experts) {
+  int64_t qDim = c.numHeads * c.headDim, kvDim = c.numKvHeads * c.headDim;
+  int64_t attention = c.hiddenSize * (2 * qDim + 2 * kvDim);
+  int64_t dense = 3 * c.hiddenSize * c.intermediateSize;
+  int64_t sparse = c.numExperts * c.hiddenSize + // the router's gate
+                   experts * 3 * c.hiddenSize * c.moeIntermediateSize;
+  int64_t sparseLayers = c.numSparseLayers();
   // The output projection is a matmul whether or not it shares the
   // embedding's storage; the input embedding is a gather.
-  return numLayers * (attention + mlp) + vocabSize * hiddenSize;
+  return c.numLayers * attention + (c.numLayers - sparseLayers) * dense +
+         sparseLayers * sparse + c.vocabSize * c.hiddenSize;
+}
+
+int64_t otherParameters(const Qwen3Config &c) {
+  int64_t norms = c.numLayers * (2 * c.hiddenSize + 2 * c.headDim) + c.hiddenSize;
+  int64_t embedding = c.tieWordEmbeddings ? 0 : c.vocabSize * c.hiddenSize;
+  return norms + embedding;
+}
+} // namespace
+
+int64_t Qwen3Config::matmulParameterCount() const { return matmulParameters(*this, numExperts); }
+
+int64_t Qwen3Config::activeMatmulParameterCount() const {
+  return matmulParameters(*this, numExpertsPerTok);
 }
 
 int64_t Qwen3Config::parameterCount() const {
-  int64_t norms = numLayers * (2 * hiddenSize + 2 * headDim) + hiddenSize;
-  int64_t embedding = tieWordEmbeddings ? 0 : vocabSize * hiddenSize;
-  return matmulParameterCount() + norms + embedding;
+  return matmulParameterCount() + otherParameters(*this);
+}
+
+int64_t Qwen3Config::activeParameterCount() const {
+  return activeMatmulParameterCount() + otherParameters(*this);
 }
 
 void Qwen3Config::validate(const std::string &source) const {
@@ -45,12 +82,28 @@ void Qwen3Config::validate(const std::string &source) const {
     fail("{}: 'rms_norm_eps' must be positive, got {}", source, rmsNormEps);
   if (!(ropeTheta > 0))
     fail("{}: 'rope_theta' must be positive, got {}", source, ropeTheta);
+  if (!isMoe())
+    return;
+  positive("num_experts", numExperts);
+  positive("num_experts_per_tok", numExpertsPerTok);
+  positive("moe_intermediate_size", moeIntermediateSize);
+  positive("decoder_sparse_step", decoderSparseStep);
+  if (numExpertsPerTok > numExperts)
+    fail("{}: 'num_experts_per_tok' ({}) must not exceed 'num_experts' ({})", source,
+         numExpertsPerTok, numExperts);
+  for (int64_t layer : mlpOnlyLayers)
+    if (layer < 0 || layer >= numLayers)
+      fail("{}: 'mlp_only_layers' holds {}, not a layer index in [0, {})", source, layer,
+           numLayers);
+  if (!(routerAuxLossCoef >= 0) || !std::isfinite(routerAuxLossCoef))
+    fail("{}: 'router_aux_loss_coef' must be a finite number >= 0, got {}", source,
+         routerAuxLossCoef);
 }
 
 std::string Qwen3Config::toHfConfigJson() const {
   nlohmann::json config = {
-      {"architectures", {"Qwen3ForCausalLM"}},
-      {"model_type", "qwen3"},
+      {"architectures", {isMoe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
+      {"model_type", isMoe() ? "qwen3_moe" : "qwen3"},
       {"hidden_size", hiddenSize},
       {"num_hidden_layers", numLayers},
       {"num_attention_heads", numHeads},
@@ -69,14 +122,25 @@ std::string Qwen3Config::toHfConfigJson() const {
       {"use_sliding_window", false},
       {"torch_dtype", "float32"},
   };
+  if (isMoe()) {
+    config["num_experts"] = numExperts;
+    config["num_experts_per_tok"] = numExpertsPerTok;
+    config["moe_intermediate_size"] = moeIntermediateSize;
+    config["norm_topk_prob"] = normTopkProb;
+    config["decoder_sparse_step"] = decoderSparseStep;
+    config["mlp_only_layers"] = mlpOnlyLayers;
+    config["router_aux_loss_coef"] = routerAuxLossCoef;
+    config["output_router_logits"] = outputRouterLogits;
+  }
   return config.dump(2) + "\n";
 }
 
 Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &source) {
   JsonObject config = JsonObject::parse(text, source);
   std::string modelType = config.getString("model_type");
-  if (modelType != "qwen3")
-    fail("{}: model_type '{}' is not supported (expected 'qwen3')", source, modelType);
+  if (modelType != "qwen3" && modelType != "qwen3_moe")
+    fail("{}: model_type '{}' is not supported (expected 'qwen3' or 'qwen3_moe')", source,
+         modelType);
   Qwen3Config c;
   c.name = source;
   c.hiddenSize = config.getInt("hidden_size");
@@ -90,8 +154,65 @@ Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &
   c.ropeTheta = config.getNumber("rope_theta");
   c.tieWordEmbeddings = config.getBool("tie_word_embeddings");
   c.maxPositionEmbeddings = config.getInt("max_position_embeddings");
+  if (modelType == "qwen3_moe") {
+    c.numExperts = config.getInt("num_experts");
+    c.numExpertsPerTok = config.getInt("num_experts_per_tok");
+    c.moeIntermediateSize = config.getInt("moe_intermediate_size");
+    c.normTopkProb = config.getBool("norm_topk_prob");
+    c.decoderSparseStep = config.getInt("decoder_sparse_step");
+    c.routerAuxLossCoef = config.getNumber("router_aux_loss_coef");
+    // Optional in HF (PretrainedConfig defaults them).
+    if (config.has("output_router_logits"))
+      c.outputRouterLogits = config.getBool("output_router_logits");
+    if (config.has("mlp_only_layers")) {
+      const nlohmann::json &layers = config.get("mlp_only_layers");
+      if (!layers.is_array())
+        fail("{}: 'mlp_only_layers' must be an array of layer indices", source);
+      for (const nlohmann::json &layer : layers) {
+        if (!layer.is_number_integer())
+          fail("{}: 'mlp_only_layers' must hold integers, got {}", source, layer.dump());
+        c.mlpOnlyLayers.push_back(layer.get<int64_t>());
+      }
+    }
+    if (c.numExperts <= 0)
+      fail("{}: 'num_experts' must be a positive integer, got {}", source, c.numExperts);
+  }
   c.validate(source);
   return c;
+}
+
+const std::vector<std::string> &Qwen3Config::hfFieldNames() {
+  static const std::vector<std::string> names = {
+      "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+      "head_dim", "intermediate_size", "vocab_size", "rms_norm_eps", "rope_theta",
+      "tie_word_embeddings", "max_position_embeddings", "num_experts", "num_experts_per_tok",
+      "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers",
+      "router_aux_loss_coef", "output_router_logits"};
+  return names;
+}
+
+Qwen3Config Qwen3Config::withOverrides(const nlohmann::json &fields,
+                                       const std::string &source) const {
+  if (fields.empty())
+    return *this;
+  const std::vector<std::string> &known = hfFieldNames();
+  nlohmann::json config = nlohmann::json::parse(toHfConfigJson());
+  for (const auto &[key, value] : fields.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string list;
+      for (const std::string &k : known)
+        list += (list.empty() ? "" : ", ") + k;
+      fail("{}: 'model.{}' is not a model field Kiln can override (known: {})", source, key,
+           list);
+    }
+    if (!isMoe() && key.find("expert") != std::string::npos)
+      fail("{}: 'model.{}' applies to Qwen3-MoE models only; {} is dense", source, key, name);
+    config[key] = value;
+  }
+  Qwen3Config out = fromHfJson(config.dump(), source + " (model." + fields.begin().key() +
+                                                  (fields.size() > 1 ? ", ..." : "") + ")");
+  out.name = name;
+  return out;
 }
 
 Qwen3Config Qwen3Config::fromHfDirectory(const std::string &dir) {
@@ -102,13 +223,15 @@ Qwen3Config Qwen3Config::fromHfDirectory(const std::string &dir) {
 }
 
 const std::vector<Qwen3Config> &Qwen3Config::flavors() {
-  // Published Qwen3 dense shapes; all share vocab 151936, head_dim 128,
-  // qk-norm, RMSNorm eps 1e-6, rope theta 1e6 and 40960 positions.
+  // Published Qwen3 shapes; all share vocab 151936, head_dim 128, qk-norm,
+  // RMSNorm eps 1e-6, rope theta 1e6 and 40960 positions. The MoE models
+  // have every layer sparse and norm_topk_prob set.
   static const std::vector<Qwen3Config> all = [] {
     struct Row {
       const char *name;
       int64_t hidden, layers, heads, kvHeads, intermediate;
       bool tied;
+      int64_t experts = 0, topK = 0, moeIntermediate = 0;
     };
     const Row rows[] = {
         {"qwen3-0.6b", 1024, 28, 16, 8, 3072, true},
@@ -117,6 +240,8 @@ const std::vector<Qwen3Config> &Qwen3Config::flavors() {
         {"qwen3-8b", 4096, 36, 32, 8, 12288, false},
         {"qwen3-14b", 5120, 40, 40, 8, 17408, false},
         {"qwen3-32b", 5120, 64, 64, 8, 25600, false},
+        {"qwen3-30b-a3b", 2048, 48, 32, 4, 6144, false, 128, 8, 768},
+        {"qwen3-235b-a22b", 4096, 94, 64, 4, 12288, false, 128, 8, 1536},
     };
     std::vector<Qwen3Config> out;
     for (const Row &r : rows) {
@@ -131,6 +256,9 @@ const std::vector<Qwen3Config> &Qwen3Config::flavors() {
       c.vocabSize = 151936;
       c.tieWordEmbeddings = r.tied;
       c.maxPositionEmbeddings = 40960;
+      c.numExperts = r.experts;
+      c.numExpertsPerTok = r.topK;
+      c.moeIntermediateSize = r.moeIntermediate;
       out.push_back(c);
     }
     return out;
@@ -138,17 +266,21 @@ const std::vector<Qwen3Config> &Qwen3Config::flavors() {
   return all;
 }
 
-Qwen3Config Qwen3Config::resolve(const std::string &model) {
-  if (std::filesystem::is_directory(model))
-    return fromHfDirectory(model);
+const Qwen3Config &Qwen3Config::flavor(const std::string &name) {
   for (const Qwen3Config &flavor : flavors())
-    if (flavor.name == model)
+    if (flavor.name == name)
       return flavor;
   std::string names;
   for (const Qwen3Config &flavor : flavors())
     names += (names.empty() ? "" : ", ") + flavor.name;
-  fail("--model '{}' is neither a directory with config.json nor a flavor ({})",
-       model, names);
+  fail("--model '{}' is neither a directory with config.json nor a flavor ({})", name,
+       names);
+}
+
+Qwen3Config Qwen3Config::resolve(const std::string &model) {
+  if (std::filesystem::is_directory(model))
+    return fromHfDirectory(model);
+  return flavor(model);
 }
 
 } // namespace kiln

@@ -25,6 +25,15 @@ constexpr LayerModule kLayerModules[] = {
     {"mlp.up_proj", "feed_forward.w3"},
     {"mlp.down_proj", "feed_forward.w2"},
 };
+/// A sparse layer's MoE modules replace the dense MLP's three. The experts'
+/// weights are stacked along a first dimension of num_experts; their keys
+/// hold "*" where HF's per-expert keys hold the expert index.
+constexpr LayerModule kMoeModules[] = {
+    {"mlp.gate", "moe.router.gate"},
+    {"mlp.experts.*.gate_proj", "moe.experts.w1"},
+    {"mlp.experts.*.up_proj", "moe.experts.w3"},
+    {"mlp.experts.*.down_proj", "moe.experts.w2"},
+};
 constexpr LayerModule kTopModules[] = {
     {"model.embed_tokens", "tok_embeddings"},
     {"model.norm", "norm"},
@@ -34,20 +43,30 @@ constexpr LayerModule kTopModules[] = {
 
 std::vector<Qwen3Parameter> qwen3Parameters(const Qwen3Config &c) {
   const int64_t d = c.hiddenSize, q = c.numHeads * c.headDim,
-                kv = c.numKvHeads * c.headDim, ffn = c.intermediateSize;
-  // Shapes in the order of kLayerModules ([out, in] for linears).
+                kv = c.numKvHeads * c.headDim, ffn = c.intermediateSize,
+                e = c.numExperts, moe = c.moeIntermediateSize;
+  // Shapes in the order of kLayerModules ([out, in] for linears), then kMoeModules.
   const std::vector<int64_t> layerShapes[] = {
       {d}, {q, d}, {kv, d}, {kv, d}, {d, q}, {c.headDim}, {c.headDim},
       {d}, {ffn, d}, {ffn, d}, {d, ffn}};
+  const std::vector<int64_t> moeShapes[] = {{e, d}, {e, moe, d}, {e, moe, d}, {e, d, moe}};
+  constexpr size_t kDenseMlp = 3; // the last three of kLayerModules
   std::vector<Qwen3Parameter> params;
   params.push_back({"model.embed_tokens.weight", "tok_embeddings", {c.vocabSize, d}});
-  for (int64_t layer = 0; layer < c.numLayers; ++layer)
-    for (size_t i = 0; i < std::size(kLayerModules); ++i) {
-      std::string n = std::to_string(layer);
-      params.push_back({"model.layers." + n + "." + kLayerModules[i].hf + ".weight",
-                        "layers." + n + "." + kLayerModules[i].torchtitan,
-                        layerShapes[i]});
-    }
+  for (int64_t layer = 0; layer < c.numLayers; ++layer) {
+    std::string n = std::to_string(layer);
+    auto add = [&](const LayerModule &module, const std::vector<int64_t> &shape) {
+      params.push_back({"model.layers." + n + "." + module.hf + ".weight",
+                        "layers." + n + "." + module.torchtitan, shape});
+    };
+    bool sparse = c.isSparseLayer(layer);
+    size_t kept = std::size(kLayerModules) - (sparse ? kDenseMlp : 0);
+    for (size_t i = 0; i < kept; ++i)
+      add(kLayerModules[i], layerShapes[i]);
+    if (sparse)
+      for (size_t i = 0; i < std::size(kMoeModules); ++i)
+        add(kMoeModules[i], moeShapes[i]);
+  }
   params.push_back({"model.norm.weight", "norm", {d}});
   if (!c.tieWordEmbeddings)
     params.push_back({"lm_head.weight", "output", {c.vocabSize, d}});
@@ -56,10 +75,18 @@ std::vector<Qwen3Parameter> qwen3Parameters(const Qwen3Config &c) {
 
 std::string torchtitanModuleForHfKey(const std::string &hfKey) {
   static const std::regex layerKey(R"(model\.layers\.(\d+)\.(.+)\.weight)");
+  static const std::regex expertKey(R"(mlp\.experts\.(\d+|\*)\.(.+))");
   std::smatch m;
   if (std::regex_match(hfKey, m, layerKey)) {
+    std::string path = m[2].str();
+    std::smatch e;
+    if (std::regex_match(path, e, expertKey)) // one expert's slice of the stack
+      path = "mlp.experts.*." + e[2].str();
     for (const LayerModule &module : kLayerModules)
-      if (m[2] == module.hf)
+      if (path == module.hf)
+        return "layers." + m[1].str() + "." + module.torchtitan;
+    for (const LayerModule &module : kMoeModules)
+      if (path == module.hf)
         return "layers." + m[1].str() + "." + module.torchtitan;
     return "";
   }
@@ -69,11 +96,22 @@ std::string torchtitanModuleForHfKey(const std::string &hfKey) {
   return "";
 }
 
-std::vector<std::string> qwen3TensorParallelPlan() {
-  return {"layers.*.attention.wq=colwise",    "layers.*.attention.wk=colwise",
-          "layers.*.attention.wv=colwise",    "layers.*.attention.wo=rowwise",
-          "layers.*.feed_forward.w1=colwise", "layers.*.feed_forward.w3=colwise",
-          "layers.*.feed_forward.w2=rowwise"};
+std::vector<std::string> qwen3TensorParallelPlan(const Qwen3Config &c) {
+  std::vector<std::string> plan = {
+      "layers.*.attention.wq=colwise", "layers.*.attention.wk=colwise",
+      "layers.*.attention.wv=colwise", "layers.*.attention.wo=rowwise"};
+  // kiln-shard refuses entries that match nothing: name only the MLPs the
+  // model has.
+  if (c.numSparseLayers() < c.numLayers)
+    plan.insert(plan.end(), {"layers.*.feed_forward.w1=colwise",
+                             "layers.*.feed_forward.w3=colwise",
+                             "layers.*.feed_forward.w2=rowwise"});
+  // Within each expert as in the dense MLP; the router stays replicated.
+  if (c.numSparseLayers() > 0)
+    plan.insert(plan.end(), {"layers.*.moe.experts.w1=colwise",
+                             "layers.*.moe.experts.w3=colwise",
+                             "layers.*.moe.experts.w2=rowwise"});
+  return plan;
 }
 
 } // namespace kiln

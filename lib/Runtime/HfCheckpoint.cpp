@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <unistd.h>
@@ -98,6 +99,48 @@ void appendNames(std::string &out, const std::string &title,
 }
 
 } // namespace
+
+bool isStackedKey(const std::string &key) { return key.find('*') != std::string::npos; }
+
+std::string stackMemberKey(const std::string &stackedKey, int64_t index) {
+  size_t star = stackedKey.find('*');
+  return stackedKey.substr(0, star) + std::to_string(index) + stackedKey.substr(star + 1);
+}
+
+Tensor stackTensors(const std::vector<Tensor> &members) {
+  if (members.empty())
+    fail("internal: stacking no tensors");
+  Shape shape = members[0].shape();
+  shape.insert(shape.begin(), int64_t(members.size()));
+  Tensor out = Tensor::uninitialized(members[0].dtype(), shape);
+  auto *dst = static_cast<char *>(out.mutableData<void>());
+  for (const Tensor &m : members) {
+    if (m.shape() != members[0].shape() || m.dtype() != members[0].dtype())
+      fail("internal: stacking tensors of different shapes or dtypes");
+    std::memcpy(dst, m.rawData(), m.nbytes());
+    dst += m.nbytes();
+  }
+  return out;
+}
+
+TensorMap unstackTensors(const TensorMap &tensors) {
+  TensorMap out;
+  for (const auto &[key, tensor] : tensors) {
+    if (!isStackedKey(key)) {
+      out.emplace(key, tensor);
+      continue;
+    }
+    Shape memberShape(tensor.shape().begin() + 1, tensor.shape().end());
+    auto *src = static_cast<const char *>(tensor.rawData());
+    for (int64_t i = 0; i < tensor.dim(0); ++i) {
+      Tensor member = Tensor::uninitialized(tensor.dtype(), memberShape);
+      std::memcpy(member.mutableData<void>(), src, member.nbytes());
+      src += member.nbytes();
+      out.emplace(stackMemberKey(key, i), std::move(member));
+    }
+  }
+  return out;
+}
 
 void saveHfCheckpoint(const std::string &dir, const std::string &configJson,
                       const TensorMap &tensors, int64_t maxShardBytes) {

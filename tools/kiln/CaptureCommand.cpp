@@ -25,13 +25,21 @@ namespace kiln {
 namespace {
 
 void listFlavors() {
-  fmt::print("{:<12} {:>7} {:>7} {:>6} {:>9} {:>13} {:>5} {:>16}\n", "flavor", "hidden",
-             "layers", "heads", "kv_heads", "intermediate", "tied", "parameters");
-  for (const Qwen3Config &c : Qwen3Config::flavors())
-    fmt::print("{:<12} {:>7} {:>7} {:>6} {:>9} {:>13} {:>5} {:>16} ({:.3f}e9)\n", c.name,
+  fmt::print("{:<16} {:>6} {:>6} {:>5} {:>8} {:>12} {:>5} {:>14} {:>18} {:>18}\n", "flavor",
+             "hidden", "layers", "heads", "kv_heads", "intermediate", "tied", "experts",
+             "parameters", "active");
+  for (const Qwen3Config &c : Qwen3Config::flavors()) {
+    std::string experts =
+        c.isMoe() ? fmt::format("{} top-{} x{}", c.numExperts, c.numExpertsPerTok,
+                                c.moeIntermediateSize)
+                  : "-";
+    fmt::print("{:<16} {:>6} {:>6} {:>5} {:>8} {:>12} {:>5} {:>14} {:>18} {:>18}\n", c.name,
                c.hiddenSize, c.numLayers, c.numHeads, c.numKvHeads, c.intermediateSize,
-               c.tieWordEmbeddings ? "yes" : "no", c.parameterCount(),
-               c.parameterCount() / 1e9);
+               c.tieWordEmbeddings ? "yes" : "no", experts,
+               fmt::format("{} ({:.3f}e9)", c.parameterCount(), c.parameterCount() / 1e9),
+               fmt::format("{} ({:.3f}e9)", c.activeParameterCount(),
+                           c.activeParameterCount() / 1e9));
+  }
 }
 
 std::string typeString(mlir::TypeRange types) {
@@ -51,6 +59,12 @@ void printSummary(mlir::ModuleOp module, const Qwen3Config &c) {
              "intermediate {}, vocab {}, {} embeddings\n",
              c.name, c.numLayers, c.hiddenSize, c.numHeads, c.numKvHeads, c.headDim,
              c.intermediateSize, c.vocabSize, c.tieWordEmbeddings ? "tied" : "untied");
+  if (c.isMoe())
+    fmt::print("experts: {} sparse layers of {} experts, top-{}, moe_intermediate {}; "
+               "parameters {} total, {} active per token ({:.2f}e9 / {:.2f}e9)\n",
+               c.numSparseLayers(), c.numExperts, c.numExpertsPerTok, c.moeIntermediateSize,
+               c.parameterCount(), c.activeParameterCount(), c.parameterCount() / 1e9,
+               c.activeParameterCount() / 1e9);
   for (auto fn : module.getOps<mlir::func::FuncOp>()) {
     ProgramCost cost = programCost(fn);
     int64_t ops = 0;
@@ -64,7 +78,10 @@ void printSummary(mlir::ModuleOp module, const Qwen3Config &c) {
                typeString(fn.getResultTypes()));
     fmt::print("  parameters {} ({:.2f} MB), {} ops: {}\n", cost.parameterCount,
                cost.parameterBytes / 1e6, ops, counts);
-    fmt::print("  {:.4g} GFLOP, {:.4g} MB read, {:.4g} MB written\n", cost.flops / 1e9,
+    // The token ids come first: FLOPs per token count the routed experts only.
+    auto ids = mlir::cast<mlir::RankedTensorType>(fn.getArgumentTypes()[0]);
+    fmt::print("  {:.4g} GFLOP ({:.4g} FLOPs/token), {:.4g} MB read, {:.4g} MB written\n",
+               cost.flops / 1e9, double(cost.flops) / double(ids.getNumElements()),
                cost.bytesRead / 1e6, cost.bytesWritten / 1e6);
   }
 }
@@ -121,17 +138,25 @@ std::string moduleText(mlir::ModuleOp module) {
 } // namespace
 
 int runCapture(const std::vector<std::string> &allArgs) {
-  // --parallelism.<key>=<value> as `kiln train` takes them.
-  std::vector<std::string> args, parallelism;
+  // --parallelism.<key>=<value> and --model.<config.json field>=<value> as
+  // `kiln train` takes them.
+  std::vector<std::string> args, parallelism, modelFields;
   for (const std::string &a : allArgs)
-    (a.rfind("--parallelism.", 0) == 0 ? parallelism : args).push_back(a);
+    (a.rfind("--parallelism.", 0) == 0 ? parallelism
+     : a.rfind("--model.", 0) == 0     ? modelFields
+                                       : args)
+        .push_back(a);
   OptionList options("capture", args, {"list-flavors", "summary", "train-step"});
   if (options.flag("list-flavors")) {
     options.finish();
     listFlavors();
     return 0;
   }
-  Qwen3Config config = Qwen3Config::resolve(options.required("model"));
+  std::string modelName = options.required("model");
+  modelFields.push_back("--model.flavor=" + modelName);
+  Qwen3Config config = Qwen3Config::resolve(modelName)
+                           .withOverrides(TrainConfig::load("", modelFields).model.overrides,
+                                          "command line");
   CaptureOptions capture;
   capture.batch = options.integer("batch", 1);
   capture.seq = options.integer("seq", 0);

@@ -10,6 +10,8 @@
 #ifndef KILN_DRIVER_TRAINCONFIG_H
 #define KILN_DRIVER_TRAINCONFIG_H
 
+#include "kiln/Frontend/Qwen3Config.h"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -25,6 +27,11 @@ struct TrainConfig {
   struct Model {
     std::string hfPath; ///< HF directory (config.json + safetensors) to start from
     std::string flavor; ///< or a built-in flavor name, randomly initialised
+    /// config.json fields replaced by their HF names ("model.num_experts=64"),
+    /// as a JSON object; applied by resolve().
+    nlohmann::json overrides = nlohmann::json::object();
+    /// The model hf_path or flavor names, with the overrides applied.
+    Qwen3Config resolve() const;
   } model;
 
   struct Training {

@@ -86,11 +86,13 @@ public:
   double evaluate(const Tensor &tokens);
   /// Mean of the losses of `batches`, the weights gathered once for all.
   double evaluate(const std::vector<Tensor> &batches);
-  /// Unclipped gradients of the loss of `tokens` at the current weights.
+  /// Unclipped gradients of the loss of `tokens` at the current weights, by
+  /// HF key.
   TensorMap gradients(const Tensor &tokens);
 
-  /// Current weights by HF key (tied models have no lm_head.weight), whole:
-  /// on several ranks every rank must call it (it gathers the shards).
+  /// Current weights by HF key (tied models have no lm_head.weight; a MoE
+  /// layer's experts one tensor each), whole: on several ranks every rank
+  /// must call it (it gathers the shards).
   TensorMap parameters() const;
   /// Writes config.json + safetensors to `dir` (atomically); on several
   /// ranks every rank calls it and rank 0 writes.
@@ -111,8 +113,9 @@ public:
   const Qwen3Config &model() const { return model_; }
   const OptimizerSettings &optimizer() const { return optimizer_; }
   int64_t updatesDone() const { return updates_; }
-  /// FLOPs per token by torchtitan's formula: 6 * matmul parameters +
-  /// 12 * layers * heads * head_dim * seq.
+  /// FLOPs per token by torchtitan's formula: 6 * matmul parameters a token
+  /// uses (a MoE layer's k routed experts, not all) + 12 * layers * heads *
+  /// head_dim * seq.
   double flopsPerToken() const;
   /// Peak FLOP/s used for MFU: this machine's measured sgemm rate
   /// (measureCpuPeakFlops), since a CPU has no published bf16 peak to use.
@@ -121,6 +124,8 @@ public:
 
 private:
   void checkTokens(const Tensor &tokens) const;
+  /// The whole weights by parameter key (experts stacked), gathered.
+  TensorMap parameterState() const;
   void checkState() const;
   /// This rank's slice of a whole value of @train_step argument `arg`, and
   /// the whole value from this rank's slice (gathered from every rank).

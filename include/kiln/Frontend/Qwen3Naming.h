@@ -34,8 +34,9 @@ std::string torchtitanModuleForHfKey(const std::string &hfKey);
 
 /// torchtitan's tensor-parallel plan for Qwen3 as kiln-shard's `tp-plan`
 /// (module glob = style): attention q/k/v and the MLP's w1/w3 colwise, the
-/// attention output and w2 rowwise; everything else replicated over tp.
-std::vector<std::string> qwen3TensorParallelPlan();
+/// attention output and w2 rowwise, each expert of a MoE layer like a dense
+/// MLP; everything else (the router included) replicated over tp.
+std::vector<std::string> qwen3TensorParallelPlan(const Qwen3Config &config);
 
 } // namespace kiln
 

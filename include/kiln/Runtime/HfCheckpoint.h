@@ -19,6 +19,19 @@
 
 namespace kiln {
 
+/// A parameter key holding one '*' names a stack: the tensors whose keys put
+/// 0, 1, ... in its place, stacked along a new first dimension. A MoE layer
+/// keeps its experts' weights stacked ("model.layers.0.mlp.experts.*.
+/// gate_proj.weight" [experts, inter, hidden]) while HF stores one tensor
+/// per expert.
+bool isStackedKey(const std::string &key);
+/// The key of member `index` of a stacked key.
+std::string stackMemberKey(const std::string &stackedKey, int64_t index);
+/// `members` (equal shapes and dtypes) stacked along a new first dimension.
+Tensor stackTensors(const std::vector<Tensor> &members);
+/// Every stacked entry of `tensors` replaced by its members, as HF stores them.
+TensorMap unstackTensors(const TensorMap &tensors);
+
 /// Writes `dir` with config.json (`configJson` verbatim) and the tensors:
 /// one model.safetensors if their bytes total <= `maxShardBytes`, else
 /// model-0000i-of-0000N.safetensors shards filled greedily in name order

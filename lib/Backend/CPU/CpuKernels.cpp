@@ -12,6 +12,7 @@
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/Kernels.h"
 #include "kiln/Runtime/LrSchedule.h"
+#include "kiln/Runtime/MoeKernels.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -128,6 +129,54 @@ void run(CrossEntropyBackwardOp op, const Context &, In in, Out &out) {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+void run(RouterOp op, const Context &, In in, Out &out) {
+  kernels::RouterOutputs r =
+      kernels::router(in[0], int64_t(op.getTopK()), op.getNormTopkProb());
+  out.append({r.weights, r.experts, r.probs});
+}
+void run(GroupedExpertsOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5]));
+}
+/// The variadic operands [first, first + count) as a vector.
+std::vector<Tensor> slice(In in, size_t first, size_t count) {
+  return std::vector<Tensor>(in.begin() + first, in.begin() + first + count);
+}
+void run(LoadBalancingLossOp op, const Context &, In in, Out &out) {
+  size_t layers = op.getProbs().size();
+  out.push_back(kernels::loadBalancingLoss(slice(in, 0, layers), slice(in, layers, layers)));
+}
+void run(ScaleOp op, const Context &, In in, Out &out) {
+  Tensor scaled = Tensor::uninitialized(DType::F32, in[0].shape());
+  float factor = float(op.getFactor().convertToDouble());
+  for (int64_t i = 0; i < scaled.numel(); ++i)
+    scaled.mutableData<float>()[i] = in[0].data<float>()[i] * factor;
+  out.push_back(scaled);
+}
+void run(RouterBackwardOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::routerBackward(in[0], in[1], in[2], &in[3], op.getNormTopkProb()));
+}
+void run(GroupedExpertsBackwardOp, const Context &, In in, Out &out) {
+  kernels::GroupedExpertsGrads g =
+      kernels::groupedExpertsBackward(in[0], in[1], in[2], in[3], in[4], in[5], in[6]);
+  out.append({g.x, g.weights, g.w1, g.w3, g.w2});
+}
+void run(LoadBalancingLossBackwardOp op, const Context &, In in, Out &out) {
+  // The probabilities enter linearly: only their shapes matter, which the
+  // counts' shapes and num_experts give.
+  std::vector<Tensor> experts = slice(in, 1, in.size() - 1), shapes;
+  for (const Tensor &ids : experts) {
+    Shape shape = ids.shape();
+    shape.back() = int64_t(op.getNumExperts());
+    shapes.push_back(Tensor::uninitialized(DType::F32, shape));
+  }
+  for (Tensor &grad : kernels::loadBalancingLossBackward(in[0], shapes, experts))
+    out.push_back(std::move(grad));
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
@@ -192,6 +241,8 @@ void attachAll(MLIRContext *context, KilnDialect *) {
   attach<ConstantOp, EmbeddingBackwardOp, RmsNormBackwardOp, LinearBackwardDataOp,
          LinearBackwardWeightOp, RopeBackwardOp, AttentionBackwardOp, SwigluBackwardOp,
          CrossEntropyBackwardOp>(context);
+  attach<RouterOp, GroupedExpertsOp, LoadBalancingLossOp, ScaleOp, RouterBackwardOp,
+         GroupedExpertsBackwardOp, LoadBalancingLossBackwardOp>(context);
   attach<GlobalNormOp, SqrtOp, ClipCoefOp, LrScheduleOp, AdamWOp, NextStepOp>(context);
 }
 

@@ -4,6 +4,7 @@
 #include "kiln/Analysis/BufferLiveness.h"
 #include "kiln/Backend/CPU/CpuKernelInterface.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
@@ -222,6 +223,16 @@ Tensor conform(Tensor value, Type type, const std::string &what, const std::stri
 
 Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, Type type,
                      const std::string &user, llvm::function_ref<Tensor(Tensor)> slice) {
+  if (isStackedKey(key)) {
+    // HF stores each member on its own: read them one by one and stack them.
+    auto tensorType = cast<RankedTensorType>(type);
+    Type memberType = tensorType.clone(tensorType.getShape().drop_front());
+    std::vector<Tensor> members;
+    for (int64_t i = 0; i < tensorType.getDimSize(0); ++i)
+      members.push_back(bindParameter(checkpoint, stackMemberKey(key, i), memberType, user));
+    Tensor stacked = stackTensors(members);
+    return slice ? slice(stacked) : stacked;
+  }
   if (!checkpoint.contains(key))
     fail("{}: missing parameter '{}' needed by {}", checkpoint.path(), key, user);
   Tensor stored = checkpoint.get(key);

@@ -40,6 +40,21 @@ StringRef kiln::owningModule(Value value) {
   return first ? fqnOf(first) : StringRef();
 }
 
+std::string kiln::parameterPath(Value param) {
+  std::string path = owningModule(param).str();
+  for (OpOperand &use : param.getUses())
+    if (auto experts = dyn_cast<GroupedExpertsOp>(use.getOwner())) {
+      unsigned n = use.getOperandNumber();
+      if (n == experts.getW1Mutable().getOperandNumber())
+        return path + ".w1";
+      if (n == experts.getW3Mutable().getOperandNumber())
+        return path + ".w3";
+      if (n == experts.getW2Mutable().getOperandNumber())
+        return path + ".w2";
+    }
+  return path;
+}
+
 #include "kiln/Dialect/Kiln/IR/KilnInterfaces.cpp.inc"
 
 //===----------------------------------------------------------------------===//

@@ -274,3 +274,73 @@ ShardingRule AdamWOp::getShardingRule() {
   rule.results = {p, p, p};
   return rule;
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+/// router / router_backward: tokens split freely; the experts (softmax,
+/// top-k) and the k slots stay whole.
+static ShardingRule routerRule(Value probs, bool backward) {
+  ShardingRule rule;
+  Map lead = loops(rule, rankOf(probs) - 1);
+  int64_t e = rule.loop(false), k = rule.loop(false);
+  Map byExpert = concat(lead, {e}), bySlot = concat(lead, {k});
+  if (!backward) { // router: logits -> weights, experts, probs
+    rule.operands = {byExpert};
+    rule.results = {bySlot, bySlot, byExpert};
+  } else { // router_backward: probs, experts, weights_grad, probs_grad -> logits_grad
+    rule.operands = {byExpert, bySlot, bySlot, byExpert};
+    rule.results = {byExpert};
+  }
+  return rule;
+}
+
+ShardingRule RouterOp::getShardingRule() { return routerRule(getProbs(), false); }
+ShardingRule RouterBackwardOp::getShardingRule() { return routerRule(getProbs(), true); }
+
+/// grouped_experts and its backward: tokens split freely; each expert's
+/// intermediate features split like a dense MLP's (w1/w3 colwise, w2
+/// rowwise), leaving the output a partial sum; hidden, the experts and the
+/// k slots stay whole.
+struct ExpertLoops {
+  Map lead;
+  int64_t h, e, i, k;
+};
+static ExpertLoops expertLoops(ShardingRule &rule, Value input) {
+  Map lead = loops(rule, rankOf(input) - 1);
+  int64_t h = rule.loop(false), e = rule.loop(false), i = rule.loop(), k = rule.loop(false);
+  return {lead, h, e, i, k};
+}
+
+ShardingRule GroupedExpertsOp::getShardingRule() {
+  ShardingRule rule;
+  auto [lead, h, e, i, k] = expertLoops(rule, getInput());
+  Map slots = concat(lead, {k});
+  rule.operands = {concat(lead, {h}), slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
+  rule.results = {concat(lead, {h})};
+  rule.reductions = {{i}};
+  return rule;
+}
+
+ShardingRule GroupedExpertsBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  auto [lead, h, e, i, k] = expertLoops(rule, getInput());
+  Map slots = concat(lead, {k}), x = concat(lead, {h});
+  rule.operands = {x, x, slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
+  rule.results = {x, slots, {e, i, h}, {e, i, h}, {e, h, i}};
+  // dx and the routing weights' gradient sum over the intermediate features;
+  // the expert weights' gradients sum over the tokens.
+  rule.reductions = {{i}, {i}, lead, lead, lead};
+  return rule;
+}
+
+// The loss multiplies two sums over all tokens of all layers: not a sum of
+// per-rank parts, so it runs on whole operands.
+ShardingRule LoadBalancingLossOp::getShardingRule() { return whole(*this); }
+ShardingRule LoadBalancingLossBackwardOp::getShardingRule() { return whole(*this); }
+ShardingRule ScaleOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  rule.sumsPartials = true;
+  return rule;
+}

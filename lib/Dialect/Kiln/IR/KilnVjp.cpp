@@ -115,3 +115,46 @@ LogicalResult ReshapeOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
 LogicalResult ConstantOp::buildVjp(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+LogicalResult RouterOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                                 SmallVectorImpl<Value> &gradIn) {
+  if (gradOut[1])
+    return emitOpError() << "(fqn '" << getFqn()
+                         << "'): the selected expert ids have a cotangent, but the top-k "
+                            "choice is not differentiable";
+  Operation *op = getOperation();
+  gradIn.push_back(RouterBackwardOp::create(
+      b, getLoc(), getProbs(), getExperts(), gradOrZeros(b, op, gradOut[0], getWeights()),
+      gradOrZeros(b, op, gradOut[2], getProbs()), getNormTopkProbAttr(), getFqnAttr()));
+  return success();
+}
+
+LogicalResult GroupedExpertsOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                                         SmallVectorImpl<Value> &gradIn) {
+  auto bwd = GroupedExpertsBackwardOp::create(b, getLoc(), gradOut[0], getInput(), getWeights(),
+                                              getExperts(), getW1(), getW3(), getW2(),
+                                              getFqnAttr());
+  gradIn.append({bwd.getInputGrad(), bwd.getWeightsGrad(), nullptr, bwd.getW1Grad(),
+                 bwd.getW3Grad(), bwd.getW2Grad()});
+  return success();
+}
+
+LogicalResult LoadBalancingLossOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                                            SmallVectorImpl<Value> &gradIn) {
+  int64_t experts = cast<RankedTensorType>(getProbs()[0].getType()).getShape().back();
+  auto bwd = LoadBalancingLossBackwardOp::create(b, getLoc(), gradOut[0], getExperts(),
+                                                 b.getI64IntegerAttr(experts), getFqnAttr());
+  gradIn.append(bwd.getProbsGrad().begin(), bwd.getProbsGrad().end());
+  gradIn.append(getExperts().size(), nullptr);
+  return success();
+}
+
+LogicalResult ScaleOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                                SmallVectorImpl<Value> &gradIn) {
+  gradIn.push_back(ScaleOp::create(b, getLoc(), gradOut[0], getFactorAttr(), getFqnAttr()));
+  return success();
+}

@@ -28,6 +28,12 @@ def Kiln_CostOpInterface : OpInterface<"CostOpInterface"> {
     InterfaceMethod<"Bytes written to memory; defaults to all results.",
       "int64_t", "getBytesWritten", (ins), [{}],
       [{ return ::kiln::tensorBytes($_op->getResultTypes()); }]>,
+    InterfaceMethod<[{FLOPs of the largest group of work that runs as one unit
+      under the worst data-dependent load (a MoE layer's busiest expert when
+      every token is routed to it); the op's FLOPs when its work is not
+      grouped by data.}],
+      "int64_t", "getPeakGroupFlops", (ins), [{}],
+      [{ return $_op.getFlops(); }]>,
   ];
 }
 

@@ -21,6 +21,11 @@ int64_t tensorBytes(mlir::TypeRange types);
 /// owns it (a tied embedding belongs to tok_embeddings, not to the output
 /// projection). Empty when no such op has an `fqn`.
 llvm::StringRef owningModule(mlir::Value value);
+
+/// The torchtitan path of a parameter (a function argument): its owning
+/// module, plus the weight's name where one op holds several (a MoE layer's
+/// "layers.0.moe.experts.w1"), so tensor-parallel plans can name each.
+std::string parameterPath(mlir::Value param);
 } // namespace kiln
 
 #include "kiln/Dialect/Kiln/IR/KilnEnums.h.inc"

@@ -280,6 +280,7 @@ def Kiln_NarrowOp : Kiln_Op<"narrow"> {
 }
 
 include "kiln/Dialect/Kiln/IR/KilnBackwardOps.td"
+include "kiln/Dialect/Kiln/IR/KilnMoeOps.td"
 include "kiln/Dialect/Kiln/IR/KilnOptimizerOps.td"
 
 #endif // KILN_OPS_TD

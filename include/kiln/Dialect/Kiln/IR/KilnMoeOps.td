@@ -1,0 +1,192 @@
+//===- KilnMoeOps.td - The mixture-of-experts layer --------*- tablegen -*-===//
+//
+// Qwen3-MoE's sparse MLP as Hugging Face computes it, in ops a
+// kernel-substitution rule can claim (one node per module) and a sharding
+// rule can split: the router's gate is a kiln.linear, then kiln.router
+// (softmax, top-k), kiln.grouped_experts (the experts' SwiGLU MLPs over the
+// tokens routed to them), and kiln.load_balancing_loss over every sparse
+// layer. Included from KilnOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+def Kiln_RouterOp : Kiln_Op<"router", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+  let summary = "Top-k routing: softmax over all experts in f32, top-k, renormalise";
+  let description = [{
+    For router logits `[..., experts]`: `probs = softmax(logits)` in f32 over
+    every expert; `experts [..., top_k]` (i64) are the ids of the `top_k`
+    largest probabilities, in descending order, and `weights [..., top_k]`
+    their probabilities, divided by their sum when `norm_topk_prob` is set.
+    Equal probabilities select the lower expert id first (torch.topk leaves
+    the order of ties unspecified). The top-k selection is not
+    differentiated; gradients flow through the selected weights and
+    through `probs` (the load-balancing loss reads them).
+
+    Example:
+
+    ```mlir
+    %w, %ids, %p = kiln.router %logits {norm_topk_prob, top_k = 8 : i64,
+                                       fqn = "layers.0.moe.router"}
+        : (tensor<2x128x128xf32>) -> (tensor<2x128x8xf32>, tensor<2x128x8xi64>,
+                                      tensor<2x128x128xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_F32Tensor:$logits, I64Attr:$top_k, UnitAttr:$norm_topk_prob,
+                       StrAttr:$fqn);
+  let results = (outs Kiln_F32Tensor:$weights, RankedTensorOf<[I64]>:$experts,
+                      Kiln_F32Tensor:$probs);
+}
+
+def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+  let summary = "The routed experts' SwiGLU MLPs, weighted and summed per token";
+  let description = [{
+    x `[..., hidden]`; `weights` (f32) and `experts` (ids) `[..., k]` from
+    kiln.router; the experts' weights stacked along a first dimension:
+    `w1` (gate_proj) and `w3` (up_proj) `[experts, inter, hidden]`, `w2`
+    (down_proj) `[experts, hidden, inter]`. Tokens are grouped by expert and
+    each expert runs `w2_e (silu(w1_e x) * (w3_e x))` over its block of
+    tokens; each token's outputs are scaled by its routing weights and
+    summed in ascending expert order. No capacity limit: every token reaches
+    all of its k experts, however uneven the load.
+
+    The cost counts only routed tokens (`tokens * k`, the active FLOPs);
+    `getPeakGroupFlops` is the busiest expert's share under the worst load
+    (every token routed to it).
+
+    Example:
+
+    ```mlir
+    %y = kiln.grouped_experts %x, %w, %ids, %w1, %w3, %w2 {fqn = "layers.0.moe.experts"}
+        : (tensor<2x128x2048xf32>, tensor<2x128x8xf32>, tensor<2x128x8xi64>,
+           tensor<128x768x2048xf32>, tensor<128x768x2048xf32>, tensor<128x2048x768xf32>)
+        -> tensor<2x128x2048xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_F32Tensor:$weights,
+                       Kiln_IdTensor:$experts, Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3,
+                       Kiln_FloatTensor:$w2, StrAttr:$fqn);
+  let results = (outs Kiln_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// (token, expert) pairs: tokens * k.
+    int64_t getRoutedPairs();
+    /// Shadows the CostOpInterface default: one expert's GEMMs over every token.
+    int64_t getPeakGroupFlops();
+  }];
+}
+
+def Kiln_LoadBalancingLossOp : Kiln_Op<"load_balancing_loss", [
+    SameVariadicOperandSize, DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+  let summary = "Switch-Transformer load-balancing loss over every sparse layer";
+  let description = [{
+    Hugging Face's `load_balancing_loss_func` (no padding mask): with the
+    router probabilities `probs` `[..., experts]` and selected ids `experts`
+    `[..., k]` of every sparse layer taken together as N token rows,
+    `loss = experts * sum_e (count_e / N) * (sum_rows probs[:, e] / N)`,
+    where `count_e` counts the (row, slot) pairs that selected e. The
+    counts are not differentiated. The result is unscaled; the training loss
+    adds `router_aux_loss_coef` times it.
+
+    Example:
+
+    ```mlir
+    %aux = kiln.load_balancing_loss %p0, %p1, %ids0, %ids1 {fqn = "aux_loss"}
+        : (tensor<2x128x64xf32>, tensor<2x128x64xf32>, tensor<2x128x4xi64>,
+           tensor<2x128x4xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_F32Tensor>:$probs, Variadic<Kiln_IdTensor>:$experts,
+                       StrAttr:$fqn);
+  let results = (outs 0DTensorOf<[F32]>:$loss);
+}
+
+def Kiln_ScaleOp : Kiln_ElementwiseOp<"scale", ["input", "result"], [
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+  let summary = "input * factor (e.g. router_aux_loss_coef times the auxiliary loss)";
+  let description = [{
+    Example:
+
+    ```mlir
+    %s = kiln.scale %aux {factor = 1.0e-3 : f64, fqn = "aux_loss.scaled"}
+        : (tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, F64Attr:$factor, StrAttr:$fqn);
+  let results = (outs Kiln_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+def Kiln_RouterBackwardOp : Kiln_BackwardOp<"router_backward",
+                                            ["getWeightsGrad", "getProbsGrad"]> {
+  let summary = "Gradient of the router logits through the selected weights and probs";
+  let description = [{
+    From the forward's `probs` and `experts` and the cotangents of `weights`
+    and `probs`: the renormalisation's Jacobian (when `norm_topk_prob`) on
+    the selected entries, then the softmax's.
+
+    Example:
+
+    ```mlir
+    %dlogits = kiln.router_backward %p, %ids, %dw, %dp {norm_topk_prob,
+                                                      fqn = "layers.0.moe.router"}
+        : (tensor<2x128x128xf32>, tensor<2x128x8xi64>, tensor<2x128x8xf32>,
+           tensor<2x128x128xf32>) -> tensor<2x128x128xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_F32Tensor:$probs, RankedTensorOf<[I64]>:$experts,
+                       Kiln_F32Tensor:$weights_grad, Kiln_F32Tensor:$probs_grad,
+                       UnitAttr:$norm_topk_prob, StrAttr:$fqn);
+  let results = (outs Kiln_F32Tensor:$logits_grad);
+}
+
+def Kiln_GroupedExpertsBackwardOp : Kiln_BackwardOp<"grouped_experts_backward",
+                                                    ["getResultGrad"]> {
+  let summary = "Gradients of grouped_experts: input, routing weights and expert weights";
+  let description = [{
+    Recomputes each expert's gate and up projections from the saved input
+    rather than keeping `[tokens * k, inter]` activations from the forward.
+    Experts no token reached get zero weight gradients.
+
+    Example:
+
+    ```mlir
+    %dx, %dw, %dw1, %dw3, %dw2 = kiln.grouped_experts_backward %dy, %x, %w, %ids, %w1, %w3, %w2
+        {fqn = "layers.0.moe.experts"}
+        : (tensor<2x128x2048xf32>, tensor<2x128x2048xf32>, tensor<2x128x8xf32>,
+           tensor<2x128x8xi64>, tensor<128x768x2048xf32>, tensor<128x768x2048xf32>,
+           tensor<128x2048x768xf32>)
+        -> (tensor<2x128x2048xf32>, tensor<2x128x8xf32>, tensor<128x768x2048xf32>,
+            tensor<128x768x2048xf32>, tensor<128x2048x768xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$result_grad, Kiln_FloatTensor:$input,
+                       Kiln_F32Tensor:$weights, Kiln_IdTensor:$experts,
+                       Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3, Kiln_FloatTensor:$w2,
+                       StrAttr:$fqn);
+  let results = (outs Kiln_FloatTensor:$input_grad, Kiln_F32Tensor:$weights_grad,
+                      Kiln_FloatTensor:$w1_grad, Kiln_FloatTensor:$w3_grad,
+                      Kiln_FloatTensor:$w2_grad);
+}
+
+def Kiln_LoadBalancingLossBackwardOp : Kiln_BackwardOp<"load_balancing_loss_backward",
+                                                       ["getLossGrad"]> {
+  let summary = "Gradients of load_balancing_loss with respect to every layer's probs";
+  let description = [{
+    `d probs_l[row, e] = loss_grad * experts * count_e / N^2`, from the
+    selected ids alone (the probabilities enter the loss linearly).
+
+    Example:
+
+    ```mlir
+    %dp0, %dp1 = kiln.load_balancing_loss_backward %g, %ids0, %ids1
+        {num_experts = 64 : i64, fqn = "aux_loss"}
+        : (tensor<f32>, tensor<2x128x4xi64>, tensor<2x128x4xi64>)
+        -> (tensor<2x128x64xf32>, tensor<2x128x64xf32>)
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$loss_grad, Variadic<Kiln_IdTensor>:$experts,
+                       I64Attr:$num_experts, StrAttr:$fqn);
+  let results = (outs Variadic<Kiln_F32Tensor>:$probs_grad);
+}

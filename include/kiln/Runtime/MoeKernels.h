@@ -1,0 +1,81 @@
+//===- MoeKernels.h - Host kernels for the mixture-of-experts layer -*- C++ -*-===//
+//
+// The Qwen3-MoE layer as Hugging Face Transformers computes it
+// (Qwen3MoeSparseMoeBlock and load_balancing_loss_func), split in three ops:
+//   router:          softmax over every expert in float32, top-k, optional
+//                    renormalisation of the k selected probabilities;
+//   grouped experts: tokens grouped by expert, one SwiGLU MLP per expert over
+//                    its token block (GEMMs), outputs weighted by the routing
+//                    weights and summed per token in ascending expert order
+//                    (HF's index_add_ order);
+//   load balancing:  num_experts * sum_e f_e * P_e over the tokens of every
+//                    sparse layer together.
+// Same conventions as Kernels.h: float tensors F32, ids I64 (I32 accepted),
+// shapes verified by the IR, data errors (an expert id out of range) throw
+// kiln::Error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_MOEKERNELS_H
+#define KILN_RUNTIME_MOEKERNELS_H
+
+#include "kiln/Runtime/Tensor.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::kernels {
+
+struct RouterOutputs {
+  Tensor weights; ///< [..., k] F32: selected probabilities (renormalised if asked)
+  Tensor experts; ///< [..., k] I64: selected expert ids, by descending probability
+  Tensor probs;   ///< [..., E] F32: softmax over all experts
+};
+
+/// logits [..., E] -> softmax in float32, top-k by descending probability;
+/// equal probabilities go to the lower expert id; NaN ranks above every
+/// number (as torch.topk). With `normalize`, weights = top-k / their sum.
+RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize);
+
+/// VJP of router: d logits [..., E] from the forward's probs and experts and
+/// the cotangents of weights ([..., k]) and of probs ([..., E], may be null
+/// when nothing used the probabilities). The top-k choice itself is not
+/// differentiated (as in torch).
+Tensor routerBackward(const Tensor &probs, const Tensor &experts, const Tensor &dWeights,
+                      const Tensor *dProbs, bool normalize);
+
+/// x [..., H]; weights, experts [..., k]; w1 (gate_proj), w3 (up_proj)
+/// [E, I, H]; w2 (down_proj) [E, H, I] -> out [..., H] with
+/// out[t] = sum over slots j (ascending expert id) of
+///          weights[t, j] * w2_e (silu(w1_e x_t) * (w3_e x_t)),  e = experts[t, j].
+/// No capacity limit: every token reaches all of its k experts.
+Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &experts,
+                      const Tensor &w1, const Tensor &w3, const Tensor &w2);
+
+struct GroupedExpertsGrads {
+  Tensor x, weights, w1, w3, w2;
+};
+
+/// VJP of groupedExperts for the cotangent dout [..., H]. Recomputes each
+/// expert's gate and up projections from x (nothing but the op's operands
+/// is kept from the forward).
+GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
+                                           const Tensor &weights, const Tensor &experts,
+                                           const Tensor &w1, const Tensor &w3,
+                                           const Tensor &w2);
+
+/// HF's load_balancing_loss_func (no attention mask) over the sparse layers
+/// together: with N = total tokens over all layers, E experts, k slots,
+///   loss = E * sum_e (count_e / N) * (sum of probs[:, e] / N),
+/// count_e = how many (token, slot) pairs of all layers selected e.
+/// probs[l] [..., E], experts[l] [..., k] -> F32 scalar.
+Tensor loadBalancingLoss(const std::vector<Tensor> &probs, const std::vector<Tensor> &experts);
+
+/// VJP of loadBalancingLoss: one d probs[l] (shape of probs[l]) per layer,
+/// d probs[l][t, e] = dloss * E * count_e / N^2. Counts are not differentiated.
+std::vector<Tensor> loadBalancingLossBackward(const Tensor &dloss,
+                                              const std::vector<Tensor> &probs,
+                                              const std::vector<Tensor> &experts);
+
+} // namespace kiln::kernels
+
+#endif // KILN_RUNTIME_MOEKERNELS_H

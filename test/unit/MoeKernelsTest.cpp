@@ -1,0 +1,410 @@
+//===- MoeKernelsTest.cpp - MoE router, experts and aux loss vs references ===//
+//
+// Each kernel of MoeKernels.h is compared with a naive float64 reference
+// written here from the Hugging Face formulas (per-token softmax and top-k,
+// per-token per-slot matrix-vector products, load_balancing_loss_func), and
+// each VJP with central finite differences of that reference. The top-k
+// choice is not differentiable: the references take the kernel's selected
+// ids as given, so a perturbation cannot change them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+#include "kiln/Runtime/MoeKernels.h"
+
+#include <functional>
+#include <numeric>
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+/// Float32 kernels against float64 references: |got - want| <= kTol *
+/// max(1, |want|) (rounding through short float32 reductions).
+constexpr double kTol = 1e-5;
+
+using Vec = std::vector<double>;
+
+Tensor idTensor(Shape shape, const std::vector<int64_t> &ids) {
+  Tensor t(DType::I64, std::move(shape));
+  std::copy(ids.begin(), ids.end(), t.mutableData<int64_t>());
+  return t;
+}
+
+std::vector<int64_t> idsOf(const Tensor &t) {
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+}
+
+Tensor scalar(float value) {
+  Tensor t(DType::F32, {});
+  *t.mutableData<float>() = value;
+  return t;
+}
+
+void expectClose(const std::string &what, const Tensor &got, const Vec &want) {
+  Vec g = toDoubles(got);
+  ASSERT_EQ(g.size(), want.size()) << what;
+  double worst = 0;
+  size_t worstAt = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    double err = std::abs(g[i] - want[i]) / std::max(1.0, std::abs(want[i]));
+    if (err > worst)
+      worst = err, worstAt = i;
+  }
+  EXPECT_LE(worst, kTol) << what << ": worst element " << worstAt << " got " << g[worstAt]
+                         << " want " << want[worstAt];
+}
+
+/// Central differences of the scalar f at x, in double (truncation and
+/// rounding both far below kTol).
+Vec numericGradient(const std::function<double(const Vec &)> &f, Vec x, double h = 1e-5) {
+  Vec grad(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double orig = x[i];
+    x[i] = orig + h;
+    double up = f(x);
+    x[i] = orig - h;
+    double down = f(x);
+    x[i] = orig;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
+double dot(const Vec &a, const Vec &b) {
+  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
+}
+
+// --- Float64 references -----------------------------------------------------
+
+Vec softmaxRows(const Vec &logits, int64_t experts) {
+  Vec p(logits.size());
+  for (size_t r = 0; r < logits.size() / experts; ++r) {
+    const double *l = logits.data() + r * experts;
+    double mx = *std::max_element(l, l + experts), sum = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      sum += (p[r * experts + e] = std::exp(l[e] - mx));
+    for (int64_t e = 0; e < experts; ++e)
+      p[r * experts + e] /= sum;
+  }
+  return p;
+}
+
+/// Top-k ids per row by descending probability, ties to the lower id.
+std::vector<int64_t> topKRows(const Vec &probs, int64_t experts, int64_t k) {
+  std::vector<int64_t> ids;
+  for (size_t r = 0; r < probs.size() / experts; ++r) {
+    std::vector<int64_t> order(experts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return probs[r * experts + a] > probs[r * experts + b];
+    });
+    ids.insert(ids.end(), order.begin(), order.begin() + k);
+  }
+  return ids;
+}
+
+/// The routing weights for given selected ids (the selection held fixed).
+Vec routingWeights(const Vec &probs, const std::vector<int64_t> &ids, int64_t experts,
+                   int64_t k, bool normalize) {
+  Vec w(ids.size());
+  for (size_t r = 0; r < ids.size() / k; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j)
+      sum += (w[r * k + j] = probs[r * experts + ids[r * k + j]]);
+    if (normalize)
+      for (int64_t j = 0; j < k; ++j)
+        w[r * k + j] /= sum;
+  }
+  return w;
+}
+
+struct Dims {
+  int64_t tokens, hidden, inter, experts, k;
+};
+
+/// out[t] = sum_j w[t, j] * w2_e (silu(w1_e x_t) * (w3_e x_t)), one
+/// matrix-vector product per (token, slot).
+Vec expertsReference(const Dims &d, const Vec &x, const Vec &w, const std::vector<int64_t> &ids,
+                     const Vec &w1, const Vec &w3, const Vec &w2) {
+  Vec out(d.tokens * d.hidden), act(d.inter);
+  for (int64_t t = 0; t < d.tokens; ++t)
+    for (int64_t j = 0; j < d.k; ++j) {
+      int64_t e = ids[t * d.k + j];
+      for (int64_t i = 0; i < d.inter; ++i) {
+        double g = 0, u = 0;
+        for (int64_t h = 0; h < d.hidden; ++h) {
+          g += w1[(e * d.inter + i) * d.hidden + h] * x[t * d.hidden + h];
+          u += w3[(e * d.inter + i) * d.hidden + h] * x[t * d.hidden + h];
+        }
+        act[i] = g / (1 + std::exp(-g)) * u;
+      }
+      for (int64_t h = 0; h < d.hidden; ++h) {
+        double y = 0;
+        for (int64_t i = 0; i < d.inter; ++i)
+          y += w2[(e * d.hidden + h) * d.inter + i] * act[i];
+        out[t * d.hidden + h] += w[t * d.k + j] * y;
+      }
+    }
+  return out;
+}
+
+/// HF's load_balancing_loss_func on the concatenated layers:
+/// tokens_per_expert = mean over tokens of one_hot(selected) [k, E],
+/// router_prob_per_expert = mean over tokens of probs [E],
+/// loss = E * sum(tokens_per_expert * router_prob_per_expert).
+double loadBalancingReference(const Vec &probs, const std::vector<int64_t> &ids,
+                              int64_t experts, int64_t k) {
+  int64_t n = int64_t(probs.size()) / experts;
+  Vec tokensPerExpert(k * experts), probPerExpert(experts);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j)
+      tokensPerExpert[j * experts + ids[t * k + j]] += 1.0 / n;
+    for (int64_t e = 0; e < experts; ++e)
+      probPerExpert[e] += probs[t * experts + e] / n;
+  }
+  double loss = 0;
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t e = 0; e < experts; ++e)
+      loss += tokensPerExpert[j * experts + e] * probPerExpert[e];
+  return loss * experts;
+}
+
+/// Router logits whose probabilities are well apart: each row is a random
+/// permutation of 0, 0.8, 1.6, ... plus noise below 0.1.
+Tensor separatedLogits(Shape shape, std::mt19937 &rng) {
+  Tensor t(DType::F32, shape);
+  int64_t experts = shape.back();
+  std::uniform_real_distribution<float> noise(-0.05f, 0.05f);
+  float *p = t.mutableData<float>();
+  for (int64_t r = 0; r < t.numel() / experts; ++r) {
+    std::vector<int64_t> order(experts);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t e = 0; e < experts; ++e)
+      p[r * experts + e] = 0.8f * order[e] - 1.5f + noise(rng);
+  }
+  return t;
+}
+
+/// Expert weights and inputs at a scale where silu is far from linear.
+struct ExpertCase {
+  Dims d;
+  Tensor x, w1, w3, w2;
+  ExpertCase(Dims dims, std::mt19937 &rng)
+      : d(dims), x(randomTensor({2, d.tokens / 2, d.hidden}, rng)),
+        w1(randomTensor({d.experts, d.inter, d.hidden}, rng, 0.5f)),
+        w3(randomTensor({d.experts, d.inter, d.hidden}, rng, 0.5f)),
+        w2(randomTensor({d.experts, d.hidden, d.inter}, rng, 0.5f)) {}
+
+  Vec reference(const Tensor &weights, const Tensor &ids) const {
+    return expertsReference(d, toDoubles(x), toDoubles(weights), idsOf(ids), toDoubles(w1),
+                            toDoubles(w3), toDoubles(w2));
+  }
+  Tensor run(const Tensor &weights, const Tensor &ids) const {
+    return kernels::groupedExperts(x, weights, ids, w1, w3, w2);
+  }
+};
+
+const Dims kDims{10, 8, 6, 4, 2};
+
+// --- Router -----------------------------------------------------------------
+
+TEST(MoeKernelsTest, RouterMatchesFloat64Reference) {
+  std::mt19937 rng(31);
+  Tensor logits = randomTensor({2, 5, 4}, rng, 2.0f);
+  Vec probs = softmaxRows(toDoubles(logits), 4);
+  std::vector<int64_t> ids = topKRows(probs, 4, 2);
+  for (bool normalize : {true, false}) {
+    SCOPED_TRACE(normalize ? "normalized" : "raw");
+    kernels::RouterOutputs out = kernels::router(logits, 2, normalize);
+    EXPECT_EQ(out.probs.shape(), logits.shape());
+    EXPECT_EQ(out.weights.shape(), (Shape{2, 5, 2}));
+    EXPECT_EQ(out.experts.dtype(), DType::I64);
+    EXPECT_EQ(idsOf(out.experts), ids);
+    expectClose("probs", out.probs, probs);
+    expectClose("weights", out.weights, routingWeights(probs, ids, 4, 2, normalize));
+  }
+}
+
+TEST(MoeKernelsTest, RouterTiesSelectTheLowerExpertFirst) {
+  Tensor logits(DType::F32, {3, 4});
+  std::vector<float> values = {1, 3, 3, 0, /**/ 2, 2, 2, 2, /**/ 0, 5, 1, 5};
+  std::copy(values.begin(), values.end(), logits.mutableData<float>());
+  kernels::RouterOutputs out = kernels::router(logits, 2, true);
+  EXPECT_EQ(idsOf(out.experts), (std::vector<int64_t>{1, 2, 0, 1, 1, 3}));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(out.weights.data<float>()[i], 0.5f) << i;
+}
+
+TEST(MoeKernelsTest, RouterBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(32);
+  Tensor logits = separatedLogits({2, 5, 4}, rng);
+  Tensor dWeights = randomTensor({2, 5, 2}, rng), dProbs = randomTensor({2, 5, 4}, rng);
+  for (bool normalize : {true, false})
+    for (bool withDProbs : {false, true}) {
+      SCOPED_TRACE(std::string(normalize ? "normalized" : "raw") +
+                   (withDProbs ? ", with dprobs" : ", no dprobs"));
+      kernels::RouterOutputs out = kernels::router(logits, 2, normalize);
+      std::vector<int64_t> ids = idsOf(out.experts);
+      Tensor dlogits = kernels::routerBackward(out.probs, out.experts, dWeights,
+                                               withDProbs ? &dProbs : nullptr, normalize);
+      // L = dWeights . weights (+ dProbs . probs), the selection held fixed.
+      auto loss = [&](const Vec &l) {
+        Vec p = softmaxRows(l, 4);
+        double sum = dot(toDoubles(dWeights), routingWeights(p, ids, 4, 2, normalize));
+        return withDProbs ? sum + dot(toDoubles(dProbs), p) : sum;
+      };
+      expectClose("dlogits", dlogits, numericGradient(loss, toDoubles(logits)));
+    }
+}
+
+// --- Grouped experts --------------------------------------------------------
+
+TEST(MoeKernelsTest, GroupedExpertsMatchesFloat64Reference) {
+  std::mt19937 rng(33);
+  ExpertCase c(kDims, rng);
+  kernels::RouterOutputs r = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  Tensor out = c.run(r.weights, r.experts);
+  EXPECT_EQ(out.shape(), c.x.shape());
+  expectClose("out", out, c.reference(r.weights, r.experts));
+
+  // I32 ids, and a token that picks the same expert twice (each slot counts).
+  Tensor ids32(DType::I32, {2, 5, 2});
+  std::vector<int32_t> ids = {0, 3, 2, 2, 1, 0, 3, 1, 1, 1, 0, 2, 2, 0, 3, 3, 1, 2, 0, 1};
+  std::copy(ids.begin(), ids.end(), ids32.mutableData<int32_t>());
+  Tensor ids64 = idTensor({2, 5, 2}, std::vector<int64_t>(ids.begin(), ids.end()));
+  expectClose("out, repeated ids", c.run(r.weights, ids32), c.reference(r.weights, ids64));
+}
+
+TEST(MoeKernelsTest, GroupedExpertsHasNoCapacityLimit) {
+  // Expert 0 takes every token, in either slot; expert 3 none.
+  std::mt19937 rng(34);
+  ExpertCase c(kDims, rng);
+  Tensor weights = randomTensor({2, 5, 2}, rng);
+  Tensor ids = idTensor({2, 5, 2}, {0, 1, 2, 0, 0, 2, 1, 0, 0, 1, 0, 2, 2, 0, 0, 1, 1, 0, 0, 2});
+  expectClose("out", c.run(weights, ids), c.reference(weights, ids));
+}
+
+TEST(MoeKernelsTest, GroupedExpertsSumsSlotsInAscendingExpertOrder) {
+  // H = I = 1 and gate 100 (silu(100) = 100 in float): every expert outputs
+  // exactly 100. Weights 1, 1e8, -1e8 for experts 0, 1, 2 given in slot
+  // order 1, 2, 0: HF's order gives (100 + 1e10) - 1e10 = 0 in float (100 is
+  // below half an ulp of 1e10), slot order 1e10 - 1e10 + 100 = 100.
+  Tensor x(DType::F32, {1, 1}), weights(DType::F32, {1, 3});
+  Tensor w1(DType::F32, {3, 1, 1}), w3(DType::F32, {3, 1, 1}), w2(DType::F32, {3, 1, 1});
+  x.mutableData<float>()[0] = 1.0f;
+  for (int e = 0; e < 3; ++e)
+    w1.mutableData<float>()[e] = 100.0f, w3.mutableData<float>()[e] = 1.0f,
+    w2.mutableData<float>()[e] = 1.0f;
+  std::vector<float> w = {1e8f, -1e8f, 1.0f};
+  std::copy(w.begin(), w.end(), weights.mutableData<float>());
+  Tensor out = kernels::groupedExperts(x, weights, idTensor({1, 3}, {1, 2, 0}), w1, w3, w2);
+  EXPECT_EQ(out.data<float>()[0], 0.0f);
+}
+
+TEST(MoeKernelsTest, GroupedExpertsBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(35);
+  ExpertCase c(kDims, rng);
+  kernels::RouterOutputs r = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  Tensor dout = randomTensor(c.x.shape(), rng);
+  kernels::GroupedExpertsGrads grads =
+      kernels::groupedExpertsBackward(dout, c.x, r.weights, r.experts, c.w1, c.w3, c.w2);
+  const Vec dy = toDoubles(dout);
+  Vec x = toDoubles(c.x), w = toDoubles(r.weights), w1 = toDoubles(c.w1),
+      w3 = toDoubles(c.w3), w2 = toDoubles(c.w2);
+  std::vector<int64_t> ids = idsOf(r.experts);
+  // L = dout . out as a function of one operand, the others fixed.
+  auto lossOf = [&](Vec &operand) {
+    return [&, op = &operand](const Vec &v) {
+      Vec saved = *op;
+      *op = v;
+      double loss = dot(dy, expertsReference(c.d, x, w, ids, w1, w3, w2));
+      *op = saved;
+      return loss;
+    };
+  };
+  expectClose("dx", grads.x, numericGradient(lossOf(x), x));
+  expectClose("dweights", grads.weights, numericGradient(lossOf(w), w));
+  expectClose("dw1", grads.w1, numericGradient(lossOf(w1), w1));
+  expectClose("dw3", grads.w3, numericGradient(lossOf(w3), w3));
+  expectClose("dw2", grads.w2, numericGradient(lossOf(w2), w2));
+}
+
+TEST(MoeKernelsTest, GroupedExpertsBackwardGivesUnusedExpertsZeroGradients) {
+  // Expert 0 takes every token and expert 2 none; repeated ids in token 4.
+  std::mt19937 rng(36);
+  ExpertCase c(kDims, rng);
+  Tensor weights = randomTensor({2, 5, 2}, rng), dout = randomTensor(c.x.shape(), rng);
+  Tensor ids = idTensor({2, 5, 2}, {0, 1, 3, 0, 0, 3, 1, 0, 0, 0, 0, 1, 0, 3, 0, 1, 1, 0, 3, 0});
+  kernels::GroupedExpertsGrads grads =
+      kernels::groupedExpertsBackward(dout, c.x, weights, ids, c.w1, c.w3, c.w2);
+  const int64_t block = kDims.inter * kDims.hidden;
+  for (const Tensor *g : {&grads.w1, &grads.w3, &grads.w2})
+    for (int64_t e = 0; e < kDims.experts; ++e) {
+      const float *p = g->data<float>() + e * block;
+      bool allZero = std::all_of(p, p + block, [](float v) { return v == 0.0f; });
+      EXPECT_EQ(allZero, e == 2) << "expert " << e;
+    }
+  // The used experts' gradients still match the reference.
+  Vec x = toDoubles(c.x), w = toDoubles(weights), w2 = toDoubles(c.w2);
+  auto loss = [&](const Vec &v) {
+    return dot(toDoubles(dout), expertsReference(c.d, x, w, idsOf(ids), toDoubles(c.w1),
+                                                 toDoubles(c.w3), v));
+  };
+  expectClose("dw2", grads.w2, numericGradient(loss, w2));
+}
+
+TEST(MoeKernelsTest, GroupedExpertsRejectsOutOfRangeExpertIds) {
+  std::mt19937 rng(37);
+  ExpertCase c({2, 8, 6, 4, 2}, rng);
+  Tensor weights = randomTensor({2, 1, 2}, rng), dout = randomTensor(c.x.shape(), rng);
+  expectError([&] { c.run(weights, idTensor({2, 1, 2}, {0, 1, 2, 4})); },
+              {"expert id 4", "position 3", "[0, 4)"});
+  expectError([&] { c.run(weights, idTensor({2, 1, 2}, {-1, 1, 2, 3})); }, {"expert id -1"});
+  expectError(
+      [&] {
+        kernels::groupedExpertsBackward(dout, c.x, weights, idTensor({2, 1, 2}, {0, 9, 2, 3}),
+                                        c.w1, c.w3, c.w2);
+      },
+      {"expert id 9"});
+}
+
+// --- Load balancing loss ----------------------------------------------------
+
+TEST(MoeKernelsTest, LoadBalancingLossMatchesHfFormula) {
+  // Two layers of different token counts, concatenated as HF does.
+  std::mt19937 rng(38);
+  kernels::RouterOutputs a = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  kernels::RouterOutputs b = kernels::router(randomTensor({3, 4}, rng, 2.0f), 2, true);
+  Vec probs = toDoubles(a.probs), probsB = toDoubles(b.probs);
+  probs.insert(probs.end(), probsB.begin(), probsB.end());
+  std::vector<int64_t> ids = idsOf(a.experts), idsB = idsOf(b.experts);
+  ids.insert(ids.end(), idsB.begin(), idsB.end());
+  Tensor loss = kernels::loadBalancingLoss({a.probs, b.probs}, {a.experts, b.experts});
+  EXPECT_EQ(loss.rank(), 0u);
+  expectClose("loss", loss, {loadBalancingReference(probs, ids, 4, 2)});
+}
+
+TEST(MoeKernelsTest, LoadBalancingLossBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(39);
+  kernels::RouterOutputs a = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  kernels::RouterOutputs b = kernels::router(randomTensor({3, 4}, rng, 2.0f), 2, true);
+  std::vector<int64_t> ids = idsOf(a.experts), idsB = idsOf(b.experts);
+  ids.insert(ids.end(), idsB.begin(), idsB.end());
+  const double dloss = 1.7;
+  std::vector<Tensor> grads = kernels::loadBalancingLossBackward(
+      scalar(float(dloss)), {a.probs, b.probs}, {a.experts, b.experts});
+  ASSERT_EQ(grads.size(), 2u);
+  EXPECT_EQ(grads[1].shape(), b.probs.shape());
+  // Both layers' probabilities as one vector; the counts are held fixed.
+  Vec probs = toDoubles(a.probs), probsB = toDoubles(b.probs);
+  probs.insert(probs.end(), probsB.begin(), probsB.end());
+  Vec fd = numericGradient(
+      [&](const Vec &p) { return dloss * loadBalancingReference(p, ids, 4, 2); }, probs);
+  expectClose("dprobs[0]", grads[0], Vec(fd.begin(), fd.begin() + 40));
+  expectClose("dprobs[1]", grads[1], Vec(fd.begin() + 40, fd.end()));
+}
+
+} // namespace

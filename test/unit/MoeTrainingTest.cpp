@@ -1,0 +1,132 @@
+//===- MoeTrainingTest.cpp - Qwen3-MoE training steps vs Transformers -----===//
+//
+// The captured Qwen3-MoE training step against Hugging Face Transformers'
+// Qwen3MoeForCausalLM + torch.optim.AdamW on the qwen3-moe-tiny fixture (2
+// sparse layers, 4 experts, top-2), with the router's load-balancing loss
+// off (expected.json) and on (expected_aux_on.json), plus the HF round trip
+// of the per-expert keys.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+#include "kiln/Driver/Training.h"
+#include "kiln/Runtime/HfCheckpoint.h"
+#include "kiln/Runtime/TokenBatch.h"
+#include "kiln/Support/Json.h"
+
+#include <filesystem>
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+const std::string kFixture = dataPath("qwen3-moe-tiny");
+
+/// The fixture's run (expected.json's optimizer settings, constant LR), with
+/// `extra` overrides.
+TrainConfig fixtureConfig(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {
+      "--model.hf_path=" + kFixture, "--checkpoint.initial_load_path=" + kFixture,
+      "--checkpoint.initial_load_in_hf=true", "--data.tokens_file=" + kFixture + "/tokens.json",
+      "--training.steps=5", "--training.max_norm=1.0", "--optimizer.lr=0.0008",
+      "--optimizer.betas=[0.9,0.95]", "--optimizer.eps=1e-8", "--optimizer.weight_decay=0.1",
+      "--lr_scheduler.warmup_steps=0", "--lr_scheduler.decay_ratio=0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return TrainConfig::load("", args);
+}
+
+/// The `step` records of an expected*.json, in order.
+std::vector<nlohmann::json> stepRecords(const std::string &file) {
+  std::vector<nlohmann::json> steps;
+  for (const nlohmann::json &record : parseJson(readFile(kFixture + "/" + file), file))
+    if (record["event"] == "step")
+      steps.push_back(record);
+  return steps;
+}
+
+Tensor fixtureTokens() { return readTokenBatch(kFixture + "/tokens.json"); }
+
+/// Largest |a - b| over every tensor of `want`; `got` must hold exactly its keys.
+double maxDiff(const TensorMap &got, const SafeTensorsFile &want) {
+  double worst = 0;
+  for (const std::string &name : want.names()) {
+    auto it = got.find(name);
+    EXPECT_NE(it, got.end()) << name;
+    if (it != got.end())
+      worst = std::max(worst, maxAbsDiff(toDoubles(it->second), toDoubles(want.get(name))));
+  }
+  EXPECT_EQ(got.size(), want.names().size());
+  return worst;
+}
+
+/// Five AdamW steps on the fixture batch: every loss and grad norm within
+/// 1e-5 of `file`'s, and the loss after the last update.
+void expectFiveSteps(Trainer &trainer, const std::string &file) {
+  std::vector<nlohmann::json> steps = stepRecords(file);
+  ASSERT_EQ(steps.size(), 6u);
+  Tensor tokens = fixtureTokens();
+  for (int k = 0; k < 5; ++k) {
+    StepMetrics m = trainer.step(tokens);
+    EXPECT_NEAR(m.loss, steps[k]["loss"].get<double>(), 1e-5) << "step " << k;
+    EXPECT_NEAR(m.gradNorm, steps[k]["grad_norm"].get<double>(), 1e-5) << "step " << k;
+  }
+  EXPECT_NEAR(trainer.evaluate(tokens), steps[5]["loss"].get<double>(), 1e-5);
+}
+
+TEST(MoeTrainingTest, ConfigReadsEveryMoeField) {
+  Qwen3Config c = Qwen3Config::fromHfDirectory(kFixture);
+  EXPECT_TRUE(c.isMoe());
+  EXPECT_EQ(c.numExperts, 4);
+  EXPECT_EQ(c.numExpertsPerTok, 2);
+  EXPECT_EQ(c.moeIntermediateSize, 32);
+  EXPECT_TRUE(c.normTopkProb);
+  EXPECT_EQ(c.numSparseLayers(), 2);
+  EXPECT_DOUBLE_EQ(c.routerAuxLossCoef, 0.01);
+  EXPECT_FALSE(c.outputRouterLogits);
+  // expected.json's n_params, counted by Transformers.
+  EXPECT_EQ(c.parameterCount(), 140160);
+}
+
+TEST(MoeTrainingTest, GradientsMatchTransformers) {
+  Trainer trainer(fixtureConfig());
+  auto want = SafeTensorsFile::open(kFixture + "/grads_step0.safetensors");
+  EXPECT_LT(maxDiff(trainer.gradients(fixtureTokens()), *want), 1e-6);
+}
+
+// The weights' tolerance is the tightest float32 allows here: a few
+// gradients sit near AdamW's eps (|g| ~ 3e-9 for 1e-8), where the update's
+// sensitivity lr * eps / (|g| + eps)^2 turns 1e-10 of rounding in g into
+// ~5e-6 per step. Kiln lands at 8.4e-6 (summing each expert's tokens in
+// HF's order; in token order it was 1.2e-5).
+TEST(MoeTrainingTest, FiveStepsMatchTransformersAndAdamW) {
+  Trainer trainer(fixtureConfig());
+  expectFiveSteps(trainer, "expected.json");
+  auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
+  EXPECT_LT(maxDiff(trainer.parameters(), *want), 1e-5);
+}
+
+TEST(MoeTrainingTest, FiveStepsWithRouterAuxLossMatchTransformers) {
+  Trainer trainer(fixtureConfig({"--model.output_router_logits=true"}));
+  expectFiveSteps(trainer, "expected_aux_on.json");
+}
+
+TEST(MoeTrainingTest, HfRoundTripKeepsPerExpertKeys) {
+  Trainer trainer(fixtureConfig());
+  std::string dir = testing::TempDir() + "/kiln-moe-roundtrip";
+  std::filesystem::remove_all(dir);
+  trainer.saveHf(dir, int64_t(1) << 30);
+  CheckpointDiff diff = diffCheckpoints(kFixture + "/model.safetensors", dir);
+  EXPECT_TRUE(diff.missing.empty()) << formatCheckpointDiff(diff, kFixture, dir);
+  EXPECT_TRUE(diff.unexpected.empty()) << formatCheckpointDiff(diff, kFixture, dir);
+  EXPECT_TRUE(diff.mismatched.empty());
+  for (const auto &[name, d] : diff.maxAbsDiff)
+    EXPECT_EQ(d, 0.0) << name;
+  EXPECT_TRUE(diff.maxAbsDiff.count("model.layers.1.mlp.experts.3.down_proj.weight"));
+  // The saved directory loads again as a qwen3_moe model.
+  Qwen3Config reread = Qwen3Config::fromHfDirectory(dir);
+  EXPECT_EQ(reread.numExperts, 4);
+  EXPECT_EQ(reread.parameterCount(), 140160);
+}
+
+} // namespace
