@@ -195,7 +195,7 @@ void GroupedExpertsFwdBwdNaiveBaseline(benchmark::State &state) {
 BENCHMARK(GroupedExpertsFwdBwdNaiveBaseline)->Unit(benchmark::kMillisecond);
 
 void CaptureQwen3_32B_Seq4096(benchmark::State &state) {
-  const Qwen3Config &config = Qwen3Config::flavors().back();
+  const Qwen3Config &config = Qwen3Config::flavor("qwen3-32b");
   for (auto _ : state) {
     mlir::MLIRContext context;
     benchmark::DoNotOptimize(captureQwen3(context, config, {1, 4096}));

@@ -68,12 +68,19 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
       module.emitError() << "kiln-autodiff: @" << gradFuncName << " already exists";
       return signalPassFailure();
     }
+    // The loss comes first; any further results are metrics computed beside
+    // it (tagged kiln.output, e.g. a MoE model's aux_loss), not differentiated.
     auto resultTypes = loss.getFunctionType().getResults();
-    auto scalar = resultTypes.size() == 1 ? dyn_cast<RankedTensorType>(resultTypes[0])
-                                          : RankedTensorType();
-    if (!scalar || scalar.getRank() != 0 || !scalar.getElementType().isF32()) {
+    auto isScalar = [](Type type) {
+      auto scalar = dyn_cast<RankedTensorType>(type);
+      return scalar && scalar.getRank() == 0 && scalar.getElementType().isF32();
+    };
+    if (resultTypes.empty() || !llvm::all_of(resultTypes, isScalar) ||
+        metricOutputs(loss).size() + 1 != resultTypes.size()) {
       loss.emitError() << "kiln-autodiff: @" << funcName
-                       << " must return one f32 scalar (tensor<f32>)";
+                       << " must return the loss as an f32 scalar (tensor<f32>), then only "
+                          "f32 scalar metrics tagged '"
+                       << kOutputAttr << "'";
       return signalPassFailure();
     }
     if (failed(differentiate(loss)))
@@ -81,6 +88,7 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
   }
 
   LogicalResult differentiate(func::FuncOp loss) {
+    SmallVector<Signature::Slot> metrics = metricOutputs(loss);
     OpBuilder b(loss);
     b.setInsertionPointAfter(loss);
     auto grad = cast<func::FuncOp>(b.clone(*loss));
@@ -126,10 +134,16 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
           cotangents.accumulate(operand, operandGrad, op);
     }
 
-    // Results: the loss, then one gradient per parameter in argument order.
+    // Results: the loss, the metrics, then one gradient per parameter in
+    // argument order.
     SmallVector<Value> results{lossValue};
     SmallVector<Attribute> resultAttrs{
         b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kLossOutput)))};
+    for (const Signature::Slot &metric : metrics) {
+      results.push_back(ret.getOperand(metric.index));
+      resultAttrs.push_back(
+          b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(metric.name))));
+    }
     for (BlockArgument arg : body.getArguments()) {
       auto key = grad.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr);
       if (!key)

@@ -153,6 +153,10 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     results.append({loss, norm});
     resultAttrs.push_back(tag(kOutputAttr, kLossOutput));
     resultAttrs.push_back(tag(kOutputAttr, kGradNormOutput));
+    for (const Signature::Slot &metric : metricOutputs(grad)) {
+      results.push_back(mapping.lookup(gradReturn.getOperand(metric.index)));
+      resultAttrs.push_back(tag(kOutputAttr, metric.name));
+    }
     func::ReturnOp::create(b, loc, results);
     train.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
     train.setAllResultAttrs(resultAttrs);

@@ -354,6 +354,8 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   m.step = ++updates_;
   m.loss = *results[signature_.lossResult].data<float>();
   m.gradNorm = *results[signature_.gradNormResult].data<float>();
+  for (const Signature::Slot &metric : signature_.metrics)
+    m.metrics.emplace_back(metric.name, *results[metric.index].data<float>());
   m.lr = optimizer_.lrAt(updates_ - 1);
   state_.resize(trainStep_.getNumArguments());
   for (const TrainStepSignature::Param &p : signature_.params) {

@@ -133,16 +133,19 @@ void printPlan(Trainer &trainer) {
 }
 
 void printStep(const StepMetrics &m, double peakFlops) {
-  fmt::print("step {:>5}  loss {:.6f}  grad_norm {:.4f}  lr {:.3e}  tok/s {:.0f}  "
+  std::string metrics;
+  for (const auto &[name, value] : m.metrics)
+    metrics += fmt::format("  {} {:.6f}", name, value);
+  fmt::print("step {:>5}  loss {:.6f}{}  grad_norm {:.4f}  lr {:.3e}  tok/s {:.0f}  "
              "tflops {:.4f}  mfu {}  mem_live_peak {}  rss_peak {}  ({:.2f} s)\n",
-             m.step, m.loss, m.gradNorm, m.lr, m.tokensPerSecond, m.tflops,
+             m.step, m.loss, metrics, m.gradNorm, m.lr, m.tokensPerSecond, m.tflops,
              describeMfu(m.mfu, peakFlops),
              megabytes(m.memLivePeakBytes), megabytes(m.rssPeakBytes), m.seconds);
   std::fflush(stdout);
 }
 
 nlohmann::json stepJson(const StepMetrics &m) {
-  return {{"step", m.step},
+  nlohmann::json record = {{"step", m.step},
           {"loss", m.loss},
           {"grad_norm", m.gradNorm},
           {"lr", m.lr},
@@ -154,6 +157,9 @@ nlohmann::json stepJson(const StepMetrics &m) {
           {"rss_peak_bytes", m.rssPeakBytes},
           {"collective_s", m.collectiveSeconds},
           {"bytes_sent", m.bytesSent}};
+  for (const auto &[name, value] : m.metrics)
+    record[name] = value;
+  return record;
 }
 
 /// A one-line bar on stderr, redrawn in place; only on a terminal.

@@ -51,13 +51,14 @@ public:
 
   /// loss + router_aux_loss_coef * load-balancing loss over the sparse layers,
   /// as HF's Qwen3MoeForCausalLM with output_router_logits.
-  Value withAuxLoss(Value loss) {
-    auto aux = LoadBalancingLossOp::create(b, loc("aux_loss"), routerProbs, routerExperts,
-                                           fqn("aux_loss"));
+  /// Returns (that sum, the unscaled load-balancing loss).
+  std::pair<Value, Value> withAuxLoss(Value loss) {
+    Value aux = LoadBalancingLossOp::create(b, loc("aux_loss"), routerProbs, routerExperts,
+                                            fqn("aux_loss"));
     Value scaled = ScaleOp::create(b, loc("aux_loss.scaled"), aux,
                                    b.getF64FloatAttr(c.routerAuxLossCoef),
                                    fqn("aux_loss.scaled"));
-    return add("loss.with_aux", loss, scaled);
+    return {add("loss.with_aux", loss, scaled), aux};
   }
 
 private:
@@ -142,11 +143,13 @@ private:
 
 /// Creates `func @name(inputs..., params...)` with the data inputs tagged by
 /// name, binds the parameters by module and hands the entry block's inputs
-/// to `body`, which returns the results.
+/// to `body`, which returns the results; results after the first are tagged
+/// kiln.output with `resultNames`.
 template <typename BodyFn>
 void buildFunction(OpBuilder &b, ModuleOp module, StringRef name,
                    ArrayRef<std::pair<StringRef, RankedTensorType>> inputs,
-                   ArrayRef<Qwen3Parameter> specs, BodyFn body) {
+                   ArrayRef<Qwen3Parameter> specs, BodyFn body,
+                   ArrayRef<StringRef> resultNames = {}) {
   Type f32 = b.getF32Type();
   SmallVector<Type> argTypes;
   for (const auto &input : inputs)
@@ -172,6 +175,9 @@ void buildFunction(OpBuilder &b, ModuleOp module, StringRef name,
   SmallVector<Value> results = body(inputValues, std::move(params));
   func::ReturnOp::create(b, fn.getLoc(), results);
   fn.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  // Results after the first are metrics (the MoE aux loss), tagged by name.
+  for (auto [i, name] : llvm::enumerate(resultNames))
+    fn.setResultAttr(i + 1, kOutputAttr, b.getStringAttr(name));
 }
 
 } // namespace
@@ -199,6 +205,11 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
                   return SmallVector<Value>{model.logits(inputs[0])};
                 });
   // Labels are a second input, split from the token windows on the host.
+  // With output_router_logits the MoE aux loss is added to the loss and
+  // returned beside it for logging.
+  SmallVector<StringRef> lossMetrics;
+  if (config.isMoe() && config.outputRouterLogits && config.numSparseLayers() > 0)
+    lossMetrics.push_back(kAuxLossOutput);
   buildFunction(b, *module, "loss", {{kInputIdsInput, ids}, {kLabelsInput, ids}}, specs,
                 [&](ValueRange inputs, std::map<std::string, Value> params) {
                   Qwen3Builder model(b, config, batch, seq, std::move(params));
@@ -206,10 +217,12 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
                   Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
                                                       logits, inputs[1],
                                                       b.getStringAttr("loss"), IntegerAttr());
-                  if (config.isMoe() && config.outputRouterLogits && !model.routerProbs.empty())
-                    loss = model.withAuxLoss(loss);
-                  return SmallVector<Value>{loss};
-                });
+                  if (lossMetrics.empty())
+                    return SmallVector<Value>{loss};
+                  auto [total, aux] = model.withAuxLoss(loss);
+                  return SmallVector<Value>{total, aux};
+                },
+                lossMetrics);
 
   SmallVector<NamedAttribute> model{
       b.getNamedAttr("name", b.getStringAttr(config.name)),

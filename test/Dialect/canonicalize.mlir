@@ -40,3 +40,44 @@ func.func @add_zero(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %s = kiln.add %z, %x {fqn = "h.grad_accum"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %s : tensor<2x4xf32>
 }
+
+// The router's backward with both cotangents zero (no aux loss, no weights'
+// gradient) folds to zero logits gradients.
+// CHECK-LABEL: func.func @router_zero_cotangents
+// CHECK-NOT: kiln.router_backward
+// CHECK: %[[Z:.*]] = kiln.constant {fqn = "layers.0.moe.router.zero_grad", value = dense<0.000000e+00> : tensor<2x3x4xf32>} : tensor<2x3x4xf32>
+// CHECK: return %[[Z]]
+func.func @router_zero_cotangents(%p: tensor<2x3x4xf32>, %ids: tensor<2x3x2xi64>) -> tensor<2x3x4xf32> {
+  %dw = kiln.constant {fqn = "layers.0.moe.router.zero_grad", value = dense<0.0> : tensor<2x3x2xf32>} : tensor<2x3x2xf32>
+  %dp = kiln.constant {fqn = "layers.0.moe.router.zero_grad", value = dense<0.0> : tensor<2x3x4xf32>} : tensor<2x3x4xf32>
+  %d = kiln.router_backward %p, %ids, %dw, %dp {norm_topk_prob, fqn = "layers.0.moe.router"} : (tensor<2x3x4xf32>, tensor<2x3x2xi64>, tensor<2x3x2xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %d : tensor<2x3x4xf32>
+}
+
+// A zero result cotangent zeroes all five gradients of the grouped experts,
+// the routing weights' (f32) beside the bf16 ones.
+// CHECK-LABEL: func.func @grouped_experts_zero_cotangent
+// CHECK-NOT: kiln.grouped_experts_backward
+// CHECK: %[[DX:.*]] = kiln.constant {fqn = "layers.0.moe.experts.zero_grad", value = dense<0.000000e+00> : tensor<2x3x8xbf16>}
+// CHECK: %[[DW:.*]] = kiln.constant {fqn = "layers.0.moe.experts.zero_grad", value = dense<0.000000e+00> : tensor<2x3x2xf32>}
+// CHECK: %[[DW1:.*]] = kiln.constant {fqn = "layers.0.moe.experts.zero_grad", value = dense<0.000000e+00> : tensor<4x6x8xbf16>}
+// CHECK: %[[DW3:.*]] = kiln.constant {fqn = "layers.0.moe.experts.zero_grad", value = dense<0.000000e+00> : tensor<4x6x8xbf16>}
+// CHECK: %[[DW2:.*]] = kiln.constant {fqn = "layers.0.moe.experts.zero_grad", value = dense<0.000000e+00> : tensor<4x8x6xbf16>}
+// CHECK: return %[[DX]], %[[DW]], %[[DW1]], %[[DW3]], %[[DW2]]
+func.func @grouped_experts_zero_cotangent(%x: tensor<2x3x8xbf16>, %w: tensor<2x3x2xf32>, %ids: tensor<2x3x2xi32>,
+                                          %w1: tensor<4x6x8xbf16>, %w3: tensor<4x6x8xbf16>, %w2: tensor<4x8x6xbf16>)
+    -> (tensor<2x3x8xbf16>, tensor<2x3x2xf32>, tensor<4x6x8xbf16>, tensor<4x6x8xbf16>, tensor<4x8x6xbf16>) {
+  %dy = kiln.constant {fqn = "layers.0.ffn_residual.zero_grad", value = dense<0.0> : tensor<2x3x8xbf16>} : tensor<2x3x8xbf16>
+  %dx, %dw, %dw1, %dw3, %dw2 = kiln.grouped_experts_backward %dy, %x, %w, %ids, %w1, %w3, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x3x8xbf16>, tensor<2x3x8xbf16>, tensor<2x3x2xf32>, tensor<2x3x2xi32>, tensor<4x6x8xbf16>, tensor<4x6x8xbf16>, tensor<4x8x6xbf16>) -> (tensor<2x3x8xbf16>, tensor<2x3x2xf32>, tensor<4x6x8xbf16>, tensor<4x6x8xbf16>, tensor<4x8x6xbf16>)
+  return %dx, %dw, %dw1, %dw3, %dw2 : tensor<2x3x8xbf16>, tensor<2x3x2xf32>, tensor<4x6x8xbf16>, tensor<4x6x8xbf16>, tensor<4x8x6xbf16>
+}
+
+// Only the weights' cotangent is zero: the probs' (the aux loss) keeps the
+// router's backward.
+// CHECK-LABEL: func.func @router_half_zero
+// CHECK: kiln.router_backward
+func.func @router_half_zero(%p: tensor<2x3x4xf32>, %ids: tensor<2x3x2xi64>, %dp: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %dw = kiln.constant {fqn = "layers.0.moe.router.zero_grad", value = dense<0.0> : tensor<2x3x2xf32>} : tensor<2x3x2xf32>
+  %d = kiln.router_backward %p, %ids, %dw, %dp {fqn = "layers.0.moe.router"} : (tensor<2x3x4xf32>, tensor<2x3x2xi64>, tensor<2x3x2xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %d : tensor<2x3x4xf32>
+}

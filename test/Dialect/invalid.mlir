@@ -338,3 +338,187 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
     return
   }
 }
+
+// -----
+// The mixture-of-experts ops.
+
+// Routing picks at least one expert...
+func.func @router_top_k_zero(%l: tensor<2x8x4xf32>) {
+  // expected-error@+2 {{'kiln.router' op (fqn 'layers.0.moe.router'): top_k must be in [1, 4] (the experts), got 0}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = kiln.router %l {top_k = 0 : i64, fqn = "layers.0.moe.router"} : (tensor<2x8x4xf32>) -> (tensor<2x8x0xf32>, tensor<2x8x0xi64>, tensor<2x8x4xf32>)
+  return
+}
+
+// -----
+
+// ...and no more than there are.
+func.func @router_top_k_above_experts(%l: tensor<2x8x4xf32>) {
+  // expected-error@+2 {{'kiln.router' op (fqn 'layers.0.moe.router'): top_k must be in [1, 4] (the experts), got 5}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = kiln.router %l {top_k = 5 : i64, fqn = "layers.0.moe.router"} : (tensor<2x8x4xf32>) -> (tensor<2x8x5xf32>, tensor<2x8x5xi64>, tensor<2x8x4xf32>)
+  return
+}
+
+// -----
+
+// The router's softmax runs in f32: ODS rejects other logits before the shape rule runs.
+func.func @router_bf16_logits(%l: tensor<2x8x4xbf16>) {
+  // expected-error@+1 {{'kiln.router' op operand #0 must be ranked tensor of 32-bit float values, but got 'tensor<2x8x4xbf16>'}}
+  %0:3 = kiln.router %l {top_k = 2 : i64, fqn = "layers.0.moe.router"} : (tensor<2x8x4xbf16>) -> (tensor<2x8x2xbf16>, tensor<2x8x2xi64>, tensor<2x8x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @grouped_experts_weights_vs_experts(%x: tensor<2x8x32xf32>, %w: tensor<2x8x3xf32>, %ids: tensor<2x8x2xi64>,
+                                              %w1: tensor<4x12x32xf32>, %w2: tensor<4x32x12xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): weights 'tensor<2x8x3xf32>' and experts 'tensor<2x8x2xi64>' must have the same shape}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x3xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_experts_tokens(%x: tensor<2x8x32xf32>, %w: tensor<2x7x2xf32>, %ids: tensor<2x7x2xi64>,
+                                  %w1: tensor<4x12x32xf32>, %w2: tensor<4x32x12xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): experts 'tensor<2x7x2xi64>' must have the leading shape of input 'tensor<2x8x32xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x7x2xf32>, tensor<2x7x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_experts_w1_hidden(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %ids: tensor<2x8x2xi64>,
+                                     %w1: tensor<4x12x16xf32>, %w2: tensor<4x32x12xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): w1 'tensor<4x12x16xf32>' must be [experts, inter, hidden] with hidden 32 (the last dimension of input 'tensor<2x8x32xf32>')}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x16xf32>, tensor<4x12x16xf32>, tensor<4x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_experts_w3(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %ids: tensor<2x8x2xi64>,
+                              %w1: tensor<4x12x32xf32>, %w3: tensor<4x8x32xf32>, %w2: tensor<4x32x12xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): w3 'tensor<4x8x32xf32>' must have w1's shape 'tensor<4x12x32xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w3, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x8x32xf32>, tensor<4x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// w2 is [experts, hidden, inter]: w1's [experts, inter, hidden] layout is refused.
+func.func @grouped_experts_w2(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %ids: tensor<2x8x2xi64>,
+                              %w1: tensor<4x12x32xf32>, %w2: tensor<4x12x32xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): w2 'tensor<4x12x32xf32>' must be [experts, hidden, inter] = [4, 32, 12]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x12x32xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_experts_k_above_experts(%x: tensor<2x8x32xf32>, %w: tensor<2x8x3xf32>, %ids: tensor<2x8x3xi64>,
+                                           %w1: tensor<2x12x32xf32>, %w2: tensor<2x32x12xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): k = 3 experts per token exceeds the 2 experts}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x3xf32>, tensor<2x8x3xi64>, tensor<2x12x32xf32>, tensor<2x12x32xf32>, tensor<2x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// The loss needs at least one sparse layer.
+func.func @load_balancing_loss_no_layers() {
+  // expected-error@+2 {{'kiln.load_balancing_loss' op (fqn 'aux_loss'): needs one probs and one experts operand per sparse layer, got 0 and 0}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.load_balancing_loss {fqn = "aux_loss"} : () -> tensor<f32>
+  return
+}
+
+// -----
+
+// Two probs and one experts operand: the operands split evenly, so the
+// second probs lands among the experts and ODS rejects its element type.
+func.func @load_balancing_loss_count(%p: tensor<2x8x4xf32>, %ids: tensor<2x8x2xi64>) {
+  // expected-error@+1 {{'kiln.load_balancing_loss' op operand #1 must be variadic of ranked tensor of 64-bit signless integer or 32-bit signless integer values, but got 'tensor<2x8x4xf32>'}}
+  %0 = kiln.load_balancing_loss %p, %p, %ids {fqn = "aux_loss"} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @load_balancing_loss_expert_counts(%p0: tensor<2x8x4xf32>, %p1: tensor<2x8x8xf32>, %ids: tensor<2x8x2xi64>) {
+  // expected-error@+2 {{'kiln.load_balancing_loss' op (fqn 'aux_loss'): every layer must route over the same 4 experts, got 'tensor<2x8x8xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.load_balancing_loss %p0, %p1, %ids, %ids {fqn = "aux_loss"} : (tensor<2x8x4xf32>, tensor<2x8x8xf32>, tensor<2x8x2xi64>, tensor<2x8x2xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @load_balancing_loss_tokens(%p: tensor<2x8x4xf32>, %ids: tensor<2x4x2xi64>) {
+  // expected-error@+2 {{'kiln.load_balancing_loss' op (fqn 'aux_loss'): experts 'tensor<2x4x2xi64>' must have the leading shape of probs 'tensor<2x8x4xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.load_balancing_loss %p, %ids {fqn = "aux_loss"} : (tensor<2x8x4xf32>, tensor<2x4x2xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @load_balancing_loss_k(%p: tensor<2x8x4xf32>, %ids: tensor<2x8x5xi64>) {
+  // expected-error@+2 {{'kiln.load_balancing_loss' op (fqn 'aux_loss'): top_k must be in [1, 4] (the experts), got 5}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.load_balancing_loss %p, %ids {fqn = "aux_loss"} : (tensor<2x8x4xf32>, tensor<2x8x5xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @router_backward_weights_grad(%p: tensor<2x8x4xf32>, %ids: tensor<2x8x2xi64>, %dw: tensor<2x8x4xf32>) {
+  // expected-error@+2 {{'kiln.router_backward' op (fqn 'layers.0.moe.router'): weights_grad 'tensor<2x8x4xf32>' must have the shape of experts 'tensor<2x8x2xi64>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.router_backward %p, %ids, %dw, %p {fqn = "layers.0.moe.router"} : (tensor<2x8x4xf32>, tensor<2x8x2xi64>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @router_backward_probs_grad(%p: tensor<2x8x4xf32>, %ids: tensor<2x8x2xi64>, %dw: tensor<2x8x2xf32>, %dp: tensor<2x8x2xf32>) {
+  // expected-error@+2 {{'kiln.router_backward' op (fqn 'layers.0.moe.router'): probs_grad 'tensor<2x8x2xf32>' must have the type of probs 'tensor<2x8x4xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.router_backward %p, %ids, %dw, %dp {fqn = "layers.0.moe.router"} : (tensor<2x8x4xf32>, tensor<2x8x2xi64>, tensor<2x8x2xf32>, tensor<2x8x2xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_experts_backward_result_grad(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>,
+                                                %ids: tensor<2x8x2xi64>, %w1: tensor<4x12x32xf32>, %w2: tensor<4x32x12xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts_backward' op (fqn 'layers.0.moe.experts'): result_grad 'tensor<2x8x16xf32>' and input 'tensor<2x8x32xf32>' must have the same type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:5 = kiln.grouped_experts_backward %dy, %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x16xf32>, tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>)
+  return
+}
+
+// -----
+
+func.func @load_balancing_loss_backward_num_experts(%g: tensor<f32>, %ids: tensor<2x8x2xi64>) {
+  // expected-error@+2 {{'kiln.load_balancing_loss_backward' op (fqn 'aux_loss'): num_experts 1 must be at least k = 2}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.load_balancing_loss_backward %g, %ids {num_experts = 1 : i64, fqn = "aux_loss"} : (tensor<f32>, tensor<2x8x2xi64>) -> tensor<2x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @load_balancing_loss_backward_no_layers(%g: tensor<f32>) {
+  // expected-error@+2 {{'kiln.load_balancing_loss_backward' op (fqn 'aux_loss'): needs the experts of at least one sparse layer}}
+  // expected-error@+1 {{failed to infer returned types}}
+  kiln.load_balancing_loss_backward %g {num_experts = 4 : i64, fqn = "aux_loss"} : (tensor<f32>) -> ()
+  return
+}

@@ -83,3 +83,52 @@ func.func @backward_and_optimizer(%g: tensor<2x8x32xf32>, %x: tensor<2x8x32xf32>
   %next = kiln.next_step %step {fqn = "optimizer.step"} : (tensor<i64>) -> tensor<i64>
   return %p, %next : tensor<32xf32>, tensor<i64>
 }
+
+// The mixture-of-experts ops: the router (softmax, top-k), the grouped
+// experts over stacked [experts, inter, hidden] weights, the load-balancing
+// loss over two sparse layers and its scaling.
+// CHECK-LABEL: func.func @moe
+func.func @moe(%x: tensor<2x8x32xf32>, %logits: tensor<2x8x4xf32>, %logits1: tensor<2x8x4xf32>,
+               %w1: tensor<4x12x32xf32>, %w3: tensor<4x12x32xf32>, %w2: tensor<4x32x12xf32>)
+    -> (tensor<2x8x32xf32>, tensor<f32>) {
+  // CHECK: kiln.router %{{.*}} {fqn = "layers.0.moe.router", norm_topk_prob, top_k = 2 : i64} : (tensor<2x8x4xf32>) -> (tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<2x8x4xf32>)
+  %w, %ids, %p = kiln.router %logits {norm_topk_prob, top_k = 2 : i64, fqn = "layers.0.moe.router"} : (tensor<2x8x4xf32>) -> (tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<2x8x4xf32>)
+  // Without norm_topk_prob the attribute is absent.
+  // CHECK: kiln.router %{{.*}} {fqn = "layers.1.moe.router", top_k = 2 : i64} : (tensor<2x8x4xf32>) -> (tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<2x8x4xf32>)
+  %w1r, %ids1, %p1 = kiln.router %logits1 {top_k = 2 : i64, fqn = "layers.1.moe.router"} : (tensor<2x8x4xf32>) -> (tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<2x8x4xf32>)
+  // CHECK: kiln.grouped_experts {{.*}} {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>) -> tensor<2x8x32xf32>
+  %y = kiln.grouped_experts %x, %w, %ids, %w1, %w3, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>) -> tensor<2x8x32xf32>
+  // One probs and one experts operand per sparse layer.
+  // CHECK: kiln.load_balancing_loss {{.*}} {fqn = "aux_loss"} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xi64>, tensor<2x8x2xi64>) -> tensor<f32>
+  %aux = kiln.load_balancing_loss %p, %p1, %ids, %ids1 {fqn = "aux_loss"} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x2xi64>, tensor<2x8x2xi64>) -> tensor<f32>
+  // CHECK: kiln.scale {{.*}} {factor = 1.000000e-03 : f64, fqn = "aux_loss.scaled"} : (tensor<f32>) -> tensor<f32>
+  %s = kiln.scale %aux {factor = 1.0e-3 : f64, fqn = "aux_loss.scaled"} : (tensor<f32>) -> tensor<f32>
+  return %y, %s : tensor<2x8x32xf32>, tensor<f32>
+}
+
+// The grouped experts accept i32 ids and bf16 experts (weights stay f32).
+// CHECK-LABEL: func.func @moe_i32_ids
+func.func @moe_i32_ids(%x: tensor<6x16xbf16>, %w: tensor<6x2xf32>, %ids: tensor<6x2xi32>,
+                       %w1: tensor<3x8x16xbf16>, %w3: tensor<3x8x16xbf16>, %w2: tensor<3x16x8xbf16>)
+    -> tensor<6x16xbf16> {
+  // CHECK: kiln.grouped_experts {{.*}} : (tensor<6x16xbf16>, tensor<6x2xf32>, tensor<6x2xi32>, tensor<3x8x16xbf16>, tensor<3x8x16xbf16>, tensor<3x16x8xbf16>) -> tensor<6x16xbf16>
+  %y = kiln.grouped_experts %x, %w, %ids, %w1, %w3, %w2 {fqn = "layers.3.moe.experts"} : (tensor<6x16xbf16>, tensor<6x2xf32>, tensor<6x2xi32>, tensor<3x8x16xbf16>, tensor<3x8x16xbf16>, tensor<3x16x8xbf16>) -> tensor<6x16xbf16>
+  return %y : tensor<6x16xbf16>
+}
+
+// The MoE backward ops round-trip too.
+// CHECK-LABEL: func.func @moe_backward
+func.func @moe_backward(%dy: tensor<2x8x32xf32>, %x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>,
+                        %ids: tensor<2x8x2xi64>, %ids1: tensor<2x8x2xi32>, %p: tensor<2x8x4xf32>,
+                        %w1: tensor<4x12x32xf32>, %w3: tensor<4x12x32xf32>, %w2: tensor<4x32x12xf32>,
+                        %g: tensor<f32>)
+    -> (tensor<2x8x4xf32>, tensor<4x32x12xf32>, tensor<2x8x4xf32>) {
+  // CHECK: kiln.router_backward {{.*}} {fqn = "layers.0.moe.router", norm_topk_prob} : (tensor<2x8x4xf32>, tensor<2x8x2xi64>, tensor<2x8x2xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %dlogits = kiln.router_backward %p, %ids, %w, %p {norm_topk_prob, fqn = "layers.0.moe.router"} : (tensor<2x8x4xf32>, tensor<2x8x2xi64>, tensor<2x8x2xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  // CHECK: kiln.grouped_experts_backward {{.*}} {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>)
+  %dx, %dw, %dw1, %dw3, %dw2 = kiln.grouped_experts_backward %dy, %x, %w, %ids, %w1, %w3, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<4x12x32xf32>, tensor<4x12x32xf32>, tensor<4x32x12xf32>)
+  // One probs gradient per layer, of num_experts columns, i32 ids included.
+  // CHECK: kiln.load_balancing_loss_backward {{.*}} {fqn = "aux_loss", num_experts = 4 : i64} : (tensor<f32>, tensor<2x8x2xi64>, tensor<2x8x2xi32>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+  %dp0, %dp1 = kiln.load_balancing_loss_backward %g, %ids, %ids1 {num_experts = 4 : i64, fqn = "aux_loss"} : (tensor<f32>, tensor<2x8x2xi64>, tensor<2x8x2xi32>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+  return %dlogits, %dw2, %dp1 : tensor<2x8x4xf32>, tensor<4x32x12xf32>, tensor<2x8x4xf32>
+}

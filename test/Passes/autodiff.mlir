@@ -75,9 +75,58 @@ module {
 // -----
 
 module {
-  // expected-error@below {{kiln-autodiff: @loss must return one f32 scalar (tensor<f32>)}}
+  // expected-error@below {{kiln-autodiff: @loss must return the loss as an f32 scalar (tensor<f32>), then only f32 scalar metrics tagged 'kiln.output'}}
   func.func @loss(%x: tensor<4xf32> {kiln.param = "w"}) -> tensor<4xf32> {
     return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A second result must be a tagged metric, not another loss.
+module {
+  // expected-error@below {{kiln-autodiff: @loss must return the loss as an f32 scalar}}
+  func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                  %labels: tensor<1x2xi64> {kiln.input = "labels"},
+                  %table: tensor<8x4xf32> {kiln.param = "table"}) -> (tensor<f32>, tensor<f32>) {
+    %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x4xf32>
+    %logits = kiln.linear %h, %table {fqn = "output"} : (tensor<1x2x4xf32>, tensor<8x4xf32>) -> tensor<1x2x8xf32>
+    %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<1x2x8xf32>, tensor<1x2xi64>) -> tensor<f32>
+    return %loss, %loss : tensor<f32>, tensor<f32>
+  }
+}
+
+// -----
+
+// A MoE loss with the router's aux loss: the metric result is returned by
+// @loss_grad, after the loss and before the gradients, with its tag; the
+// aux loss's gradient flows into the router through its probabilities
+// while the metric itself is not differentiated again.
+// CHECK-LABEL: func.func @loss_grad
+// CHECK-SAME: -> (tensor<f32> {kiln.output = "loss"}, tensor<f32> {kiln.output = "aux_loss"}, tensor<4x8xf32> {kiln.grad = "gate"}
+// CHECK: %[[W:.*]], %[[IDS:.*]], %[[P:.*]] = kiln.router
+// CHECK: %[[AUX:.*]] = kiln.load_balancing_loss %[[P]], %[[IDS]]
+// CHECK: %[[DP:.*]] = kiln.load_balancing_loss_backward %{{.*}}, %[[IDS]] {fqn = "aux_loss", num_experts = 4 : i64}
+// CHECK: kiln.router_backward %[[P]], %[[IDS]], %{{.*}}, %[[DP]] {fqn = "layers.0.moe.router", norm_topk_prob}
+// CHECK: return %{{.*}}, %[[AUX]], %{{.*}}
+module {
+  func.func @loss(%x: tensor<1x2x8xf32> {kiln.input = "input_ids"},
+                  %labels: tensor<1x2xi64> {kiln.input = "labels"},
+                  %gate: tensor<4x8xf32> {kiln.param = "gate"},
+                  %w1: tensor<4x6x8xf32> {kiln.param = "w1"},
+                  %w3: tensor<4x6x8xf32> {kiln.param = "w3"},
+                  %w2: tensor<4x8x6xf32> {kiln.param = "w2"})
+      -> (tensor<f32>, tensor<f32> {kiln.output = "aux_loss"}) {
+    %logits = kiln.linear %x, %gate {fqn = "layers.0.moe.router.gate"} : (tensor<1x2x8xf32>, tensor<4x8xf32>) -> tensor<1x2x4xf32>
+    %w, %ids, %p = kiln.router %logits {fqn = "layers.0.moe.router", norm_topk_prob, top_k = 2 : i64}
+        : (tensor<1x2x4xf32>) -> (tensor<1x2x2xf32>, tensor<1x2x2xi64>, tensor<1x2x4xf32>)
+    %y = kiln.grouped_experts %x, %w, %ids, %w1, %w3, %w2 {fqn = "layers.0.moe.experts"}
+        : (tensor<1x2x8xf32>, tensor<1x2x2xf32>, tensor<1x2x2xi64>, tensor<4x6x8xf32>, tensor<4x6x8xf32>, tensor<4x8x6xf32>) -> tensor<1x2x8xf32>
+    %sq = kiln.cross_entropy %y, %labels {fqn = "loss"} : (tensor<1x2x8xf32>, tensor<1x2xi64>) -> tensor<f32>
+    %aux = kiln.load_balancing_loss %p, %ids {fqn = "aux_loss"} : (tensor<1x2x4xf32>, tensor<1x2x2xi64>) -> tensor<f32>
+    %scaled = kiln.scale %aux {factor = 1.0e-2 : f64, fqn = "aux_loss.scaled"} : (tensor<f32>) -> tensor<f32>
+    %total = kiln.add %sq, %scaled {fqn = "loss.with_aux"} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    return %total, %aux : tensor<f32>, tensor<f32>
   }
 }
 

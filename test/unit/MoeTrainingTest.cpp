@@ -61,8 +61,9 @@ double maxDiff(const TensorMap &got, const SafeTensorsFile &want) {
 }
 
 /// Five AdamW steps on the fixture batch: every loss and grad norm within
-/// 1e-5 of `file`'s, and the loss after the last update.
-void expectFiveSteps(Trainer &trainer, const std::string &file) {
+/// 1e-5 of `file`'s (and the aux loss, logged beside the loss, when
+/// `auxLogged`), and the loss after the last update.
+void expectFiveSteps(Trainer &trainer, const std::string &file, bool auxLogged) {
   std::vector<nlohmann::json> steps = stepRecords(file);
   ASSERT_EQ(steps.size(), 6u);
   Tensor tokens = fixtureTokens();
@@ -70,6 +71,11 @@ void expectFiveSteps(Trainer &trainer, const std::string &file) {
     StepMetrics m = trainer.step(tokens);
     EXPECT_NEAR(m.loss, steps[k]["loss"].get<double>(), 1e-5) << "step " << k;
     EXPECT_NEAR(m.gradNorm, steps[k]["grad_norm"].get<double>(), 1e-5) << "step " << k;
+    ASSERT_EQ(m.metrics.size(), auxLogged ? 1u : 0u);
+    if (auxLogged) {
+      EXPECT_EQ(m.metrics[0].first, "aux_loss");
+      EXPECT_NEAR(m.metrics[0].second, steps[k]["aux_loss"].get<double>(), 1e-5) << "step " << k;
+    }
   }
   EXPECT_NEAR(trainer.evaluate(tokens), steps[5]["loss"].get<double>(), 1e-5);
 }
@@ -101,14 +107,14 @@ TEST(MoeTrainingTest, GradientsMatchTransformers) {
 // HF's order; in token order it was 1.2e-5).
 TEST(MoeTrainingTest, FiveStepsMatchTransformersAndAdamW) {
   Trainer trainer(fixtureConfig());
-  expectFiveSteps(trainer, "expected.json");
+  expectFiveSteps(trainer, "expected.json", false);
   auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
   EXPECT_LT(maxDiff(trainer.parameters(), *want), 1e-5);
 }
 
 TEST(MoeTrainingTest, FiveStepsWithRouterAuxLossMatchTransformers) {
   Trainer trainer(fixtureConfig({"--model.output_router_logits=true"}));
-  expectFiveSteps(trainer, "expected_aux_on.json");
+  expectFiveSteps(trainer, "expected_aux_on.json", true);
 }
 
 TEST(MoeTrainingTest, HfRoundTripKeepsPerExpertKeys) {

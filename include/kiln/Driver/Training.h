@@ -59,6 +59,8 @@ TensorMap initialParameters(const Qwen3Config &model, uint64_t seed);
 struct StepMetrics {
   int64_t step = 0; ///< 1-based; step 1's loss is at the initial weights
   double loss = 0, gradNorm = 0, lr = 0;
+  /// Metric outputs of the step by name (a MoE model's "aux_loss").
+  std::vector<std::pair<std::string, double>> metrics;
   double seconds = 0, tokensPerSecond = 0, tflops = 0, mfu = 0;
   int64_t memLivePeakBytes = 0; ///< executor's live-tensor peak during the step
   double collectiveSeconds = 0; ///< this rank's time in collectives

@@ -104,7 +104,17 @@ FailureOr<TrainStepSignature> TrainStepSignature::get(func::FuncOp fn) {
   t.lossResult = *loss;
   t.gradNormResult = *norm;
   t.inputs.assign(s->inputs().begin(), s->inputs().end());
+  t.metrics = metricOutputs(fn);
   return t;
+}
+
+SmallVector<Signature::Slot> metricOutputs(func::FuncOp fn) {
+  SmallVector<Signature::Slot> metrics;
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+    if (auto name = fn.getResultAttrOfType<StringAttr>(i, kOutputAttr))
+      if (name.getValue() != kLossOutput && name.getValue() != kGradNormOutput)
+        metrics.push_back({i, name.str()});
+  return metrics;
 }
 
 } // namespace kiln

@@ -65,6 +65,8 @@ struct TrainStepSignature {
   unsigned stepArg = 0, stepResult = 0;
   llvm::SmallVector<Signature::Slot> inputs;
   unsigned lossResult = 0, gradNormResult = 0;
+  /// Other scalar outputs (e.g. "aux_loss"), logged beside the loss.
+  llvm::SmallVector<Signature::Slot> metrics;
 
   /// Emits an error at `fn` naming the first missing role.
   static mlir::FailureOr<TrainStepSignature> get(mlir::func::FuncOp fn);
@@ -81,6 +83,12 @@ inline constexpr llvm::StringLiteral kLabelsInput = "labels";
 inline constexpr llvm::StringLiteral kStepState = "step";
 inline constexpr llvm::StringLiteral kLossOutput = "loss";
 inline constexpr llvm::StringLiteral kGradNormOutput = "grad_norm";
+/// The router's load-balancing loss of a MoE model, a metric output of @loss.
+inline constexpr llvm::StringLiteral kAuxLossOutput = "aux_loss";
+
+/// The results of `fn` tagged kiln.output other than the loss and the
+/// gradient norm: metrics computed alongside, not differentiated.
+llvm::SmallVector<Signature::Slot> metricOutputs(mlir::func::FuncOp fn);
 
 } // namespace kiln
 
