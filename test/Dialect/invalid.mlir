@@ -424,9 +424,30 @@ func.func @grouped_experts_w2(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %id
 
 func.func @grouped_experts_k_above_experts(%x: tensor<2x8x32xf32>, %w: tensor<2x8x3xf32>, %ids: tensor<2x8x3xi64>,
                                            %w1: tensor<2x12x32xf32>, %w2: tensor<2x32x12xf32>) {
-  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): k = 3 experts per token exceeds the 2 experts}}
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): k = 3 experts per token must be in [1, 2] (the experts)}}
   // expected-error@+1 {{failed to infer returned types}}
   %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x3xf32>, tensor<2x8x3xi64>, tensor<2x12x32xf32>, tensor<2x12x32xf32>, tensor<2x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// k = 0 routes a token nowhere.
+func.func @grouped_experts_k_zero(%x: tensor<2x8x32xf32>, %w: tensor<2x8x0xf32>, %ids: tensor<2x8x0xi64>,
+                                  %w1: tensor<2x12x32xf32>, %w2: tensor<2x32x12xf32>) {
+  // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): k = 0 experts per token must be in [1, 2] (the experts)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts"} : (tensor<2x8x32xf32>, tensor<2x8x0xf32>, tensor<2x8x0xi64>, tensor<2x12x32xf32>, tensor<2x12x32xf32>, tensor<2x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// An odd operand count would leave the last operand in neither group.
+func.func @load_balancing_loss_odd_operands(%p: tensor<2x8x4xf32>, %ids: tensor<2x8x2xi64>, %junk: tensor<7xi32>) {
+  // expected-error@+2 {{'kiln.load_balancing_loss' op (fqn 'aux_loss'): needs one probs and one experts operand per sparse layer, got 1 and 2}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.load_balancing_loss %p, %ids, %junk {fqn = "aux_loss"} : (tensor<2x8x4xf32>, tensor<2x8x2xi64>, tensor<7xi32>) -> tensor<f32>
   return
 }
 

@@ -10,6 +10,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Driver/Training.h"
+#include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Json.h"
@@ -133,6 +134,83 @@ TEST(MoeTrainingTest, HfRoundTripKeepsPerExpertKeys) {
   Qwen3Config reread = Qwen3Config::fromHfDirectory(dir);
   EXPECT_EQ(reread.numExperts, 4);
   EXPECT_EQ(reread.parameterCount(), 140160);
+}
+
+TEST(MoeTrainingTest, StaticMemoryPlanPredictsTheExecutorsPeakExactly) {
+  Trainer trainer(fixtureConfig());
+  MemoryPlan plan = planMemory(trainer.module().lookupSymbol<mlir::func::FuncOp>("train_step"));
+  StepMetrics m = trainer.step(fixtureTokens());
+  EXPECT_EQ(plan.peakBytes, m.memLivePeakBytes);
+  EXPECT_EQ(plan.parameterBytes, 140160 * 4);
+}
+
+TEST(MoeTrainingTest, OverridesUseHfFieldNames) {
+  // The seeds' reduced model in one line of overrides.
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.flavor=qwen3-30b-a3b", "--model.num_hidden_layers=4",
+           "--model.num_experts=64", "--model.num_experts_per_tok=4"});
+  Qwen3Config c = config.model.resolve();
+  EXPECT_EQ(c.name, "qwen3-30b-a3b");
+  EXPECT_EQ(c.numLayers, 4);
+  EXPECT_EQ(c.numExperts, 64);
+  EXPECT_EQ(c.numExpertsPerTok, 4);
+  EXPECT_EQ(c.moeIntermediateSize, 768); // kept from the flavor
+  EXPECT_EQ(config.toJson()["model"]["num_experts"], 64);
+  // A dense flavor takes dense fields; a run config file sets them alike.
+  EXPECT_EQ(TrainConfig::load("", {"--model.flavor=qwen3-0.6b", "--model.num_hidden_layers=2"})
+                .model.resolve()
+                .numLayers,
+            2);
+  // mlp_only_layers makes layers dense: HF's rule for which layers are sparse.
+  Qwen3Config mixed =
+      TrainConfig::load("", {"--model.hf_path=" + kFixture, "--model.mlp_only_layers=[0]"})
+          .model.resolve();
+  EXPECT_FALSE(mixed.isSparseLayer(0));
+  EXPECT_TRUE(mixed.isSparseLayer(1));
+  Qwen3Config stepped =
+      TrainConfig::load("", {"--model.hf_path=" + kFixture, "--model.decoder_sparse_step=2"})
+          .model.resolve();
+  EXPECT_FALSE(stepped.isSparseLayer(0));
+  EXPECT_TRUE(stepped.isSparseLayer(1));
+  // A dense layer's MLP has the dense intermediate_size (HF keys unchanged).
+  EXPECT_EQ(mixed.parameterCount(), 140160 - 4 * 64 - 3 * 4 * 64 * 32 + 3 * 64 * 128);
+}
+
+TEST(MoeTrainingTest, InconsistentFieldsAreErrorsNamingThem) {
+  auto resolve = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "--model.hf_path=" + kFixture);
+    return TrainConfig::load("", args).model.resolve();
+  };
+  expectError([&] { resolve({"--model.num_experts_per_tok=5"}); },
+              {"'num_experts_per_tok' (5) must not exceed 'num_experts' (4)"});
+  expectError([&] { resolve({"--model.mlp_only_layers=[7]"}); },
+              {"'mlp_only_layers' holds 7", "[0, 2)"});
+  expectError([&] { resolve({"--model.decoder_sparse_step=0"}); },
+              {"'decoder_sparse_step' must be a positive integer"});
+  expectError([&] { resolve({"--model.router_aux_loss_coef=-1"}); },
+              {"'router_aux_loss_coef'"});
+  expectError([&] { resolve({"--model.num_experts=\"many\""}); }, {"num_experts"});
+  expectError([&] { resolve({"--model.vocab_sise=3"}); },
+              {"unknown key 'model.vocab_sise'", "num_experts"});
+  expectError([&] { TrainConfig::load("", {"--model.flavor=qwen3-8b", "--model.num_experts=8"})
+                        .model.resolve(); },
+              {"'model.num_experts' applies to Qwen3-MoE models only"});
+}
+
+/// A model with a dense and a sparse layer (mlp_only_layers) keeps HF's keys
+/// for both kinds and trains from random weights. (Routing every token to
+/// one expert is MoeKernelsTest's GroupedExpertsHasNoCapacityLimit.)
+TEST(MoeTrainingTest, MixedDenseAndSparseLayersTrain) {
+  Trainer trainer(fixtureConfig({"--model.mlp_only_layers=[0]", "--checkpoint.initial_load_path=",
+                                 "--checkpoint.initial_load_in_hf=false", "--training.seed=3"}));
+  TensorMap params = trainer.parameters();
+  EXPECT_TRUE(params.count("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_TRUE(params.count("model.layers.1.mlp.experts.3.up_proj.weight"));
+  EXPECT_FALSE(params.count("model.layers.0.mlp.gate.weight"));
+  StepMetrics first = trainer.step(fixtureTokens());
+  StepMetrics second = trainer.step(fixtureTokens());
+  EXPECT_TRUE(std::isfinite(first.loss));
+  EXPECT_LT(second.loss, first.loss);
 }
 
 } // namespace

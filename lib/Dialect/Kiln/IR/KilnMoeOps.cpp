@@ -66,9 +66,9 @@ LogicalResult checkExperts(std::optional<Location> loc, AdaptorT adaptor) {
   if (w2.getDimSize(0) != e || w2.getDimSize(1) != hidden || w2.getDimSize(2) != inter)
     return shapeError<OpT>(loc, fqn, "w2 ", w2, " must be [experts, hidden, inter] = [", e, ", ",
                            hidden, ", ", inter, "]");
-  if (ids.getShape().back() > e)
+  if (ids.getShape().back() < 1 || ids.getShape().back() > e)
     return shapeError<OpT>(loc, fqn, "k = ", ids.getShape().back(),
-                           " experts per token exceeds the ", e, " experts");
+                           " experts per token must be in [1, ", e, "] (the experts)");
   return success();
 }
 
@@ -142,11 +142,13 @@ LogicalResult LoadBalancingLossOp::inferReturnTypes(MLIRContext *context,
                                                     SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
   ValueRange probs = adaptor.getProbs(), experts = adaptor.getExperts();
-  if (probs.empty() || probs.size() != experts.size())
+  // The two groups split the operands evenly: an odd count would drop one.
+  if (probs.empty() || adaptor.getOperands().size() != 2 * probs.size())
     return shapeError<LoadBalancingLossOp>(loc, fqn,
                                            "needs one probs and one experts operand per "
                                            "sparse layer, got ",
-                                           probs.size(), " and ", experts.size());
+                                           probs.size(), " and ",
+                                           adaptor.getOperands().size() - probs.size());
   int64_t numExperts = -1;
   for (auto [p, ids] : llvm::zip(probs, experts)) {
     if (failed(checkOperands<LoadBalancingLossOp>(
