@@ -16,6 +16,7 @@ config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
 config.environment["PATH"] = os.pathsep.join(
     [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, "data")))
+config.substitutions.append(("%configs", os.path.join(os.path.dirname(config.test_source_root), "configs")))
 # MPICH's launcher, by its own name (an Open MPI mpiexec may also be on PATH).
 config.substitutions.append(("%mpiexec", config.mpiexec))
 # The Qwen3 tokenizer fetched by scripts/fetch-assets.sh (make test runs it).
