@@ -11,13 +11,6 @@
 
 namespace kiln::kernels {
 
-namespace {
-/// Product of all but the last dimension (as in Kernels.cpp).
-int64_t rowsOf(const Tensor &t) {
-  return t.rank() == 0 ? 1 : t.numel() / t.shape().back();
-}
-} // namespace
-
 Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab) {
   int64_t dim = grad.shape().back();
   Tensor dtable(DType::F32, {vocab, dim});

@@ -12,18 +12,6 @@
 
 namespace kiln::kernels {
 
-namespace {
-/// Product of all but the last dimension: the number of rows of a tensor
-/// viewed as a [rows, last] matrix.
-int64_t rowsOf(const Tensor &t) {
-  return t.rank() == 0 ? 1 : t.numel() / t.shape().back();
-}
-
-Shape withLastDim(Shape shape, int64_t last) {
-  shape.back() = last;
-  return shape;
-}
-} // namespace
 
 int64_t idAt(const Tensor &ids, int64_t i) {
   return ids.dtype() == DType::I64 ? ids.data<int64_t>()[i]

@@ -21,15 +21,6 @@
 namespace kiln::kernels {
 
 namespace {
-/// Product of all but the last dimension (as in Kernels.cpp).
-int64_t rowsOf(const Tensor &t) {
-  return t.rank() == 0 ? 1 : t.numel() / t.shape().back();
-}
-
-Shape withLastDim(Shape shape, int64_t last) {
-  shape.back() = last;
-  return shape;
-}
 
 /// torch.topk's order: NaN above every number, then larger first. Callers
 /// scan ascending ids and replace only on "strictly above", so ties keep the
@@ -149,6 +140,34 @@ void positionsOfToken(const Grouping &g, int64_t t, int64_t k, int64_t *pos) {
   std::copy_n(g.at.data() + t * k, k, pos);
   std::sort(pos, pos + k);
 }
+
+/// out [shape] with out[t] = sum over token t's pairs p, in ascending expert
+/// order, of scale(pair) * rows[p] (rows grouped [pairs, H]): from 0, in
+/// float, as HF's index_add_ adds. A gather per token, so no write races.
+template <typename Scale>
+Tensor sumPerToken(const Tensor &rows, const Grouping &g, const Shape &shape, int64_t topK,
+                   Scale scale) {
+  const int64_t hidden = shape.back(), tokens = numElements(shape) / hidden;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  const float *in = rows.data<float>();
+  float *o = out.mutableData<float>();
+#pragma omp parallel if (tokens * hidden > (1 << 16))
+  {
+    std::vector<int64_t> pos(topK);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      float *row = o + t * hidden;
+      std::fill(row, row + hidden, 0.0f);
+      positionsOfToken(g, t, topK, pos.data());
+      for (int64_t p : pos) {
+        const float c = scale(g.pair[p]), *r = in + p * hidden;
+        for (int64_t h = 0; h < hidden; ++h)
+          row[h] += c * r[h];
+      }
+    }
+  }
+  return out;
+}
 } // namespace
 
 RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize) {
@@ -248,26 +267,8 @@ Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &expe
   Grouping g = groupByExpert(experts, w1.dim(0));
   Tensor xs = gatherRows(x, g, topK, [](int64_t) { return 1.0f; });
   Tensor y = runExperts(xs, g, w1, w3, w2).y;
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
-  const float *ys = y.data<float>(), *w = weights.data<float>();
-  float *o = out.mutableData<float>();
-#pragma omp parallel if (tokens * hidden > (1 << 16))
-  {
-    std::vector<int64_t> pos(topK);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tokens; ++t) {
-      float *row = o + t * hidden;
-      std::fill(row, row + hidden, 0.0f);
-      // (0 + w_a y_a) + w_b y_b ... in float, in HF's index_add_ order.
-      positionsOfToken(g, t, topK, pos.data());
-      for (int64_t p : pos) {
-        const float c = w[g.pair[p]], *yr = ys + p * hidden;
-        for (int64_t h = 0; h < hidden; ++h)
-          row[h] += c * yr[h];
-      }
-    }
-  }
-  return out;
+  const float *w = weights.data<float>();
+  return sumPerToken(y, g, x.shape(), topK, [w](int64_t pair) { return w[pair]; });
 }
 
 GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
@@ -336,22 +337,7 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
     gemm(false, false, n, hidden, inter, du, w3.data<float>() + e * block, 1.0f, dx);
   });
 
-  // dx[t] = sum of its pairs' rows: a gather per token, so no write races.
-  const float *dxr = dxs.data<float>();
-  float *dx = grads.x.mutableData<float>();
-#pragma omp parallel if (tokens * hidden > (1 << 16))
-  {
-    std::vector<int64_t> pos(topK);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tokens; ++t) {
-      float *row = dx + t * hidden;
-      std::fill(row, row + hidden, 0.0f);
-      positionsOfToken(g, t, topK, pos.data());
-      for (int64_t p : pos)
-        for (int64_t h = 0; h < hidden; ++h)
-          row[h] += dxr[p * hidden + h];
-    }
-  }
+  grads.x = sumPerToken(dxs, g, x.shape(), topK, [](int64_t) { return 1.0f; });
   return grads;
 }
 

@@ -48,19 +48,6 @@ std::vector<nlohmann::json> stepRecords(const std::string &file) {
 
 Tensor fixtureTokens() { return readTokenBatch(kFixture + "/tokens.json"); }
 
-/// Largest |a - b| over every tensor of `want`; `got` must hold exactly its keys.
-double maxDiff(const TensorMap &got, const SafeTensorsFile &want) {
-  double worst = 0;
-  for (const std::string &name : want.names()) {
-    auto it = got.find(name);
-    EXPECT_NE(it, got.end()) << name;
-    if (it != got.end())
-      worst = std::max(worst, maxAbsDiff(toDoubles(it->second), toDoubles(want.get(name))));
-  }
-  EXPECT_EQ(got.size(), want.names().size());
-  return worst;
-}
-
 /// Five AdamW steps on the fixture batch: every loss and grad norm within
 /// 1e-5 of `file`'s (and the aux loss, logged beside the loss, when
 /// `auxLogged`), and the loss after the last update.

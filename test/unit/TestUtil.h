@@ -2,6 +2,7 @@
 #ifndef KILN_TEST_UNIT_TESTUTIL_H
 #define KILN_TEST_UNIT_TESTUTIL_H
 
+#include "kiln/Runtime/SafeTensors.h"
 #include "kiln/Runtime/Tensor.h"
 #include "kiln/Support/Error.h"
 
@@ -43,6 +44,20 @@ inline double maxAbsDiff(const std::vector<double> &a, const std::vector<double>
   double worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
     worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+/// Largest |a - b| over every tensor of `want`, which `got` must hold, and
+/// nothing else (same keys).
+inline double maxDiff(const TensorMap &got, const SafeTensorsFile &want) {
+  double worst = 0;
+  for (const std::string &name : want.names()) {
+    auto it = got.find(name);
+    EXPECT_NE(it, got.end()) << name;
+    if (it != got.end())
+      worst = std::max(worst, maxAbsDiff(toDoubles(it->second), toDoubles(want.get(name))));
+  }
+  EXPECT_EQ(got.size(), want.names().size());
   return worst;
 }
 

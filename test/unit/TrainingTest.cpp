@@ -41,19 +41,6 @@ nlohmann::json expectedSteps() {
 
 Tensor fixtureTokens() { return readTokenBatch(kFixture + "/tokens.json"); }
 
-/// Largest |a - b| over every tensor of `want`, which `got` must also hold.
-double maxDiff(const TensorMap &got, const SafeTensorsFile &want) {
-  double worst = 0;
-  for (const std::string &name : want.names()) {
-    auto it = got.find(name);
-    EXPECT_NE(it, got.end()) << name;
-    if (it != got.end())
-      worst = std::max(worst, maxAbsDiff(toDoubles(it->second), toDoubles(want.get(name))));
-  }
-  EXPECT_EQ(got.size(), want.names().size());
-  return worst;
-}
-
 TEST(TrainingTest, GradientsMatchTransformers) {
   Trainer trainer(fixtureConfig(5));
   auto want = SafeTensorsFile::open(kFixture + "/grads_step0.safetensors");

@@ -17,6 +17,17 @@
 
 namespace kiln::kernels {
 
+/// Product of all but the last dimension: the number of rows of a tensor
+/// viewed as a [rows, last] matrix.
+inline int64_t rowsOf(const Tensor &t) {
+  return t.rank() == 0 ? 1 : t.numel() / t.shape().back();
+}
+
+inline Shape withLastDim(Shape shape, int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+
 /// table [V, D], ids [...] -> [..., D].
 Tensor embedding(const Tensor &table, const Tensor &ids);
 /// x [..., D], weight [D].
