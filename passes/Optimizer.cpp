@@ -5,6 +5,8 @@
 #include "kiln/Passes.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <cmath>
 #include "mlir/IR/IRMapping.h"
 
 namespace kiln {
@@ -46,6 +48,8 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return fail("beta1 and beta2 must be in [0, 1)");
     if (!symbolizeDecayType(decayType))
       return fail("decay-type must be linear, sqrt or cosine, got '" + decayType + "'");
+    if (!(loadBalanceCoeff >= 0) || !std::isfinite(double(loadBalanceCoeff)))
+      return fail("load-balance-coeff must be a finite number >= 0");
     return success();
   }
 
@@ -94,6 +98,19 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       expAvgSqArgs.push_back(addArg(typeOf(p), tag(kStateAttr, expAvgSqName(p.name))));
     for (const Signature::Slot &input : sig->inputs())
       inputArgs.push_back(addArg(typeOf(input), grad.getArgAttrDict(input.index)));
+    // Aux-loss-free balancing: an expert bias per router of the forward.
+    SmallVector<RouterOp> routers;
+    SmallVector<size_t> biasArgs;
+    if (loadBalanceCoeff > 0)
+      for (auto router : grad.getBody().getOps<RouterOp>()) {
+        if (router.getExpertBias())
+          return router.emitOpError() << "(fqn '" << router.getFqn()
+                                      << "'): already has an expert bias";
+        int64_t experts = router.getProbs().getType().getShape().back();
+        routers.push_back(router);
+        biasArgs.push_back(addArg(RankedTensorType::get({experts}, b.getF32Type()),
+                                  tag(kStateAttr, expertBiasName(router.getFqn()))));
+      }
 
     b.setInsertionPointAfter(grad);
     auto train = func::FuncOp::create(b, grad.getLoc(), trainFuncName,
@@ -111,6 +128,15 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     b.setInsertionPointToStart(entry);
     for (Operation &op : grad.getBody().front().without_terminator())
       b.clone(op, mapping);
+    SmallVector<Value> newBiases;
+    for (auto [router, index] : llvm::zip(routers, biasArgs)) {
+      auto routed = cast<RouterOp>(mapping.lookup(router.getWeights()).getDefiningOp());
+      routed.getExpertBiasMutable().assign(arg(index));
+      newBiases.push_back(ExpertBiasUpdateOp::create(b, routed.getLoc(), arg(index),
+                                                     routed.getExperts(),
+                                                     b.getF64FloatAttr(loadBalanceCoeff),
+                                                     routed.getFqnAttr()));
+    }
     auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
     Value loss = mapping.lookup(gradReturn.getOperand(*lossResult));
     SmallVector<Value> grads;
@@ -150,6 +176,10 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
         results.push_back(value);
         resultAttrs.push_back(argAttrs[index]);
       }
+    for (auto [bias, index] : llvm::zip(newBiases, biasArgs)) {
+      results.push_back(bias);
+      resultAttrs.push_back(argAttrs[index]);
+    }
     results.append({loss, norm});
     resultAttrs.push_back(tag(kOutputAttr, kLossOutput));
     resultAttrs.push_back(tag(kOutputAttr, kGradNormOutput));

@@ -43,6 +43,12 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     (kiln::Signature), never by position; every data input of @<grad-func>
     is carried over. Each kiln.adamw is named after the module that owns its
     parameter (its first user), e.g. `layers.0.attention.wq`.
+
+    With `load-balance-coeff` > 0, torchtitan's aux-loss-free load
+    balancing: each kiln.router gets an expert bias, a state argument and
+    result `expert_bias.<router fqn>` (zeros at the start), that steers its
+    selection, and kiln.expert_bias_update moves it by the step's load.
+    Only @<train-func> routes with the bias; @loss stays Hugging Face's.
   }];
   let options = [
     Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
@@ -63,6 +69,8 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "linear, sqrt or cosine">,
     Option<"minLrFactor", "min-lr-factor", "double", "0.0",
            "Rate at the end of decay, as a fraction of lr">,
+    Option<"loadBalanceCoeff", "load-balance-coeff", "double", "0.0",
+           "Expert-bias step of aux-loss-free MoE load balancing (0: off)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }

@@ -60,6 +60,7 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   options.decaySteps = o.phases.decay;
   options.decayType = o.decayType;
   options.minLrFactor = o.minLrFactor;
+  options.loadBalanceCoeff = model.loadBalanceCoeff;
   buildTrainingPipeline(pm, options);
   if (layout && layout->worldSize() > 1) {
     ShardOptions shard;
@@ -237,6 +238,10 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
     state_[p.expAvgSqArg] = Tensor(DType::F32, local);
   }
   state_[signature_.stepArg] = scalarStep(0);
+  for (const TrainStepSignature::OtherState &other : signature_.otherState) {
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(trainStep_.getArgumentTypes()[other.arg]).getShape();
+    state_[other.arg] = localSlice(Tensor(DType::F32, Shape(shape.begin(), shape.end())), other.arg);
+  }
   peakFlops_ = measureCpuPeakFlops();
 }
 
@@ -335,6 +340,8 @@ StepMetrics Trainer::step(const Tensor &tokens) {
         intact &= unused[p.arg].defined() && unused[p.expAvgArg].defined() &&
                   unused[p.expAvgSqArg].defined();
       intact &= unused[signature_.stepArg].defined();
+      for (const TrainStepSignature::OtherState &other : signature_.otherState)
+        intact &= unused[other.arg].defined();
       if (intact) {
         for (const Signature::Slot &input : signature_.inputs)
           unused[input.index] = Tensor();
@@ -364,6 +371,8 @@ StepMetrics Trainer::step(const Tensor &tokens) {
     state_[p.expAvgSqArg] = std::move(results[p.expAvgSqResult]);
   }
   state_[signature_.stepArg] = std::move(results[signature_.stepResult]);
+  for (const TrainStepSignature::OtherState &other : signature_.otherState)
+    state_[other.arg] = std::move(results[other.result]);
   m.seconds = elapsed.count();
   double tokensPerStep = double(tokens.dim(0)) * double(tokens.dim(1) - 1);
   m.tokensPerSecond = tokensPerStep / m.seconds;

@@ -94,7 +94,7 @@ private:
   Value moe(const std::string &p, Value x) {
     std::string routerName = p + "router";
     auto router = RouterOp::create(b, loc(routerName), linear(routerName + ".gate", x),
-                                   b.getI64IntegerAttr(c.numExpertsPerTok),
+                                   /*expert_bias=*/Value(), b.getI64IntegerAttr(c.numExpertsPerTok),
                                    c.normTopkProb ? b.getUnitAttr() : UnitAttr(),
                                    fqn(routerName));
     routerProbs.push_back(router.getProbs());

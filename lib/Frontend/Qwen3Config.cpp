@@ -98,6 +98,9 @@ void Qwen3Config::validate(const std::string &source) const {
   if (!(routerAuxLossCoef >= 0) || !std::isfinite(routerAuxLossCoef))
     fail("{}: 'router_aux_loss_coef' must be a finite number >= 0, got {}", source,
          routerAuxLossCoef);
+  if (!(loadBalanceCoeff >= 0) || !std::isfinite(loadBalanceCoeff))
+    fail("{}: 'load_balance_coeff' must be a finite number >= 0, got {}", source,
+         loadBalanceCoeff);
 }
 
 std::string Qwen3Config::toHfConfigJson() const {
@@ -131,6 +134,8 @@ std::string Qwen3Config::toHfConfigJson() const {
     config["mlp_only_layers"] = mlpOnlyLayers;
     config["router_aux_loss_coef"] = routerAuxLossCoef;
     config["output_router_logits"] = outputRouterLogits;
+    if (loadBalanceCoeff > 0)
+      config["load_balance_coeff"] = loadBalanceCoeff;
   }
   return config.dump(2) + "\n";
 }
@@ -164,6 +169,8 @@ Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &
     // Optional in HF (PretrainedConfig defaults them).
     if (config.has("output_router_logits"))
       c.outputRouterLogits = config.getBool("output_router_logits");
+    if (config.has("load_balance_coeff"))
+      c.loadBalanceCoeff = config.getNumber("load_balance_coeff");
     if (config.has("mlp_only_layers")) {
       const nlohmann::json &layers = config.get("mlp_only_layers");
       if (!layers.is_array())
@@ -187,7 +194,7 @@ const std::vector<std::string> &Qwen3Config::hfFieldNames() {
       "head_dim", "intermediate_size", "vocab_size", "rms_norm_eps", "rope_theta",
       "tie_word_embeddings", "max_position_embeddings", "num_experts", "num_experts_per_tok",
       "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers",
-      "router_aux_loss_coef", "output_router_logits"};
+      "router_aux_loss_coef", "output_router_logits", "load_balance_coeff"};
   return names;
 }
 
@@ -205,7 +212,7 @@ Qwen3Config Qwen3Config::withOverrides(const nlohmann::json &fields,
       fail("{}: 'model.{}' is not a model field Kiln can override (known: {})", source, key,
            list);
     }
-    if (!isMoe() && key.find("expert") != std::string::npos)
+    if (!isMoe() && (key.find("expert") != std::string::npos || key == "load_balance_coeff"))
       fail("{}: 'model.{}' applies to Qwen3-MoE models only; {} is dense", source, key, name);
     config[key] = value;
   }

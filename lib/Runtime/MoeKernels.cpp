@@ -170,7 +170,7 @@ Tensor sumPerToken(const Tensor &rows, const Grouping &g, const Shape &shape, in
 }
 } // namespace
 
-RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize) {
+RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize, const Tensor *bias) {
   const int64_t numExperts = logits.shape().back(), rows = rowsOf(logits);
   if (topK < 1 || topK > numExperts)
     fail("router: top-k {} is outside [1, {}] (the number of experts)", topK, numExperts);
@@ -180,9 +180,11 @@ RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize) {
   const float *l = logits.data<float>();
   float *probs = out.probs.mutableData<float>(), *weights = out.weights.mutableData<float>();
   int64_t *ids = out.experts.mutableData<int64_t>();
+  const float *b = bias ? bias->data<float>() : nullptr;
 #pragma omp parallel if (rows * numExperts > (1 << 14))
   {
     std::vector<char> taken(numExperts);
+    std::vector<float> score(numExperts);
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const float *row = l + r * numExperts;
@@ -201,13 +203,16 @@ RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize) {
       const float inverse = 1.0f / sum;
       for (int64_t e = 0; e < numExperts; ++e)
         p[e] *= inverse;
-      // k is small: k selection passes beat a sort of all E.
+      // Selection by probs + bias (torchtitan's expert bias; the weights
+      // stay the probabilities). k is small: k selection passes beat a sort.
+      for (int64_t e = 0; e < numExperts; ++e)
+        score[e] = b ? p[e] + b[e] : p[e];
       std::fill(taken.begin(), taken.end(), 0);
       float selected = 0.0f;
       for (int64_t j = 0; j < topK; ++j) {
         int64_t best = -1;
         for (int64_t e = 0; e < numExperts; ++e)
-          if (!taken[e] && (best < 0 || ranksAbove(p[e], p[best])))
+          if (!taken[e] && (best < 0 || ranksAbove(score[e], score[best])))
             best = e;
         taken[best] = 1;
         sel[j] = best;
@@ -400,6 +405,32 @@ std::vector<Tensor> loadBalancingLossBackward(const Tensor &dloss,
     grads.push_back(d);
   }
   return grads;
+}
+
+Tensor expertBiasUpdate(const Tensor &bias, const Tensor &experts, double coeff) {
+  const int64_t numExperts = bias.numel();
+  checkIds(experts, numExperts, "expert id");
+  // torchtitan, in float32: tokens per expert (histc), then
+  // delta = coeff * sign(mean - tokens), centred, added to the bias.
+  std::vector<float> tokens(numExperts, 0.0f);
+  for (int64_t i = 0, n = experts.numel(); i < n; ++i)
+    tokens[idAt(experts, i)] += 1.0f;
+  float mean = 0.0f;
+  for (float t : tokens)
+    mean += t;
+  mean /= float(numExperts);
+  std::vector<float> delta(numExperts);
+  float deltaMean = 0.0f;
+  for (int64_t e = 0; e < numExperts; ++e) {
+    float gap = mean - tokens[e];
+    delta[e] = float(coeff) * float((gap > 0) - (gap < 0));
+    deltaMean += delta[e];
+  }
+  deltaMean /= float(numExperts);
+  Tensor out = Tensor::uninitialized(DType::F32, bias.shape());
+  for (int64_t e = 0; e < numExperts; ++e)
+    out.mutableData<float>()[e] = bias.data<float>()[e] + (delta[e] - deltaMean);
+  return out;
 }
 
 } // namespace kiln::kernels

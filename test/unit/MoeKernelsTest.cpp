@@ -238,6 +238,47 @@ TEST(MoeKernelsTest, RouterTiesSelectTheLowerExpertFirst) {
     EXPECT_EQ(out.weights.data<float>()[i], 0.5f) << i;
 }
 
+// torchtitan's aux-loss-free balancing: the bias steers the choice only.
+TEST(MoeKernelsTest, RouterExpertBiasSteersSelectionNotWeights) {
+  Tensor logits(DType::F32, {1, 4});
+  std::vector<float> values = {3, 2, 1, 0};
+  std::copy(values.begin(), values.end(), logits.mutableData<float>());
+  Tensor bias(DType::F32, {4});
+  std::vector<float> b = {0, -1, 0, 1}; // demote expert 1, promote expert 3
+  std::copy(b.begin(), b.end(), bias.mutableData<float>());
+  kernels::RouterOutputs plain = kernels::router(logits, 2, false);
+  kernels::RouterOutputs biased = kernels::router(logits, 2, false, &bias);
+  EXPECT_EQ(idsOf(plain.experts), (std::vector<int64_t>{0, 1}));
+  // p = softmax(3, 2, 1, 0) = (.644, .237, .087, .032); + bias: (.644, -.763, .087, 1.032).
+  EXPECT_EQ(idsOf(biased.experts), (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(biased.weights.data<float>()[0], plain.probs.data<float>()[3]);
+  EXPECT_EQ(biased.weights.data<float>()[1], plain.probs.data<float>()[0]);
+  for (int e = 0; e < 4; ++e)
+    EXPECT_EQ(biased.probs.data<float>()[e], plain.probs.data<float>()[e]);
+}
+
+TEST(MoeKernelsTest, ExpertBiasUpdateFollowsTheLoad) {
+  // 3 tokens x top-2 over 4 experts: loads (3, 2, 1, 0), mean 1.5.
+  Tensor ids = idTensor({3, 2}, {0, 1, 0, 2, 0, 1});
+  Tensor bias(DType::F32, {4});
+  std::vector<float> b = {0.5f, 0, 0, -0.5f};
+  std::copy(b.begin(), b.end(), bias.mutableData<float>());
+  // sign(mean - load) = (-1, -1, +1, +1), already centred: delta = 0.1 x that.
+  Tensor updated = kernels::expertBiasUpdate(bias, ids, 0.1);
+  std::vector<float> want = {0.4f, -0.1f, 0.1f, -0.4f};
+  for (int e = 0; e < 4; ++e)
+    EXPECT_NEAR(updated.data<float>()[e], want[e], 1e-7) << e;
+  // Balanced on average but uneven signs: (2, 2, 2, 0) -> mean 1.5, signs
+  // (-1, -1, -1, +1), mean -0.5: centred delta = 0.1 x (-0.5, -0.5, -0.5, 1.5).
+  Tensor skewed = kernels::expertBiasUpdate(Tensor(DType::F32, {4}),
+                                            idTensor({3, 2}, {0, 1, 1, 2, 0, 2}), 0.1);
+  std::vector<float> centred = {-0.05f, -0.05f, -0.05f, 0.15f};
+  for (int e = 0; e < 4; ++e)
+    EXPECT_NEAR(skewed.data<float>()[e], centred[e], 1e-7) << e;
+  expectError([&] { kernels::expertBiasUpdate(bias, idTensor({1, 2}, {0, 4}), 0.1); },
+              {"expert id 4"});
+}
+
 TEST(MoeKernelsTest, RouterBackwardMatchesFiniteDifferences) {
   std::mt19937 rng(32);
   Tensor logits = separatedLogits({2, 5, 4}, rng);

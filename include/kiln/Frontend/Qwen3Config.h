@@ -41,6 +41,10 @@ struct Qwen3Config {
   double routerAuxLossCoef = 0.001;
   /// HF adds router_aux_loss_coef * load-balancing loss to the training loss.
   bool outputRouterLogits = false;
+  /// torchtitan's aux-loss-free balancing (`load_balance_coeff`): the step of
+  /// each router's expert bias; 0 turns it off. Not a Transformers field:
+  /// written to config.json only when set.
+  double loadBalanceCoeff = 0;
 
   bool isMoe() const { return numExperts > 0; }
   /// HF's rule: not in mlp_only_layers and (layer + 1) % decoder_sparse_step == 0.

@@ -34,7 +34,15 @@ struct RouterOutputs {
 /// logits [..., E] -> softmax in float32, top-k by descending probability;
 /// equal probabilities go to the lower expert id; NaN ranks above every
 /// number (as torch.topk). With `normalize`, weights = top-k / their sum.
-RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize);
+/// With `bias` [E] (torchtitan's aux-loss-free balancing), experts are
+/// selected by probs + bias while the weights stay the probabilities.
+RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize,
+                     const Tensor *bias = nullptr);
+
+/// torchtitan's expert-bias update after a step (float32): with tokens_e
+/// the selections of expert e in `experts`, delta = coeff * sign(mean(tokens)
+/// - tokens), centred to mean 0, added to `bias` [E].
+Tensor expertBiasUpdate(const Tensor &bias, const Tensor &experts, double coeff);
 
 /// VJP of router: d logits [..., E] from the forward's probs and experts and
 /// the cotangents of weights ([..., k]) and of probs ([..., E], may be null

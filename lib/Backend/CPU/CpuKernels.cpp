@@ -133,8 +133,9 @@ void run(CrossEntropyBackwardOp op, const Context &, In in, Out &out) {
 //===----------------------------------------------------------------------===//
 
 void run(RouterOp op, const Context &, In in, Out &out) {
-  kernels::RouterOutputs r =
-      kernels::router(in[0], int64_t(op.getTopK()), op.getNormTopkProb());
+  kernels::RouterOutputs r = kernels::router(in[0], int64_t(op.getTopK()),
+                                             op.getNormTopkProb(),
+                                             op.getExpertBias() ? &in[1] : nullptr);
   out.append({r.weights, r.experts, r.probs});
 }
 void run(GroupedExpertsOp, const Context &, In in, Out &out) {
@@ -147,6 +148,9 @@ std::vector<Tensor> slice(In in, size_t first, size_t count) {
 void run(LoadBalancingLossOp op, const Context &, In in, Out &out) {
   size_t layers = op.getProbs().size();
   out.push_back(kernels::loadBalancingLoss(slice(in, 0, layers), slice(in, layers, layers)));
+}
+void run(ExpertBiasUpdateOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::expertBiasUpdate(in[0], in[1], op.getCoeff().convertToDouble()));
 }
 void run(ScaleOp op, const Context &, In in, Out &out) {
   Tensor scaled = Tensor::uninitialized(DType::F32, in[0].shape());
@@ -241,7 +245,8 @@ void attachAll(MLIRContext *context, KilnDialect *) {
   attach<ConstantOp, EmbeddingBackwardOp, RmsNormBackwardOp, LinearBackwardDataOp,
          LinearBackwardWeightOp, RopeBackwardOp, AttentionBackwardOp, SwigluBackwardOp,
          CrossEntropyBackwardOp>(context);
-  attach<RouterOp, GroupedExpertsOp, LoadBalancingLossOp, ScaleOp, RouterBackwardOp,
+  attach<RouterOp, GroupedExpertsOp, LoadBalancingLossOp, ScaleOp, ExpertBiasUpdateOp,
+         RouterBackwardOp,
          GroupedExpertsBackwardOp, LoadBalancingLossBackwardOp>(context);
   attach<GlobalNormOp, SqrtOp, ClipCoefOp, LrScheduleOp, AdamWOp, NextStepOp>(context);
 }

@@ -94,6 +94,13 @@ LogicalResult RouterOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
   if (k < 1 || k > experts)
     return shapeError<RouterOp>(loc, fqn, "top_k must be in [1, ", experts,
                                 "] (the experts), got ", k);
+  if (Value bias = adaptor.getExpertBias()) {
+    auto type = rankedType(bias);
+    if (!type || type.getRank() != 1 || type.getDimSize(0) != experts ||
+        !type.getElementType().isF32())
+      return shapeError<RouterOp>(loc, fqn, "expert_bias ", bias.getType(), " must be [",
+                                  experts, "] f32, one per expert");
+  }
   SmallVector<int64_t> topShape = withLast(logits.getShape(), k);
   types.push_back(withShape(logits, topShape));
   types.push_back(RankedTensorType::get(topShape, IntegerType::get(context, 64)));
@@ -174,6 +181,34 @@ int64_t LoadBalancingLossOp::getFlops() {
     flops += cast<RankedTensorType>(ids.getType()).getNumElements();
   return flops;
 }
+
+//===----------------------------------------------------------------------===//
+// ExpertBiasUpdateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertBiasUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<ExpertBiasUpdateOp>(
+          loc, fqn, {{"expert_bias", adaptor.getExpertBias(), 1, Elt::F32},
+                     {"experts", adaptor.getExperts(), -1, Elt::Id}})))
+    return failure();
+  int64_t experts = rankedType(adaptor.getExpertBias()).getDimSize(0),
+          k = rankedType(adaptor.getExperts()).getShape().back();
+  if (k < 1 || k > experts)
+    return shapeError<ExpertBiasUpdateOp>(loc, fqn, "experts selects k = ", k,
+                                          " per token, not in [1, ", experts, "]");
+  if (!(adaptor.getCoeff().convertToDouble() > 0))
+    return shapeError<ExpertBiasUpdateOp>(loc, fqn, "coeff must be positive");
+  types.push_back(adaptor.getExpertBias().getType());
+  return success();
+}
+
+int64_t ExpertBiasUpdateOp::getFlops() {
+  return getExperts().getType().getNumElements() + 4 * getExpertBias().getType().getNumElements();
+}
+std::optional<unsigned> ExpertBiasUpdateOp::getTiedOperand(unsigned) { return 0; }
 
 //===----------------------------------------------------------------------===//
 // ScaleOp

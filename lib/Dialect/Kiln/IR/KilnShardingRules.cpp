@@ -281,13 +281,15 @@ ShardingRule AdamWOp::getShardingRule() {
 
 /// router / router_backward: tokens split freely; the experts (softmax,
 /// top-k) and the k slots stay whole.
-static ShardingRule routerRule(Value probs, bool backward) {
+static ShardingRule routerRule(Value probs, bool backward, unsigned numOperands) {
   ShardingRule rule;
   Map lead = loops(rule, rankOf(probs) - 1);
   int64_t e = rule.loop(false), k = rule.loop(false);
   Map byExpert = concat(lead, {e}), bySlot = concat(lead, {k});
-  if (!backward) { // router: logits -> weights, experts, probs
+  if (!backward) { // router: logits (and the expert bias) -> weights, experts, probs
     rule.operands = {byExpert};
+    if (numOperands == 2)
+      rule.operands.push_back({e});
     rule.results = {bySlot, bySlot, byExpert};
   } else { // router_backward: probs, experts, weights_grad, probs_grad -> logits_grad
     rule.operands = {byExpert, bySlot, bySlot, byExpert};
@@ -296,8 +298,8 @@ static ShardingRule routerRule(Value probs, bool backward) {
   return rule;
 }
 
-ShardingRule RouterOp::getShardingRule() { return routerRule(getProbs(), false); }
-ShardingRule RouterBackwardOp::getShardingRule() { return routerRule(getProbs(), true); }
+ShardingRule RouterOp::getShardingRule() { return routerRule(getProbs(), false, getNumOperands()); }
+ShardingRule RouterBackwardOp::getShardingRule() { return routerRule(getProbs(), true, getNumOperands()); }
 
 /// grouped_experts and its backward: tokens split freely; each expert's
 /// intermediate features split like a dense MLP's (w1/w3 colwise, w2
@@ -339,6 +341,8 @@ ShardingRule GroupedExpertsBackwardOp::getShardingRule() {
 // per-rank parts, so it runs on whole operands.
 ShardingRule LoadBalancingLossOp::getShardingRule() { return whole(*this); }
 ShardingRule LoadBalancingLossBackwardOp::getShardingRule() { return whole(*this); }
+// The bias follows the step's load over every token of every rank.
+ShardingRule ExpertBiasUpdateOp::getShardingRule() { return whole(*this); }
 ShardingRule ScaleOp::getShardingRule() {
   ShardingRule rule = elementwise(*this);
   rule.sumsPartials = true;

@@ -130,6 +130,8 @@ LogicalResult RouterOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
   gradIn.push_back(RouterBackwardOp::create(
       b, getLoc(), getProbs(), getExperts(), gradOrZeros(b, op, gradOut[0], getWeights()),
       gradOrZeros(b, op, gradOut[2], getProbs()), getNormTopkProbAttr(), getFqnAttr()));
+  if (getExpertBias()) // selection only: no gradient
+    gradIn.push_back(nullptr);
   return success();
 }
 

@@ -3,6 +3,8 @@
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 
+#include "llvm/ADT/StringSet.h"
+
 using namespace mlir;
 
 namespace kiln {
@@ -15,6 +17,7 @@ std::string roleKey(StringRef role, StringRef name) {
 
 std::string expAvgName(StringRef key) { return ("exp_avg." + key).str(); }
 std::string expAvgSqName(StringRef key) { return ("exp_avg_sq." + key).str(); }
+std::string expertBiasName(StringRef routerFqn) { return ("expert_bias." + routerFqn).str(); }
 
 FailureOr<Signature> Signature::get(func::FuncOp fn) {
   if (fn.isExternal())
@@ -105,6 +108,19 @@ FailureOr<TrainStepSignature> TrainStepSignature::get(func::FuncOp fn) {
   t.gradNormResult = *norm;
   t.inputs.assign(s->inputs().begin(), s->inputs().end());
   t.metrics = metricOutputs(fn);
+  llvm::StringSet<> known{kStepState};
+  for (const Param &p : t.params) {
+    known.insert(expAvgName(p.key));
+    known.insert(expAvgSqName(p.key));
+  }
+  for (const Signature::Slot &state : s->state()) {
+    if (known.contains(state.name))
+      continue;
+    std::optional<unsigned> result = s->result(kStateAttr, state.name);
+    if (!result)
+      return missing("result", kStateAttr, state.name);
+    t.otherState.push_back({state.name, state.index, *result});
+  }
   return t;
 }
 

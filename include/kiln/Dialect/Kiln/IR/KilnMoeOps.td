@@ -21,6 +21,10 @@ def Kiln_RouterOp : Kiln_Op<"router", [DeclareOpInterfaceMethods<Kiln_VjpOpInter
     differentiated; gradients flow through the selected weights and
     through `probs` (the load-balancing loss reads them).
 
+    With `expert_bias` `[experts]` (torchtitan's aux-loss-free load
+    balancing, added to the training step by kiln-optimizer) experts are
+    selected by `probs + expert_bias`; the weights stay the probabilities.
+
     Example:
 
     ```mlir
@@ -30,10 +34,33 @@ def Kiln_RouterOp : Kiln_Op<"router", [DeclareOpInterfaceMethods<Kiln_VjpOpInter
                                       tensor<2x128x128xf32>)
     ```
   }];
-  let arguments = (ins Kiln_F32Tensor:$logits, I64Attr:$top_k, UnitAttr:$norm_topk_prob,
-                       StrAttr:$fqn);
+  let arguments = (ins Kiln_F32Tensor:$logits, Optional<Kiln_F32Tensor>:$expert_bias,
+                       I64Attr:$top_k, UnitAttr:$norm_topk_prob, StrAttr:$fqn);
   let results = (outs Kiln_F32Tensor:$weights, RankedTensorOf<[I64]>:$experts,
                       Kiln_F32Tensor:$probs);
+}
+
+def Kiln_ExpertBiasUpdateOp : Kiln_Op<"expert_bias_update", [
+    DeclareOpInterfaceMethods<Kiln_TiedOperandOpInterface>]> {
+  let summary = "torchtitan's aux-loss-free balancing: the expert bias after a step";
+  let description = [{
+    With `tokens_e` the number of (token, slot) selections of expert e in
+    `experts` (this step's routing, over every rank), in f32:
+    `delta = coeff * sign(mean(tokens) - tokens)`, centred to mean 0, and
+    the result is `expert_bias + delta`: under-loaded experts become more
+    likely to be selected. Not differentiated; the new bias may overwrite
+    the old one.
+
+    Example:
+
+    ```mlir
+    %b2 = kiln.expert_bias_update %b, %ids {coeff = 1.0e-3 : f64, fqn = "layers.0.moe.router"}
+        : (tensor<64xf32>, tensor<2x128x4xi64>) -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_F32Tensor:$expert_bias, Kiln_IdTensor:$experts, F64Attr:$coeff,
+                       StrAttr:$fqn);
+  let results = (outs Kiln_F32Tensor:$result);
 }
 
 def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [

@@ -67,6 +67,13 @@ struct TrainStepSignature {
   unsigned lossResult = 0, gradNormResult = 0;
   /// Other scalar outputs (e.g. "aux_loss"), logged beside the loss.
   llvm::SmallVector<Signature::Slot> metrics;
+  /// State other than the step and the moments (a MoE router's expert
+  /// bias): its name, argument and updated result; zeros at the start.
+  struct OtherState {
+    std::string name;
+    unsigned arg, result;
+  };
+  llvm::SmallVector<OtherState> otherState;
 
   /// Emits an error at `fn` naming the first missing role.
   static mlir::FailureOr<TrainStepSignature> get(mlir::func::FuncOp fn);
@@ -75,6 +82,8 @@ struct TrainStepSignature {
 /// The optimizer-state names of a parameter's moments.
 std::string expAvgName(llvm::StringRef key);
 std::string expAvgSqName(llvm::StringRef key);
+/// The state name of a MoE router's expert bias (aux-loss-free balancing).
+std::string expertBiasName(llvm::StringRef routerFqn);
 /// The data inputs a captured model takes: token ids and next-token labels,
 /// both [batch, seq].
 inline constexpr llvm::StringLiteral kInputIdsInput = "input_ids";
