@@ -9,6 +9,9 @@
 #include <cstring>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 namespace {
 constexpr const char *kUsage = R"(usage: kiln <command> [options]
 
@@ -59,6 +62,10 @@ int main(int argc, char **argv) {
       std::string message = fmt::format("error: rank {}: {}\n", world.rank(), e.what());
       if (::write(2, message.data(), message.size()) < 0)
         std::perror("kiln");
+      // The launcher forwards our stderr through a pipe and stops reading it
+      // when the abort tears the job down: give it a moment to pass the
+      // message on (under load it was sometimes lost).
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       world.abort(1);
     }
     fmt::print(stderr, "error: {}\n", e.what());
