@@ -212,8 +212,10 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
          "checkpoint.initial_load_in_hf=true");
   std::optional<Checkpoint> checkpoint;
   TensorMap drawn;
-  if (!load.empty())
+  if (!load.empty()) {
     checkpoint = Checkpoint::open(load);
+    checkAllTensorsUsed(*checkpoint, loss_);
+  }
   else
     drawn = initialParameters(model_, uint64_t(config.training.seed));
 

@@ -15,8 +15,11 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -30,12 +33,70 @@ extern "C" void onInterrupt(int) { interrupted = 1; }
 
 std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", bytes / 1e6); }
 
-/// Creates the directory a file will be written into.
-void makeParent(const std::string &file) {
-  std::filesystem::path parent = std::filesystem::path(file).parent_path();
-  if (!parent.empty())
-    std::filesystem::create_directories(parent);
+namespace fs = std::filesystem;
+
+/// Makes sure `dir` is (or can now be) a writable directory; `option` names
+/// the setting in errors.
+void requireWritableDirectory(const fs::path &dir, const std::string &option) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    fail("{}: '{}' exists and is not a directory", option, dir.string());
+  fs::create_directories(dir, ec);
+  if (ec)
+    fail("{}: cannot create directory '{}': {}", option, dir.string(), ec.message());
+  if (::access(dir.c_str(), W_OK) != 0)
+    fail("{}: cannot write into '{}': {}", option, dir.string(), std::strerror(errno));
 }
+
+/// Checks, before any work, that `file` can be written: its directory is
+/// writable and the name is not taken by a directory. Empty: not asked for.
+void requireWritableFile(const std::string &file, const std::string &option) {
+  if (file.empty())
+    return;
+  fs::path path(file);
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    fail("{}: '{}' is a directory, not a file", option, file);
+  requireWritableDirectory(path.parent_path().empty() ? fs::path(".") : path.parent_path(),
+                           option);
+}
+
+/// Every path the run will write, checked at start-up so a typo cannot
+/// cost a run its results at the first save or at the end.
+void checkOutputPaths(const TrainConfig &config) {
+  requireWritableFile(config.metrics.jsonl, "metrics.jsonl");
+  requireWritableFile(config.metrics.lossCurve, "metrics.loss_curve");
+  requireWritableFile(config.data.saveValidationTokens, "data.save_validation_tokens");
+  requireWritableFile(config.debug.saveGrads, "debug.save_grads");
+  if (config.checkpoint.enable || config.checkpoint.lastSaveInHf) {
+    if (config.checkpoint.folder.empty())
+      fail("checkpoint.folder: must name a directory when checkpoints are saved "
+           "(checkpoint.enable or checkpoint.last_save_in_hf)");
+    requireWritableDirectory(config.checkpoint.folder, "checkpoint.folder");
+  }
+}
+
+/// metrics.jsonl, opened at its first record: a run that fails before it has
+/// anything to say leaves the previous run's file alone.
+class MetricsLog {
+public:
+  explicit MetricsLog(std::string path) : path_(std::move(path)) {}
+  bool enabled() const { return !path_.empty(); }
+  void write(const nlohmann::json &record) {
+    if (!enabled())
+      return;
+    if (!out_.is_open()) {
+      out_.open(path_, std::ios::trunc);
+      if (!out_)
+        fail("metrics.jsonl: cannot write '{}': {}", path_, std::strerror(errno));
+    }
+    out_ << record.dump() << "\n" << std::flush;
+  }
+
+private:
+  std::string path_;
+  std::ofstream out_;
+};
 
 /// Writes batches as one token file (`kiln eval`'s input format).
 void writeTokenFile(const std::string &path, const std::vector<Tensor> &batches) {
@@ -45,7 +106,6 @@ void writeTokenFile(const std::string &path, const std::vector<Tensor> &batches)
       const int64_t *row = batch.data<int64_t>() + r * batch.dim(1);
       rows.push_back(std::vector<int64_t>(row, row + batch.dim(1)));
     }
-  makeParent(path);
   writeFileAtomic(path, rows.dump() + "\n");
 }
 
@@ -191,6 +251,7 @@ private:
 } // namespace
 
 int runTrainingJob(const TrainConfig &config) {
+  checkOutputPaths(config);
   // The Trainer first: it refuses a model whose step cannot fit in memory
   // right after capture, before any data is read or tokenized.
   Trainer trainer(config);
@@ -217,13 +278,7 @@ int runTrainingJob(const TrainConfig &config) {
       writeSafeTensors(config.debug.saveGrads, grads);
     fmt::print("  wrote step-1 gradients to {}\n", config.debug.saveGrads);
   }
-  std::ofstream jsonl;
-  if (leader && !config.metrics.jsonl.empty()) {
-    makeParent(config.metrics.jsonl);
-    jsonl.open(config.metrics.jsonl, std::ios::trunc);
-    if (!jsonl)
-      fail("metrics.jsonl: cannot write '{}'", config.metrics.jsonl);
-  }
+  MetricsLog jsonl(leader ? config.metrics.jsonl : "");
   LossPoints trainCurve, validationCurve;
   auto validate = [&](int64_t step) {
     if (data.validation().empty() ||
@@ -233,9 +288,9 @@ int runTrainingJob(const TrainConfig &config) {
     validationCurve.push_back({step, loss});
     fmt::print("step {:>5}  validation loss {:.6f} over {} held-out batches\n", step, loss,
                data.validation().size());
-    if (jsonl.is_open())
-      jsonl << nlohmann::json{{"step", step}, {"validation_loss", loss}}.dump() << "\n"
-            << std::flush;
+    jsonl.write({{"step", step}, {"validation_loss", loss}});
+    if (!std::isfinite(loss))
+      fail("step {}: the validation loss is {}: the weights are not finite", step, loss);
   };
   auto save = [&](int64_t step) {
     std::string dir =
@@ -257,11 +312,17 @@ int runTrainingJob(const TrainConfig &config) {
     done = s;
     trainCurve.push_back({s, m.loss});
     bar.clear();
-    if (s == 1 || s == steps || s % config.metrics.logFreq == 0) {
+    bool finite = std::isfinite(m.loss) && std::isfinite(m.gradNorm);
+    if (s == 1 || s == steps || s % config.metrics.logFreq == 0 || !finite) {
       printStep(m, trainer.peakFlops());
-      if (jsonl.is_open())
-        jsonl << stepJson(m).dump() << "\n" << std::flush;
+      jsonl.write(stepJson(m));
     }
+    // A non-finite loss or gradient has already reached the weights through
+    // this step's update: stop before anything saves them.
+    if (!finite)
+      fail("step {}: loss {} and grad_norm {}: training diverged or the weights or data are "
+           "not finite; stopping without saving (lower optimizer.lr, check the inputs)",
+           s, m.loss, m.gradNorm);
     if (config.metrics.evalFreq > 0 && s % config.metrics.evalFreq == 0)
       validate(s);
     if (config.checkpoint.enable && s % config.checkpoint.interval == 0) {
@@ -282,13 +343,12 @@ int runTrainingJob(const TrainConfig &config) {
   std::signal(SIGINT, previous);
 
   if (leader && !config.metrics.lossCurve.empty()) {
-    makeParent(config.metrics.lossCurve);
     writeFileAtomic(config.metrics.lossCurve,
                     lossCurveSvg(trainCurve, validationCurve,
                                  fmt::format("{}: loss over {} steps", model.name, done)));
     fmt::print("loss curve: {}\n", config.metrics.lossCurve);
   }
-  if (jsonl.is_open())
+  if (jsonl.enabled())
     fmt::print("metrics: {}\n", config.metrics.jsonl);
   return interrupted ? 130 : 0;
 }

@@ -12,7 +12,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 using namespace mlir;
@@ -192,6 +194,18 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
   if (seq > config.maxPositionEmbeddings)
     fail("capture: seq {} exceeds max_position_embeddings {} of {}", seq,
          config.maxPositionEmbeddings, config.name);
+  // The logits and the step's FLOPs are the largest counts the shapes imply:
+  // refuse shapes whose products would wrap int64 (128-bit arithmetic).
+  using Wide = __int128;
+  Wide tokens = Wide(batch) * seq;
+  Wide widest = std::max({Wide(config.vocabSize), Wide(config.intermediateSize),
+                          Wide(config.numExperts) * config.moeIntermediateSize,
+                          Wide(config.numHeads) * config.headDim * seq});
+  if (tokens * widest > Qwen3Config::kMaxElements ||
+      tokens * 6 * Wide(config.parameterCount()) > Wide(INT64_MAX) / 16)
+    fail("capture: batch {} x seq {} of {} gives tensors or FLOP counts too large to address "
+         "(the logits alone are {:.3g} elements)",
+         batch, seq, config.name, double(tokens * config.vocabSize));
 
   OpBuilder b(&context);
   OwningOpRef<ModuleOp> module = ModuleOp::create(NameLoc::get(b.getStringAttr(config.name)));

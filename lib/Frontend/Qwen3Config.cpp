@@ -60,6 +60,36 @@ int64_t Qwen3Config::activeParameterCount() const {
   return activeMatmulParameterCount() + otherParameters(*this);
 }
 
+void Qwen3Config::checkSizes(const std::string &source) const {
+  // Each layer is a few dozen ops of IR: far past any published model, a
+  // layer count only builds IR until memory runs out.
+  if (numLayers > kMaxLayers)
+    fail("{}: 'num_hidden_layers' is {}; Kiln captures at most {} layers (the largest "
+         "Qwen3 has 94)",
+         source, numLayers, kMaxLayers);
+  // Every later count (elements, bytes, FLOPs) is a product of these: work
+  // them out in 128 bits so no size can wrap around int64 unnoticed.
+  using Wide = __int128;
+  auto check = [&](const char *what, Wide value) {
+    if (value > kMaxElements)
+      fail("{}: {} come to {:.3g} elements, beyond the {:.3g} Kiln can address (check "
+           "the sizes in the config)",
+           source, what, double(value), double(kMaxElements));
+  };
+  Wide d = hiddenSize, v = vocabSize, hd = headDim;
+  check("vocab_size x hidden_size", v * d);
+  check("num_attention_heads x head_dim x hidden_size", Wide(numHeads) * hd * d);
+  check("num_key_value_heads x head_dim x hidden_size", Wide(numKvHeads) * hd * d);
+  check("intermediate_size x hidden_size", Wide(intermediateSize) * d);
+  check("max_position_embeddings x head_dim", Wide(maxPositionEmbeddings) * hd);
+  if (isMoe())
+    check("num_experts x moe_intermediate_size x hidden_size",
+          Wide(numExperts) * moeIntermediateSize * d);
+  Wide perLayer = Wide(numHeads + numKvHeads) * hd * d * 2 + Wide(intermediateSize) * d * 3 +
+                  (isMoe() ? Wide(numExperts) * (Wide(moeIntermediateSize) * d * 3 + d) : 0);
+  check("the parameters", perLayer * numLayers + 2 * v * d);
+}
+
 void Qwen3Config::validate(const std::string &source) const {
   auto positive = [&](const char *field, int64_t value) {
     if (value <= 0)
@@ -78,16 +108,19 @@ void Qwen3Config::validate(const std::string &source) const {
          source, numHeads, numKvHeads);
   if (headDim % 2)
     fail("{}: head_dim ({}) must be even for rotary embeddings", source, headDim);
-  if (!(rmsNormEps > 0))
-    fail("{}: 'rms_norm_eps' must be positive, got {}", source, rmsNormEps);
-  if (!(ropeTheta > 0))
-    fail("{}: 'rope_theta' must be positive, got {}", source, ropeTheta);
+  if (!(rmsNormEps > 0) || !std::isfinite(rmsNormEps))
+    fail("{}: 'rms_norm_eps' must be a finite positive number, got {}", source, rmsNormEps);
+  if (!(ropeTheta > 0) || !std::isfinite(ropeTheta))
+    fail("{}: 'rope_theta' must be a finite positive number, got {}", source, ropeTheta);
+  if (isMoe()) {
+    positive("num_experts", numExperts);
+    positive("num_experts_per_tok", numExpertsPerTok);
+    positive("moe_intermediate_size", moeIntermediateSize);
+    positive("decoder_sparse_step", decoderSparseStep);
+  }
+  checkSizes(source);
   if (!isMoe())
     return;
-  positive("num_experts", numExperts);
-  positive("num_experts_per_tok", numExpertsPerTok);
-  positive("moe_intermediate_size", moeIntermediateSize);
-  positive("decoder_sparse_step", decoderSparseStep);
   if (numExpertsPerTok > numExperts)
     fail("{}: 'num_experts_per_tok' ({}) must not exceed 'num_experts' ({})", source,
          numExpertsPerTok, numExperts);
@@ -140,12 +173,36 @@ std::string Qwen3Config::toHfConfigJson() const {
   return config.dump(2) + "\n";
 }
 
+namespace {
+/// config.json settings that change the model Kiln would build: refused by
+/// name rather than silently giving the plain Qwen3's numbers.
+void rejectUnsupported(const JsonObject &config) {
+  const nlohmann::json &j = config.json();
+  auto unsupported = [&](const char *field, const std::string &why) {
+    fail("{}: '{}' = {} is not supported: {}", config.source(), field,
+         j.at(field).dump().substr(0, 80), why);
+  };
+  if (j.contains("attention_bias") && j["attention_bias"] != false)
+    unsupported("attention_bias", "Kiln's attention projections have no bias (false)");
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu")
+    unsupported("hidden_act", "Kiln's MLPs are SwiGLU (\"silu\")");
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    unsupported("rope_scaling", "Kiln implements plain RoPE (null)");
+  if (j.contains("use_sliding_window") && j["use_sliding_window"] != false)
+    unsupported("use_sliding_window", "Kiln's attention is full causal attention (false)");
+  if (j.contains("attention_dropout") &&
+      !(j["attention_dropout"].is_number() && j["attention_dropout"].get<double>() == 0))
+    unsupported("attention_dropout", "Kiln trains without dropout (0.0)");
+}
+} // namespace
+
 Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &source) {
   JsonObject config = JsonObject::parse(text, source);
   std::string modelType = config.getString("model_type");
   if (modelType != "qwen3" && modelType != "qwen3_moe")
     fail("{}: model_type '{}' is not supported (expected 'qwen3' or 'qwen3_moe')", source,
          modelType);
+  rejectUnsupported(config);
   Qwen3Config c;
   c.name = source;
   c.hiddenSize = config.getInt("hidden_size");

@@ -26,6 +26,11 @@ OptionList::OptionList(std::string command, const std::vector<std::string> &args
         fail("{}: option '{}' needs a value", command_, word);
       options_.push_back({name, args[++i]});
     }
+    // An option given twice would silently take one of the values.
+    const std::string &added = options_.back().first;
+    if (std::count_if(options_.begin(), options_.end(),
+                      [&](const auto &o) { return o.first == added; }) > 1)
+      fail("{}: option '--{}' is given twice", command_, added);
   }
 }
 

@@ -81,8 +81,33 @@ func.func @rms_norm_weight(%x: tensor<2x8x32xf32>, %w: tensor<16xf32>) {
 // -----
 
 func.func @rms_norm_eps(%x: tensor<2x8x32xf32>, %w: tensor<32xf32>) {
-  // expected-error@+1 {{'kiln.rms_norm' op (fqn 'norm'): eps must be positive, got 0}}
+  // expected-error@+1 {{'kiln.rms_norm' op (fqn 'norm'): eps must be finite and positive, got 0}}
   %0 = kiln.rms_norm %x, %w {eps = 0.0 : f32, fqn = "norm"} : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_eps_inf(%x: tensor<2x8x32xf32>, %w: tensor<32xf32>) {
+  // expected-error@+1 {{'kiln.rms_norm' op (fqn 'norm'): eps must be finite and positive, got INF}}
+  %0 = kiln.rms_norm %x, %w {eps = 0x7F800000 : f32, fqn = "norm"} : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// Every kiln op names its module: override rules and backward names go by it.
+func.func @empty_fqn(%x: tensor<2x8x32xf32>, %w: tensor<32xf32>) {
+  // expected-error@+1 {{'kiln.rms_norm' op needs a non-empty 'fqn' (its module path, e.g. "layers.0.attention.wq")}}
+  %0 = kiln.rms_norm %x, %w {eps = 1.0e-6 : f32, fqn = ""} : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @empty_fqn_elementwise(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'kiln.add' op needs a non-empty 'fqn'}}
+  %0 = kiln.add %x, %x {fqn = ""} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
 

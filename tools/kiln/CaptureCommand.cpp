@@ -19,6 +19,7 @@
 #include <fmt/core.h>
 
 #include <filesystem>
+#include <limits>
 
 namespace kiln {
 
@@ -159,7 +160,12 @@ int runCapture(const std::vector<std::string> &allArgs) {
                                           "command line");
   CaptureOptions capture;
   capture.batch = options.integer("batch", 1);
-  capture.seq = options.integer("seq", 0);
+  // 0 asks captureQwen3 for its default length; a given --seq must be real.
+  constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+  int64_t seq = options.integer("seq", kUnset);
+  if (seq != kUnset && seq <= 0)
+    fail("capture: --seq must be a positive integer, got {}", seq);
+  capture.seq = seq == kUnset ? 0 : seq;
   std::optional<std::string> output = options.value("o");
   bool summary = options.flag("summary");
   bool trainStep = options.flag("train-step");

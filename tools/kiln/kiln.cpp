@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <new>
 #include <thread>
 
 namespace {
@@ -54,12 +55,18 @@ int main(int argc, char **argv) {
       return kiln::runTokenize(args);
     fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
     return 2;
-  } catch (const kiln::Error &e) {
+  } catch (const std::exception &e) {
+    // kiln::Error is the expected way out; anything else (a filesystem or
+    // allocation error escaping a library) still ends as one clear line and
+    // exit status 1, never std::terminate.
+    std::string what = e.what();
+    if (dynamic_cast<const std::bad_alloc *>(&e))
+      what = "out of memory (" + what + ")";
     kiln::MpiWorld &world = kiln::MpiWorld::get();
     if (world.size() > 1) {
       // One write, so ranks failing together do not interleave their lines;
       // then every rank ends, never left waiting in a collective.
-      std::string message = fmt::format("error: rank {}: {}\n", world.rank(), e.what());
+      std::string message = fmt::format("error: rank {}: {}\n", world.rank(), what);
       if (::write(2, message.data(), message.size()) < 0)
         std::perror("kiln");
       // The launcher forwards our stderr through a pipe and stops reading it
@@ -68,7 +75,7 @@ int main(int argc, char **argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       world.abort(1);
     }
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "error: {}\n", what);
     return 1;
   }
 }

@@ -65,8 +65,14 @@ struct Qwen3Config {
   /// A Hugging Face config.json for this model (float32 weights).
   std::string toHfConfigJson() const;
 
-  /// Throws kiln::Error naming `source` if the values are inconsistent.
+  /// Throws kiln::Error naming `source` if the values are inconsistent or so
+  /// large that element counts would overflow (checkSizes).
   void validate(const std::string &source) const;
+  /// The most layers Kiln captures, and the largest element count of any
+  /// tensor or of all parameters: 2^50, so bytes and the FLOPs of any
+  /// realistic step stay well inside int64.
+  static constexpr int64_t kMaxLayers = 4096;
+  static constexpr int64_t kMaxElements = int64_t(1) << 50;
 
   /// Reads `<dir>/config.json`; throws kiln::Error naming the file and field.
   static Qwen3Config fromHfDirectory(const std::string &dir);
@@ -78,6 +84,9 @@ struct Qwen3Config {
   Qwen3Config withOverrides(const nlohmann::json &fields, const std::string &source) const;
   /// The config.json field names withOverrides accepts.
   static const std::vector<std::string> &hfFieldNames();
+  /// Part of validate(): the sizes and their products, in 128-bit arithmetic.
+  void checkSizes(const std::string &source) const;
+
   /// The built-in flavors (qwen3-0.6b ... qwen3-32b, qwen3-30b-a3b,
   /// qwen3-235b-a22b).
   static const std::vector<Qwen3Config> &flavors();

@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 #include <chrono>
+#include <set>
 #include <omp.h>
 
 using namespace mlir;
@@ -244,8 +245,38 @@ Tensor bindParameter(const Checkpoint &checkpoint, const std::string &key, Type 
   return value.rawData() == stored.rawData() ? value.to(value.dtype()) : value;
 }
 
+void checkAllTensorsUsed(const Checkpoint &checkpoint, func::FuncOp fn) {
+  std::set<std::string> used;
+  for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+    if (auto key = fn.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
+      if (!isStackedKey(key.str())) {
+        used.insert(key.str());
+        continue;
+      }
+      int64_t members = cast<RankedTensorType>(fn.getArgumentTypes()[i]).getDimSize(0);
+      for (int64_t m = 0; m < members; ++m)
+        used.insert(stackMemberKey(key.str(), m));
+    }
+  // A tied model's checkpoint may repeat the embedding as lm_head.weight.
+  bool tied = !used.count("lm_head.weight") && used.count("model.embed_tokens.weight");
+  std::vector<std::string> unused;
+  for (const std::string &name : checkpoint.names())
+    if (!used.count(name) && !(tied && name == "lm_head.weight"))
+      unused.push_back(name);
+  if (unused.empty())
+    return;
+  std::string list;
+  for (size_t i = 0; i < std::min<size_t>(unused.size(), 4); ++i)
+    list += (i ? ", " : "") + unused[i];
+  fail("{}: {} tensor{} the model does not use ({}{}): does config.json describe this "
+       "checkpoint?",
+       checkpoint.path(), unused.size(), unused.size() == 1 ? "" : "s", list,
+       unused.size() > 4 ? ", ..." : "");
+}
+
 std::vector<Tensor> bindArguments(func::FuncOp fn, const Checkpoint &checkpoint,
                                   const std::map<std::string, Tensor> &inputs) {
+  checkAllTensorsUsed(checkpoint, fn);
   std::string user = "@" + fn.getName().str();
   std::vector<Tensor> args;
   for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {

@@ -49,6 +49,11 @@ std::vector<Tensor> runFunction(mlir::func::FuncOp fn, std::vector<Tensor> args,
 std::vector<Tensor> bindArguments(mlir::func::FuncOp fn, const Checkpoint &checkpoint,
                                   const std::map<std::string, Tensor> &inputs);
 
+/// Throws kiln::Error naming the checkpoint and the first tensors it holds
+/// that no `kiln.param` argument of `fn` reads (a checkpoint of another
+/// shape than config.json says). bindArguments checks this first.
+void checkAllTensorsUsed(const Checkpoint &checkpoint, mlir::func::FuncOp fn);
+
 /// Reads parameter `key` from `checkpoint` as an owned F32 (or integer)
 /// tensor of exactly `type`'s shape; `user` names who needs it in errors.
 /// With `slice`, returns slice(the stored tensor) instead, taken from the

@@ -13,6 +13,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace kiln;
 using namespace kiln::detail;
@@ -38,6 +40,14 @@ StringRef kiln::owningModule(Value value) {
     if (!fqnOf(user).empty() && (!first || user->isBeforeInBlock(first)))
       first = user;
   return first ? fqnOf(first) : StringRef();
+}
+
+LogicalResult kiln::verifyModulePath(Operation *op) {
+  auto fqn = op->getAttrOfType<StringAttr>("fqn");
+  if (!fqn || fqn.getValue().empty())
+    return op->emitOpError() << "needs a non-empty 'fqn' (its module path, e.g. "
+                                "\"layers.0.attention.wq\")";
+  return success();
 }
 
 std::string kiln::parameterPath(Value param) {
@@ -106,9 +116,10 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 }
 
 LogicalResult RmsNormOp::verify() {
-  if (!(getEps().convertToFloat() > 0.0f))
-    return emitOpError() << "(fqn '" << getFqn() << "'): eps must be positive, got "
-                         << getEps().convertToFloat();
+  float eps = getEps().convertToFloat();
+  if (!(eps > 0.0f) || !std::isfinite(eps))
+    return emitOpError() << "(fqn '" << getFqn() << "'): eps must be finite and positive, got "
+                         << eps;
   return success();
 }
 

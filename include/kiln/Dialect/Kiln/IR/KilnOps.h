@@ -26,6 +26,17 @@ llvm::StringRef owningModule(mlir::Value value);
 /// module, plus the weight's name where one op holds several (a MoE layer's
 /// "layers.0.moe.experts.w1"), so tensor-parallel plans can name each.
 std::string parameterPath(mlir::Value param);
+
+/// Verifies that an op's `fqn` attribute, its torchtitan module path, is a
+/// non-empty string: override rules, names of backward ops and diagnostics
+/// all go by it.
+mlir::LogicalResult verifyModulePath(mlir::Operation *op);
+
+template <typename ConcreteType>
+class HasModulePath : public mlir::OpTrait::TraitBase<ConcreteType, HasModulePath> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) { return verifyModulePath(op); }
+};
 } // namespace kiln
 
 #include "kiln/Dialect/Kiln/IR/KilnEnums.h.inc"

@@ -29,9 +29,14 @@ def Kiln_IdTensor : RankedTensorOf<[I64, I32]>;
 def Kiln_F32Tensor : RankedTensorOf<[F32]>;
 def Kiln_StepTensor : 0DTensorOf<[I64]>;
 
+// Every kiln op names its module: a non-empty `fqn` (kiln::HasModulePath).
+def Kiln_HasModulePath : NativeOpTrait<"HasModulePath"> {
+  let cppNamespace = "::kiln";
+}
+
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
-        Pure, InferTypeOpAdaptor,
+        Pure, InferTypeOpAdaptor, Kiln_HasModulePath,
         DeclareOpInterfaceMethods<Kiln_CostOpInterface>,
         DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface>]> {
   let assemblyFormat =
@@ -42,7 +47,8 @@ class Kiln_Op<string mnemonic, list<Trait> traits = []>
 // match (AllTypesMatch) and infers the result type from it.
 class Kiln_ElementwiseOp<string mnemonic, list<string> names, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
-        Pure, AllTypesMatch<names>, DeclareOpInterfaceMethods<InferTypeOpInterface>,
+        Pure, Kiln_HasModulePath, AllTypesMatch<names>,
+        DeclareOpInterfaceMethods<InferTypeOpInterface>,
         DeclareOpInterfaceMethods<Kiln_CostOpInterface>,
         DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface>]> {
   let assemblyFormat =
