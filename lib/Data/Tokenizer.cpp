@@ -32,6 +32,7 @@
 #include <unicode/uchar.h>
 #include <unicode/utf8.h>
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <queue>
@@ -138,9 +139,12 @@ std::string fnv1a64(const std::string &bytes) {
 struct Schema {
   const std::string &file;
 
+  static std::string join(const std::string &path, const std::string &key) {
+    return path.empty() ? key : path + "." + key;
+  }
   const json &field(const json &object, const std::string &path, const std::string &key,
                     json::value_t type) const {
-    std::string name = path.empty() ? key : path + "." + key;
+    std::string name = join(path, key);
     auto it = object.find(key);
     if (it == object.end())
       fail("{}: missing field '{}'", file, name);
@@ -161,8 +165,8 @@ struct Schema {
               const json &want) const {
     const json &got = object.contains(key) ? object[key] : json();
     if (got != want)
-      fail("{}: field '{}.{}' must be {} (the only setting Kiln supports), got {}", file, path, key,
-           want.dump(), got.dump());
+      fail("{}: field '{}' must be {} (the only setting Kiln supports), got {}", file,
+           join(path, key), want.dump(), got.dump());
   }
   /// Optional settings must be absent or have their neutral value.
   void neutral(const json &object, const std::string &path, const std::string &key,
@@ -190,6 +194,9 @@ struct CodeDeleter {
 struct MatchDataDeleter {
   void operator()(pcre2_match_data *data) const { pcre2_match_data_free(data); }
 };
+struct MatchContextDeleter {
+  void operator()(pcre2_match_context *context) const { pcre2_match_context_free(context); }
+};
 
 } // namespace
 
@@ -204,6 +211,10 @@ struct Tokenizer::Impl {
   /// The bytes each id decodes to; `known` marks the ids that exist.
   std::vector<std::string> idBytes;
   std::vector<bool> known;
+  /// Every id must be below this: the number of vocab entries plus added
+  /// tokens. Ids index idBytes, so an id of 2^31 must be an error rather
+  /// than a 2^31-entry table.
+  int64_t idLimit = 0;
   std::vector<AddedToken> added; // longest content first
   /// startsAdded[normalized][b]: some added token of that kind starts with
   /// byte b; lets the scan for added tokens skip most positions at once.
@@ -228,6 +239,7 @@ struct Tokenizer::Impl {
   std::vector<Segment> splitAdded(std::string_view text, bool normalized) const;
   void encodeNormalized(std::string_view text, std::vector<int32_t> &out) const;
   void encodePreToken(std::string_view bytes, std::vector<int32_t> &out) const;
+  std::string describeId(int32_t id) const;
   void bpe(std::string_view bytes, std::vector<int32_t> &out) const;
 };
 
@@ -244,29 +256,32 @@ void Tokenizer::Impl::loadModel(const Schema &s, const json &root) {
     ignoreMerges = s.boolean(model, "model", "ignore_merges");
 
   const json &vocabJson = s.field(model, "model", "vocab", json::value_t::object);
-  vocab.reserve(vocabJson.size());
-  for (const auto &[token, id] : vocabJson.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      fail("{}: field 'model.vocab' maps \"{}\" to {}, expected a non-negative id", s.file, token,
-           id.dump());
-    vocab.emplace(token, id.get<int32_t>());
-  }
-
+  idLimit = static_cast<int64_t>(vocabJson.size() +
+                                 s.field(root, "", "added_tokens", json::value_t::array).size());
+  idBytes.reserve(idLimit);
+  known.reserve(idLimit);
   // Byte-level tokens decode symbol by symbol through the inverse alphabet.
   const std::array<UChar32, 256> &alphabet = byteAlphabet();
   std::unordered_map<UChar32, char> toByte;
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < 256; ++b)
     toByte[alphabet[b]] = static_cast<char>(b);
-    auto it = vocab.find(toUtf8(alphabet[b]));
-    if (it == vocab.end())
-      fail("{}: field 'model.vocab' lacks the byte-level token for byte {}", s.file, b);
-    byteIds[b] = it->second;
-  }
-  for (const auto &[token, id] : vocab) {
+  vocab.reserve(vocabJson.size());
+  for (const auto &[token, idJson] : vocabJson.items()) {
+    int64_t id = idJson.is_number_integer() ? idJson.get<int64_t>() : -1;
+    if (id < 0)
+      fail("{}: field 'model.vocab' maps \"{}\" to {}, expected a non-negative id", s.file, token,
+           idJson.dump());
+    if (id >= idLimit)
+      fail("{}: field 'model.vocab' maps \"{}\" to {}, but ids must be dense: below {}, the "
+           "number of vocab and added tokens",
+           s.file, token, id, idLimit);
     if (static_cast<size_t>(id) >= idBytes.size()) {
       idBytes.resize(id + 1);
       known.resize(id + 1);
     }
+    if (known[id])
+      fail("{}: field 'model.vocab' maps \"{}\" to {}, already the id of {}", s.file, token, id,
+           describeId(id));
     std::string bytes;
     for (int32_t i = 0, n = static_cast<int32_t>(token.size()); i < n;) {
       UChar32 c;
@@ -279,6 +294,13 @@ void Tokenizer::Impl::loadModel(const Schema &s, const json &root) {
     }
     idBytes[id] = std::move(bytes);
     known[id] = true;
+    vocab.emplace(token, static_cast<int32_t>(id));
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = vocab.find(toUtf8(alphabet[b]));
+    if (it == vocab.end())
+      fail("{}: field 'model.vocab' lacks the byte-level token for byte {}", s.file, b);
+    byteIds[b] = it->second;
   }
 
   const json &mergesJson = s.field(model, "model", "merges", json::value_t::array);
@@ -319,20 +341,30 @@ void Tokenizer::Impl::loadAddedTokens(const Schema &s, const json &root) {
     if (!list[i].is_object())
       fail("{}: field '{}' must be an object", s.file, where);
     const json &t = list[i];
-    AddedToken token{s.string(t, where, "content"),
-                     s.field(t, where, "id", json::value_t::number_integer).get<int32_t>(),
+    int64_t id = s.field(t, where, "id", json::value_t::number_integer).get<int64_t>();
+    AddedToken token{s.string(t, where, "content"), static_cast<int32_t>(id),
                      s.boolean(t, where, "lstrip"), s.boolean(t, where, "rstrip"),
                      s.boolean(t, where, "normalized")};
     // single_word needs word-boundary rules Kiln does not implement.
     s.neutral(t, where, "single_word", false);
-    if (token.content.empty() || token.id < 0)
+    if (token.content.empty() || id < 0)
       fail("{}: field '{}' needs a non-empty content and a non-negative id", s.file, where);
+    if (id >= idLimit)
+      fail("{}: field '{}.id' is {}, but ids must be dense: below {}, the number of vocab and "
+           "added tokens",
+           s.file, where, id, idLimit);
     checkUtf8(token.content, s.file + ": " + where + ".content");
     // A normalized token is looked for in normalized text, so normalize it too.
     if (token.normalized)
       token.content = nfc(token.content);
     if (!addedIds.emplace(token.content, token.id).second)
       fail("{}: field '{}' repeats the content \"{}\"", s.file, where, token.content);
+    // An id may be shared only by the same text (a special token that is also
+    // in the vocab); otherwise decode could not tell the two apart.
+    if (static_cast<size_t>(token.id) < idBytes.size() && known[token.id] &&
+        idBytes[token.id] != token.content)
+      fail("{}: field '{}.id' gives \"{}\" the id {}, already the id of {}", s.file, where,
+           token.content, token.id, describeId(token.id));
     if (static_cast<size_t>(token.id) >= idBytes.size()) {
       idBytes.resize(token.id + 1);
       known.resize(token.id + 1);
@@ -346,6 +378,18 @@ void Tokenizer::Impl::loadAddedTokens(const Schema &s, const json &root) {
   std::stable_sort(added.begin(), added.end(), [](const AddedToken &a, const AddedToken &b) {
     return a.content.size() > b.content.size();
   });
+}
+
+/// Names the token that already holds `id`, for load errors (a linear search,
+/// so only on the error path).
+std::string Tokenizer::Impl::describeId(int32_t id) const {
+  for (const AddedToken &token : added)
+    if (token.id == id)
+      return fmt::format("added token \"{}\"", token.content);
+  for (const auto &[token, tokenId] : vocab)
+    if (tokenId == id)
+      return fmt::format("model.vocab \"{}\"", token);
+  return fmt::format("id {}", id);
 }
 
 void Tokenizer::Impl::loadPattern(const Schema &s, const json &root) {
@@ -370,6 +414,17 @@ void Tokenizer::Impl::loadPattern(const Schema &s, const json &root) {
 
   const json &decoder = s.field(root, "", "decoder", json::value_t::object);
   s.expect(decoder, "decoder", "type", "ByteLevel");
+
+  // These change the ids of an encoding: truncation drops ids, padding
+  // appends pad ids, and post-processors such as TemplateProcessing add
+  // special tokens. Qwen3 has none of them; its ByteLevel post-processor
+  // only trims offsets, which Kiln does not produce.
+  s.neutral(root, "", "truncation", nullptr);
+  s.neutral(root, "", "padding", nullptr);
+  if (root.contains("post_processor") && !root["post_processor"].is_null()) {
+    const json &post = s.field(root, "", "post_processor", json::value_t::object);
+    s.expect(post, "post_processor", "type", "ByteLevel");
+  }
 
   int errorCode = 0;
   PCRE2_SIZE errorOffset = 0;
@@ -424,11 +479,23 @@ std::vector<Segment> Tokenizer::Impl::splitAdded(std::string_view text, bool nor
 void Tokenizer::Impl::encodeNormalized(std::string_view text, std::vector<int32_t> &out) const {
   std::unique_ptr<pcre2_match_data, MatchDataDeleter> match(
       pcre2_match_data_create_from_pattern(regex.get(), nullptr));
+  // PCRE2 gives up on a match after 10M backtracking steps by default, and
+  // Qwen's `\s*[\r\n]+` backtracks one step per character of a whitespace run
+  // looking for a newline, so 10M spaces failed. That work is linear in the
+  // text: allowing the default plus 4 steps per byte lets any input through,
+  // split exactly as the regex splits it, and still stops a runaway pattern.
+  std::unique_ptr<pcre2_match_context, MatchContextDeleter> context(
+      pcre2_match_context_create(nullptr));
+  if (!context)
+    throw std::bad_alloc();
+  uint64_t limit = std::min<uint64_t>(10'000'000 + 4 * static_cast<uint64_t>(text.size()),
+                                      UINT32_MAX);
+  pcre2_set_match_limit(context.get(), static_cast<uint32_t>(limit));
   auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t gapStart = 0, pos = 0;
   while (pos < text.size()) {
     int rc = pcre2_match(regex.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK, match.get(),
-                         nullptr);
+                         context.get());
     if (rc == PCRE2_ERROR_NOMATCH)
       break;
     if (rc < 0) {

@@ -16,6 +16,8 @@
 #include <unicode/normalizer2.h>
 #include <unicode/utf8.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -287,4 +289,113 @@ TEST(TinyTokenizer, MalformedFilesNameFileAndField) {
                   variant([](json &t) { t["model"]["byte_fallback"] = true; }),
                   {"model.byte_fallback"});
   expectError([&] { Tokenizer::load(dir.file("absent.json")); }, {dir.file("absent.json")});
+}
+
+TEST(TinyTokenizer, RejectsSparseAndSharedIds) {
+  TempDir dir;
+  auto load = [&](const std::string &name, const json &t) {
+    return Tokenizer::load(writeJson(dir, name, t.dump()));
+  };
+  auto expectLoadError = [&](const std::string &name, const json &t,
+                             std::vector<std::string> fragments) {
+    SCOPED_TRACE(name);
+    fragments.push_back(dir.file(name) + ": ");
+    expectError([&] { load(name, t); }, fragments);
+  };
+  // Ids index the decode table: an id far past the 262 tokens used to size
+  // it (std::bad_alloc) and must name the entry instead.
+  for (int64_t id : {int64_t(2147483638), int64_t(262), int64_t(1) << 40}) {
+    json t = tinyTokenizer();
+    t["model"]["vocab"]["the"] = id;
+    expectLoadError("vocab-id.json", t,
+                    {"model.vocab", "\"the\"", std::to_string(id), "dense", "below 262"});
+    t = tinyTokenizer();
+    t["added_tokens"][1]["id"] = id;
+    expectLoadError("added-id.json", t, {"added_tokens[1].id", std::to_string(id), "below 262"});
+  }
+  json t = tinyTokenizer();
+  t["added_tokens"][2]["id"] = 2000000000;
+  expectLoadError("added-2e9.json", t, {"added_tokens[2].id", "2000000000", "dense"});
+
+  // One id for two different tokens: decode could not be right for both.
+  t = tinyTokenizer();
+  t["model"]["vocab"]["the"] = 256;
+  expectLoadError("vocab-shared.json", t, {"model.vocab", "\"he\"", "\"the\"", "256"});
+  t = tinyTokenizer();
+  t["added_tokens"][0]["id"] = 257;
+  expectLoadError("added-vocab-shared.json", t,
+                  {"added_tokens[0].id", "\"<eos>\"", "257", "model.vocab \"the\""});
+  t = tinyTokenizer();
+  t["added_tokens"][1]["id"] = 259;
+  expectLoadError("added-shared.json", t,
+                  {"added_tokens[1].id", "\"<sep>\"", "259", "added token \"<eos>\""});
+
+  // An added token may repeat a vocab entry with the same text and id.
+  t = tinyTokenizer();
+  t["added_tokens"].push_back(t["added_tokens"][0]);
+  t["added_tokens"][3]["content"] = "the";
+  t["added_tokens"][3]["id"] = 257;
+  auto tok = load("added-in-vocab.json", t);
+  EXPECT_EQ(tok->vocabSize(), 262);
+  EXPECT_EQ(tok->decode({257}), "the");
+}
+
+TEST(TinyTokenizer, RejectsTruncationPaddingAndPostProcessors) {
+  TempDir dir;
+  auto load = [&](const std::string &name, const json &t) {
+    return Tokenizer::load(writeJson(dir, name, t.dump()));
+  };
+  // Qwen3's settings load: null truncation and padding, ByteLevel post-processor.
+  json t = tinyTokenizer();
+  t["truncation"] = nullptr;
+  t["padding"] = nullptr;
+  t["post_processor"] = {{"type", "ByteLevel"},
+                         {"add_prefix_space", false},
+                         {"trim_offsets", false},
+                         {"use_regex", false}};
+  EXPECT_EQ(load("qwen-like.json", t)->encode("the"), std::vector<int32_t>{257});
+
+  auto expectLoadError = [&](const std::string &name, const std::string &key, const json &value,
+                             std::vector<std::string> fragments) {
+    SCOPED_TRACE(name);
+    json bad = tinyTokenizer();
+    bad[key] = value;
+    fragments.push_back(dir.file(name) + ": ");
+    expectError([&] { load(name, bad); }, fragments);
+  };
+  expectLoadError(
+      "truncation.json", "truncation",
+      {{"direction", "Right"}, {"max_length", 512}, {"strategy", "LongestFirst"}, {"stride", 0}},
+      {"field 'truncation' must be null", "max_length"});
+  expectLoadError("padding.json", "padding", {{"strategy", "BatchLongest"}, {"pad_id", 0}},
+                  {"field 'padding' must be null", "BatchLongest"});
+  expectLoadError("template.json", "post_processor",
+                  {{"type", "TemplateProcessing"},
+                   {"single", json::array({{{"SpecialToken", {{"id", "<eos>"}, {"type_id", 0}}}},
+                                           {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}},
+                  {"field 'post_processor.type' must be \"ByteLevel\"", "TemplateProcessing"});
+  expectLoadError("bert.json", "post_processor", {{"type", "BertProcessing"}},
+                  {"post_processor.type", "BertProcessing"});
+  expectLoadError("string.json", "post_processor", "ByteLevel",
+                  {"field 'post_processor' must be object"});
+}
+
+TEST(TinyTokenizer, TokenizesTenMillionSpaces) {
+  // 10M spaces used to exceed PCRE2's match limit: `\s*[\r\n]+` backtracks
+  // through the whole run before failing. The pre-tokens must be the
+  // regex's: `\s+(?!\S)` takes all spaces but the last, which
+  // `[^\r\n\p{L}\p{N}]?\p{L}+` joins to "the", shown by the merged id of
+  // " the" (258). (Tiny has no merges among spaces, which keeps BPE cheap.)
+  TempDir dir;
+  auto tok = Tokenizer::load(writeJson(dir, "tokenizer.json", tinyTokenizer().dump()));
+  const size_t n = 10'000'000;
+  std::string text = std::string(n, ' ') + "the";
+  auto start = std::chrono::steady_clock::now();
+  std::vector<int32_t> ids = tok->encode(text);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<int32_t> want(n - 1, ' ');
+  want.push_back(258);
+  EXPECT_TRUE(ids == want) << ids.size() << " ids, want " << want.size();
+  EXPECT_EQ(tok->decode(ids), text);
+  std::printf("[          ] encoded %zu spaces + \"the\" in %.2f s\n", n, seconds);
 }
