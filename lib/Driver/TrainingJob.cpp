@@ -22,18 +22,45 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace kiln {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 volatile std::sig_atomic_t interrupted = 0;
+/// SIGINT and SIGTERM (what schedulers send): finish the step, save, stop.
 extern "C" void onInterrupt(int) { interrupted = 1; }
+/// SIGPIPE (`kiln train | head`): the reader is gone, the run is not. Point
+/// stdout at /dev/null (open and dup2 are async-signal-safe) and go on.
+extern "C" void onBrokenPipe(int) {
+  int null = ::open("/dev/null", O_WRONLY);
+  if (null >= 0) {
+    ::dup2(null, STDOUT_FILENO);
+    ::close(null);
+  }
+}
+
+/// Removes what a killed save left in `folder`: the `<dir>.tmp.<pid>` and
+/// `<dir>.old.<pid>` siblings saveHfCheckpoint renames through.
+void removeStaleTemporaries(const std::string &folder) {
+  std::error_code ec;
+  if (folder.empty() || !fs::is_directory(folder, ec))
+    return;
+  for (const auto &entry : fs::directory_iterator(folder, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 &&
+        (name.find(".tmp.") != std::string::npos || name.find(".old.") != std::string::npos)) {
+      fs::remove_all(entry.path(), ec);
+      fmt::print("removed {}, left by an interrupted save\n", entry.path().string());
+    }
+  }
+}
 
 std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", bytes / 1e6); }
-
-namespace fs = std::filesystem;
 
 /// Makes sure `dir` is (or can now be) a writable directory; `option` names
 /// the setting in errors.
@@ -300,8 +327,12 @@ int runTrainingJob(const TrainConfig &config) {
     fmt::print("saved Hugging Face checkpoint {}\n", dir);
   };
 
+  if (leader)
+    removeStaleTemporaries(config.checkpoint.folder);
   interrupted = 0;
   auto previous = std::signal(SIGINT, onInterrupt);
+  auto previousTerm = std::signal(SIGTERM, onInterrupt);
+  auto previousPipe = std::signal(SIGPIPE, onBrokenPipe);
   ProgressBar bar(config.training.steps);
   auto start = std::chrono::steady_clock::now();
   int64_t steps = config.training.steps, done = 0, lastSaved = -1;
@@ -314,6 +345,11 @@ int runTrainingJob(const TrainConfig &config) {
     bar.clear();
     bool finite = std::isfinite(m.loss) && std::isfinite(m.gradNorm);
     if (s == 1 || s == steps || s % config.metrics.logFreq == 0 || !finite) {
+      printStep(m, trainer.peakFlops());
+      jsonl.write(stepJson(m));
+    } else if (trainer.anyRank(interrupted)) {
+      // The last step of an interrupted run always reaches the metrics (every
+      // rank takes this branch alike: the loss is the same on all of them).
       printStep(m, trainer.peakFlops());
       jsonl.write(stepJson(m));
     }
@@ -341,6 +377,8 @@ int runTrainingJob(const TrainConfig &config) {
       done > 0)
     save(done);
   std::signal(SIGINT, previous);
+  std::signal(SIGTERM, previousTerm);
+  std::signal(SIGPIPE, previousPipe);
 
   if (leader && !config.metrics.lossCurve.empty()) {
     writeFileAtomic(config.metrics.lossCurve,
