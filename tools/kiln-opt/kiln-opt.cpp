@@ -12,11 +12,46 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
-int main(int argc, char **argv) {
+#include <pthread.h>
+
+#include <cstdio>
+
+namespace {
+
+struct Args {
+  int argc;
+  char **argv;
+  int result = 1;
+};
+
+void *run(void *opaque) {
+  auto *args = static_cast<Args *>(opaque);
   kiln::registerKilnPassesAndPipelines();
   mlir::registerTransformsPasses();
   mlir::DialectRegistry registry;
   registry.insert<kiln::KilnDialect, mlir::func::FuncDialect, mlir::shard::ShardDialect>();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Kiln optimizer driver\n", registry));
+  args->result = mlir::asMainReturnCode(
+      mlir::MlirOptMain(args->argc, args->argv, "Kiln optimizer driver\n", registry));
+  return nullptr;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // MLIR's parser, verifier and printer recurse once per nesting level:
+  // tens of thousands of nested attributes or modules overflow the main
+  // thread's 8 MB stack. Run on a thread with 1 GiB of (lazily committed)
+  // stack instead.
+  constexpr size_t kStackBytes = size_t(1) << 30;
+  Args args{argc, argv};
+  pthread_attr_t attr;
+  pthread_t thread;
+  if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, kStackBytes) != 0 ||
+      pthread_create(&thread, &attr, run, &args) != 0) {
+    run(&args); // no big stack to be had: run as before
+    return args.result;
+  }
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  return args.result;
 }
