@@ -323,6 +323,9 @@ int runTrainingJob(const TrainConfig &config) {
     std::string dir =
         (std::filesystem::path(config.checkpoint.folder) / fmt::format("step-{}", step))
             .string();
+    std::error_code ec;
+    if (leader && fs::exists(dir, ec))
+      fmt::print(stderr, "warning: replacing {}, a checkpoint this run did not write\n", dir);
     trainer.saveHf(dir, config.checkpoint.maxShardBytes);
     fmt::print("saved Hugging Face checkpoint {}\n", dir);
   };

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <cerrno>
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 namespace kiln {
@@ -162,6 +165,18 @@ void saveHfCheckpoint(const std::string &dir, const std::string &configJson,
     fs::create_directory(tmp);
     writeModelFiles(tmp, configJson, tensors, maxShardBytes);
     bool hadOld = fs::exists(target);
+    // Replacing: swap the two directories in one step, so a kill at any
+    // moment leaves a complete checkpoint under the name; the old one ends
+    // up at `tmp` and is removed. Only file systems without the exchange
+    // (EINVAL) fall back to two renames, with a window between them.
+    if (hadOld && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(),
+                              RENAME_EXCHANGE) == 0) {
+      fs::remove_all(tmp, ec);
+      return;
+    }
+    if (hadOld && errno != EINVAL)
+      throw fs::filesystem_error("cannot swap the new checkpoint into place", tmp, target,
+                                 std::error_code(errno, std::generic_category()));
     if (hadOld)
       fs::rename(target, old);
     fs::rename(tmp, target, ec);
