@@ -2,6 +2,7 @@
 
 #include "kiln/Runtime/SafeTensors.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -9,9 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +30,16 @@ static std::string joinPath(const std::string &dir, const std::string &name) {
   if (dir.empty() || dir.back() == '/')
     return dir + name;
   return dir + "/" + name;
+}
+
+/// What a non-regular file is, for "<path>: is a FIFO, not a regular file".
+static const char *fileKind(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+                          : "a special file";
 }
 
 /// stat() wrapper: false if `path` does not exist, throws on other errors.
@@ -126,10 +135,18 @@ struct EntryParser {
 } // namespace
 
 std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Refuse anything but a regular file before opening it: open() on a FIFO
+  // blocks until a writer appears.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    fail("{}: cannot open: {}", path, errnoText());
+  if (!S_ISREG(st.st_mode))
+    fail("{}: is {}, not a regular file", path, fileKind(st.st_mode));
+  // O_NONBLOCK: a FIFO swapped in after the check must not block open()
+  // either; the fstat() below refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     fail("{}: cannot open: {}", path, errnoText());
-  struct stat st;
   if (::fstat(fd, &st) != 0) {
     std::string why = errnoText();
     ::close(fd);
@@ -137,7 +154,7 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::string &path) 
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail("{}: not a regular file{}", path, S_ISDIR(st.st_mode) ? " (it is a directory)" : "");
+    fail("{}: is {}, not a regular file", path, fileKind(st.st_mode));
   }
   size_t size = size_t(st.st_size);
   // Checked before mmap: mapping zero bytes is an error in itself.
@@ -340,14 +357,10 @@ void writeSafeTensors(const std::string &path, const TensorMap &tensors,
 
 /// Reads and parses `indexPath`, returning its weight_map as name -> shard.
 static std::map<std::string, std::string> readWeightMap(const std::string &indexPath) {
-  std::ifstream in(indexPath, std::ios::binary);
-  if (!in)
-    fail("{}: cannot open: {}", indexPath, errnoText());
-  std::stringstream buf;
-  buf << in.rdbuf();
+  std::string text = readFile(indexPath); // refuses a FIFO or a directory
   json index;
   try {
-    index = json::parse(buf.str());
+    index = json::parse(text);
   } catch (const json::exception &e) {
     fail("{}: not valid JSON: {}", indexPath, e.what());
   }
@@ -383,7 +396,7 @@ Checkpoint Checkpoint::open(const std::string &path) {
     return ckpt;
   }
   if (!S_ISDIR(st.st_mode))
-    fail("{}: not a file or directory", path);
+    fail("{}: is {}, not a regular file or directory", path, fileKind(st.st_mode));
 
   std::string indexPath = joinPath(path, "model.safetensors.index.json");
   std::string singlePath = joinPath(path, "model.safetensors");

@@ -6,21 +6,60 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
-#include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln {
 
+/// What a non-regular file is, for "<path>: is a FIFO, not a regular file".
+static const char *fileKind(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+                          : "a special file";
+}
+
 std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  // Every user-given file comes through here, so refuse anything but a
+  // regular file before opening it: open() on a FIFO blocks until a writer
+  // appears, and a directory opens fine and reads as empty.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
     fail("{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad())
-    fail("{}: read failed", path);
-  return contents.str();
+  if (!S_ISREG(st.st_mode))
+    fail("{}: is {}, not a regular file", path, fileKind(st.st_mode));
+  // O_NONBLOCK: a FIFO swapped in after the check must not block open()
+  // either; fstat() on the descriptor then refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    fail("{}: cannot open: {}", path, std::strerror(errno));
+  auto failClosing = [&](const std::string &message) {
+    ::close(fd);
+    fail("{}: {}", path, message);
+  };
+  if (::fstat(fd, &st) != 0)
+    failClosing(fmt::format("cannot stat: {}", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    failClosing(fmt::format("is {}, not a regular file", fileKind(st.st_mode)));
+  std::string contents;
+  contents.reserve(size_t(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      failClosing(fmt::format("read failed: {}", std::strerror(errno)));
+    if (n == 0)
+      break;
+    contents.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return contents;
 }
 
 void writeFileAtomic(const std::string &path, const std::string &contents) {

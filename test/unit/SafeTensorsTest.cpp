@@ -5,12 +5,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace kiln;
@@ -81,6 +88,44 @@ void expectOpenError(const std::string &path, std::vector<std::string> needles) 
   needles.insert(needles.begin(), path + ": ");
   expectError([&] { SafeTensorsFile::open(path); }, needles);
 }
+
+/// A FIFO at `path`. Should the code under test block opening it for reading
+/// (the bug the FIFO tests guard against), a watchdog opens it for writing
+/// every few seconds, which releases the reader: the test then fails on the
+/// message instead of hanging. Removed again on destruction.
+class Fifo {
+public:
+  explicit Fifo(std::string path) : path_(std::move(path)) {
+    if (::mkfifo(path_.c_str(), 0600) != 0)
+      throw std::runtime_error("mkfifo " + path_ + ": " + std::strerror(errno));
+    watchdog_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (!cv_.wait_for(lock, std::chrono::seconds(3), [this] { return done_; })) {
+        // Non-blocking: fails with ENXIO unless a reader is waiting.
+        int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0)
+          ::close(fd);
+      }
+    });
+  }
+  ~Fifo() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+    ::unlink(path_.c_str());
+  }
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread watchdog_;
+};
 
 TensorMap allDTypesMap() {
   TensorMap m;
@@ -208,7 +253,13 @@ TEST(SafeTensorsErrors, MissingFile) {
 
 TEST(SafeTensorsErrors, Directory) {
   TempDir tmp;
-  expectOpenError(tmp.path(), {"directory"});
+  expectOpenError(tmp.path(), {"is a directory, not a regular file"});
+}
+
+TEST(SafeTensorsErrors, FifoIsRefusedWithoutBlocking) {
+  TempDir tmp;
+  Fifo fifo(tmp.file("model.safetensors"));
+  expectOpenError(fifo.path(), {"is a FIFO, not a regular file"});
 }
 
 TEST(SafeTensorsErrors, EmptyAndTruncatedFiles) {
@@ -412,6 +463,38 @@ TEST(Checkpoint, DirectoryWithoutWeightsOrMissingPath) {
               {tmp.path() + ": no model.safetensors or model.safetensors.index.json"});
   std::string missing = tmp.file("nowhere");
   expectError([&] { Checkpoint::open(missing); }, {missing, std::strerror(ENOENT)});
+}
+
+TEST(Checkpoint, FifoOrDirectoryWhereAFileBelongsIsRefused) {
+  // The checkpoint path itself.
+  TempDir tmp;
+  {
+    Fifo fifo(tmp.file("ckpt"));
+    expectError([&] { Checkpoint::open(fifo.path()); },
+                {fifo.path() + ": is a FIFO, not a regular file or directory"});
+  }
+  // model.safetensors in a directory.
+  TempDir single;
+  {
+    Fifo fifo(single.file("model.safetensors"));
+    expectError([&] { Checkpoint::open(single.path()); },
+                {fifo.path() + ": is a FIFO, not a regular file"});
+  }
+  fs::create_directory(single.file("model.safetensors"));
+  expectError([&] { Checkpoint::open(single.path()); },
+              {single.file("model.safetensors") + ": is a directory, not a regular file"});
+  // The shard index, and a shard it names.
+  TempDir sharded;
+  std::string index = sharded.file("model.safetensors.index.json");
+  {
+    Fifo fifo(index);
+    expectError([&] { Checkpoint::open(sharded.path()); },
+                {index + ": is a FIFO, not a regular file"});
+  }
+  writeFile(index, R"({"weight_map": {"a": "shard.safetensors"}})");
+  Fifo shard(sharded.file("shard.safetensors"));
+  expectError([&] { Checkpoint::open(sharded.path()); },
+              {shard.path() + ": is a FIFO, not a regular file"});
 }
 
 //===----------------------------------------------------------------------===//

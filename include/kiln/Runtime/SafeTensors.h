@@ -31,7 +31,9 @@ namespace kiln {
 /// are zero-copy views that keep the mapping alive.
 class SafeTensorsFile {
 public:
-  /// Opens and validates `path`; throws kiln::Error on any problem.
+  /// Opens and validates `path`; throws kiln::Error on any problem. Anything
+  /// but a regular file (a FIFO, a directory, ...) is refused without being
+  /// opened, so a FIFO never blocks.
   static std::shared_ptr<SafeTensorsFile> open(const std::string &path);
 
   const std::string &path() const { return path_; }
@@ -74,7 +76,8 @@ void writeSafeTensors(const std::string &path, const TensorMap &tensors,
 /// resolves `model.safetensors.index.json` shards, or `model.safetensors`.
 class Checkpoint {
 public:
-  /// `path` is a directory or a .safetensors file; throws kiln::Error.
+  /// `path` is a directory or a .safetensors file; throws kiln::Error. Files
+  /// in it (index, shards) must be regular files, as SafeTensorsFile::open.
   static Checkpoint open(const std::string &path);
 
   /// All tensor names, sorted.

@@ -14,7 +14,9 @@
 
 namespace kiln {
 
-/// Reads a whole file; throws kiln::Error naming it on failure.
+/// Reads a whole file; throws kiln::Error naming it on failure. Anything but
+/// a regular file ("is a FIFO, not a regular file", "is a directory, ...") is
+/// refused before it is opened, so a FIFO never blocks the caller.
 std::string readFile(const std::string &path);
 
 /// Writes `contents` to `path` atomically (temporary name, then rename).
