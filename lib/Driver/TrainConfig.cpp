@@ -249,9 +249,9 @@ const Field &findField(const std::string &section, const std::string &key,
 void assign(TrainConfig &config, const Field &f, const json &value,
             const std::string &source) {
   if (!f.isKind(value))
-    fail("{}: '{}.{}' {}, got {}", source, f.section, f.key, f.kindText, value.dump());
+    fail("{}: '{}.{}' {}, got {}", source, f.section, f.key, f.kindText, briefJson(value));
   if (f.rule && !f.rule->ok(value))
-    fail("{}: '{}.{}' {}, got {}", source, f.section, f.key, f.rule->what, value.dump());
+    fail("{}: '{}.{}' {}, got {}", source, f.section, f.key, f.rule->what, briefJson(value));
   f.set(config, value);
   config.explicitKeys.insert(f.section + "." + f.key);
 }
@@ -273,7 +273,7 @@ void applyFile(TrainConfig &config, const std::string &path) {
   for (const auto &[section, body] : doc.json().items()) {
     requireSection(section, path);
     if (!body.is_object())
-      fail("{}: section '{}' must be an object, got {}", path, section, body.dump());
+      fail("{}: section '{}' must be an object, got {}", path, section, briefJson(body));
     for (const auto &[key, value] : body.items())
       if (!assignModelField(config, section, key, value))
         assign(config, findField(section, key, path), value, path);
@@ -289,6 +289,9 @@ void applyOverride(TrainConfig &config, const std::string &text) {
       dot + 1 == name.size())
     fail("{}: override '{}' must have the form --section.key=value", kCommandLine, text);
   std::string raw = word.substr(eq + 1);
+  if (jsonTooDeep(raw))
+    fail("{}: the value of '{}' is JSON nested deeper than {} levels", kCommandLine, name,
+         kMaxJsonDepth);
   json parsed = json::parse(raw, nullptr, /*allow_exceptions=*/false);
   if (assignModelField(config, name.substr(0, dot), name.substr(dot + 1),
                        parsed.is_discarded() ? json(raw) : parsed))

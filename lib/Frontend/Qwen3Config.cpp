@@ -180,7 +180,7 @@ void rejectUnsupported(const JsonObject &config) {
   const nlohmann::json &j = config.json();
   auto unsupported = [&](const char *field, const std::string &why) {
     fail("{}: '{}' = {} is not supported: {}", config.source(), field,
-         j.at(field).dump().substr(0, 80), why);
+         briefJson(j.at(field)), why);
   };
   if (j.contains("attention_bias") && j["attention_bias"] != false)
     unsupported("attention_bias", "Kiln's attention projections have no bias (false)");
@@ -234,7 +234,7 @@ Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &
         fail("{}: 'mlp_only_layers' must be an array of layer indices", source);
       for (const nlohmann::json &layer : layers) {
         if (!layer.is_number_integer())
-          fail("{}: 'mlp_only_layers' must hold integers, got {}", source, layer.dump());
+          fail("{}: 'mlp_only_layers' must hold integers, got {}", source, briefJson(layer));
         c.mlpOnlyLayers.push_back(layer.get<int64_t>());
       }
     }

@@ -32,16 +32,6 @@ static std::string joinPath(const std::string &dir, const std::string &name) {
   return dir + "/" + name;
 }
 
-/// What a non-regular file is, for "<path>: is a FIFO, not a regular file".
-static const char *fileKind(mode_t mode) {
-  return S_ISDIR(mode)    ? "a directory"
-         : S_ISFIFO(mode) ? "a FIFO"
-         : S_ISSOCK(mode) ? "a socket"
-         : S_ISCHR(mode)  ? "a character device"
-         : S_ISBLK(mode)  ? "a block device"
-                          : "a special file";
-}
-
 /// stat() wrapper: false if `path` does not exist, throws on other errors.
 static bool statPath(const std::string &path, struct stat &st) {
   if (::stat(path.c_str(), &st) == 0)
@@ -188,12 +178,7 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::string &path) 
   uint64_t dataSize = size - 8 - headerLen;
   file->dataBase_ = base + 8 + headerLen;
 
-  json header;
-  try {
-    header = json::parse(base + 8, base + 8 + headerLen);
-  } catch (const json::exception &e) {
-    fail("{}: header is not valid JSON: {}", path, e.what());
-  }
+  json header = parseJson(std::string(base + 8, base + 8 + headerLen), path + ": header");
   if (!header.is_object())
     fail("{}: header must be a JSON object, got {}", path, header.type_name());
 
@@ -358,12 +343,7 @@ void writeSafeTensors(const std::string &path, const TensorMap &tensors,
 /// Reads and parses `indexPath`, returning its weight_map as name -> shard.
 static std::map<std::string, std::string> readWeightMap(const std::string &indexPath) {
   std::string text = readFile(indexPath); // refuses a FIFO or a directory
-  json index;
-  try {
-    index = json::parse(text);
-  } catch (const json::exception &e) {
-    fail("{}: not valid JSON: {}", indexPath, e.what());
-  }
+  json index = parseJson(text, indexPath);
   if (!index.is_object())
     fail("{}: must be a JSON object, got {}", indexPath, index.type_name());
   auto wm = index.find("weight_map");

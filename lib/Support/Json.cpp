@@ -8,13 +8,14 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln {
 
 /// What a non-regular file is, for "<path>: is a FIFO, not a regular file".
-static const char *fileKind(mode_t mode) {
+const char *fileKind(unsigned mode) {
   return S_ISDIR(mode)    ? "a directory"
          : S_ISFIFO(mode) ? "a FIFO"
          : S_ISSOCK(mode) ? "a socket"
@@ -80,7 +81,36 @@ void writeFileAtomic(const std::string &path, const std::string &contents) {
   }
 }
 
+std::optional<size_t> jsonTooDeep(const std::string &text) {
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string briefJson(const nlohmann::json &value) {
+  std::string text = value.dump();
+  return text.size() <= 80 ? text : text.substr(0, 77) + "...";
+}
+
 nlohmann::json parseJson(const std::string &text, const std::string &source) {
+  if (std::optional<size_t> at = jsonTooDeep(text))
+    fail("{}: JSON nested deeper than {} levels (at byte {})", source, kMaxJsonDepth, *at);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error &e) {
@@ -112,28 +142,28 @@ const nlohmann::json &JsonObject::get(const std::string &field) const {
 std::string JsonObject::getString(const std::string &field) const {
   const nlohmann::json &v = get(field);
   if (!v.is_string())
-    fail("{}: field '{}' must be a string, got {}", source_, field, v.dump());
+    fail("{}: field '{}' must be a string, got {}", source_, field, briefJson(v));
   return v.get<std::string>();
 }
 
 int64_t JsonObject::getInt(const std::string &field) const {
   const nlohmann::json &v = get(field);
   if (!v.is_number_integer())
-    fail("{}: field '{}' must be an integer, got {}", source_, field, v.dump());
+    fail("{}: field '{}' must be an integer, got {}", source_, field, briefJson(v));
   return v.get<int64_t>();
 }
 
 double JsonObject::getNumber(const std::string &field) const {
   const nlohmann::json &v = get(field);
   if (!v.is_number())
-    fail("{}: field '{}' must be a number, got {}", source_, field, v.dump());
+    fail("{}: field '{}' must be a number, got {}", source_, field, briefJson(v));
   return v.get<double>();
 }
 
 bool JsonObject::getBool(const std::string &field) const {
   const nlohmann::json &v = get(field);
   if (!v.is_boolean())
-    fail("{}: field '{}' must be true or false, got {}", source_, field, v.dump());
+    fail("{}: field '{}' must be true or false, got {}", source_, field, briefJson(v));
   return v.get<bool>();
 }
 

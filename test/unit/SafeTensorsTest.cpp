@@ -307,7 +307,7 @@ std::ostream &operator<<(std::ostream &os, const BadHeader &c) { return os << c.
 std::string oneTensor(const std::string &fields) { return R"({"w": {)" + fields + "}}"; }
 
 const BadHeader kBadHeaders[] = {
-    {"InvalidJson", R"({"w": )", 0, {"not valid JSON", "parse error"}},
+    {"InvalidJson", R"({"w": )", 0, {"header: malformed JSON", "parse error"}},
     {"NonObjectHeader", "[1, 2]", 0, {"must be a JSON object", "array"}},
     {"NonObjectEntry", R"({"w": 3})", 0, {"tensor 'w'", "must be an object"}},
     {"MissingDtype", oneTensor(R"("shape": [1], "data_offsets": [0, 4])"), 4,

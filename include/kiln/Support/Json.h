@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kiln {
@@ -19,10 +20,26 @@ namespace kiln {
 /// refused before it is opened, so a FIFO never blocks the caller.
 std::string readFile(const std::string &path);
 
+/// What a non-regular file is ("a directory", "a FIFO", ...), for messages
+/// such as "<path>: is a FIFO, not a regular file"; `mode` is stat's st_mode.
+const char *fileKind(unsigned mode);
+
 /// Writes `contents` to `path` atomically (temporary name, then rename).
 void writeFileAtomic(const std::string &path, const std::string &contents);
 
-/// Parses JSON text; throws kiln::Error "<source>: malformed JSON: ...".
+/// JSON nested deeper than this is refused before parsing: such a value can
+/// only be hostile, and printing it in a message would recurse that deep.
+inline constexpr int kMaxJsonDepth = 512;
+
+/// The byte offset where `text` first nests deeper than kMaxJsonDepth, if it
+/// does (brackets inside strings do not count).
+std::optional<size_t> jsonTooDeep(const std::string &text);
+
+/// `value` as JSON text for an error message, cut to 80 characters.
+std::string briefJson(const nlohmann::json &value);
+
+/// Parses JSON text; throws kiln::Error "<source>: malformed JSON: ..." (or
+/// naming the depth past kMaxJsonDepth).
 nlohmann::json parseJson(const std::string &text, const std::string &source);
 
 class JsonObject {
