@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <functional>
 #include <regex>
 
@@ -175,6 +176,10 @@ std::vector<std::string> readTextDocuments(const std::string &path) {
 std::vector<std::string> readJsonLinesDocuments(const std::string &path) {
   if (fs::is_directory(path))
     fail("{}: is a directory; expected a JSON Lines file", path);
+  // Not a regular file (a FIFO would block the open below): refuse it first.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail("{}: is {}, not a regular file", path, fileKind(st.st_mode));
   // Line by line rather than readFile: C4 shards are large.
   std::ifstream in(path, std::ios::binary);
   if (!in)

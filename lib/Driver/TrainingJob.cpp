@@ -84,6 +84,9 @@ void requireWritableFile(const std::string &file, const std::string &option) {
   std::error_code ec;
   if (fs::is_directory(path, ec))
     fail("{}: '{}' is a directory, not a file", option, file);
+  // An existing FIFO or device would block or swallow the output.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    fail("{}: '{}' exists and is not a regular file", option, file);
   requireWritableDirectory(path.parent_path().empty() ? fs::path(".") : path.parent_path(),
                            option);
 }
