@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -143,7 +144,11 @@ void writeTokenFile(const std::string &path, const std::vector<Tensor> &batches)
 class BatchSource {
 public:
   /// `batchRows`: the global batch (every data-parallel rank's rows).
-  BatchSource(const TrainConfig &c, int64_t batchRows, bool leader) {
+  /// `barrier` synchronises every rank: with a token cache, the leader
+  /// tokenizes the corpus and writes the cache while the others wait, then
+  /// they load it instead of each tokenizing it again.
+  BatchSource(const TrainConfig &c, int64_t batchRows, bool leader,
+              const std::function<void()> &barrier) {
     if (c.data.source == "tokens") {
       if (c.data.tokensFile.empty())
         fail("data: source 'tokens' needs data.tokens_file");
@@ -172,7 +177,12 @@ public:
     o.cacheDir = c.data.cacheDir.empty() ? cache + "/tokens" : c.data.cacheDir;
     auto start = std::chrono::steady_clock::now();
     std::vector<std::string> documents = readCorpus(c.data.source, path);
+    bool shareCache = !o.cacheDir.empty();
+    if (shareCache && !leader)
+      barrier(); // the leader has written the cache
     loader_.emplace(documents, *tokenizer_, o);
+    if (shareCache && leader)
+      barrier();
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     for (Tensor &batch : loader_->validationBatches())
       if (batch.dim(0) == batchRows) // the captured batch size
@@ -289,7 +299,8 @@ int runTrainingJob(const TrainConfig &config) {
   bool leader = trainer.isLeader();
   if (!leader && !std::freopen("/dev/null", "w", stdout))
     fail("cannot silence the output of rank {}", MpiWorld::get().rank());
-  BatchSource data(config, trainer.globalBatchSize(), leader);
+  BatchSource data(config, trainer.globalBatchSize(), leader,
+                   [&] { trainer.anyRank(false); });
   const Qwen3Config &model = trainer.model();
   fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
              model.parameterCount(), trainer.config().training.localBatchSize,
