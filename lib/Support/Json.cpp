@@ -113,7 +113,7 @@ nlohmann::json parseJson(const std::string &text, const std::string &source) {
     fail("{}: JSON nested deeper than {} levels (at byte {})", source, kMaxJsonDepth, *at);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error &e) {
+  } catch (const nlohmann::json::exception &e) { // parse errors and number overflow
     fail("{}: malformed JSON: {}", source, e.what());
   }
 }

@@ -1,0 +1,30 @@
+//===- ConfigFuzzer.cpp - libFuzzer target: config.json and run configs ---===//
+//
+// Any bytes as a Hugging Face config.json and as a `kiln train` run config:
+// each is accepted with consistent values or refused with kiln::Error.
+
+#include "FuzzInput.h"
+#include "kiln/Driver/TrainConfig.h"
+#include "kiln/Frontend/Qwen3Config.h"
+#include "kiln/Support/Error.h"
+
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string text(reinterpret_cast<const char *>(data), size);
+  try {
+    kiln::Qwen3Config c = kiln::Qwen3Config::fromHfJson(text, "config.json");
+    (void)c.parameterCount();
+    (void)c.activeParameterCount();
+    (void)c.toHfConfigJson();
+  } catch (const kiln::Error &) {
+  }
+  kiln::fuzz::MemoryFile file(data, size);
+  try {
+    // A model is required; the file may override it.
+    kiln::TrainConfig t = kiln::TrainConfig::load(file.path(), {});
+    (void)t.toJson().dump();
+  } catch (const kiln::Error &) {
+  }
+  return 0;
+}
