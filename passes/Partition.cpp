@@ -264,7 +264,10 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       if (failed(moved))
         return failure();
       sharding[*moved] = want;
-      globalTypes[*moved] = globalTypes[v];
+      // Copy before inserting: operator[] may grow the map and move the
+      // entry a reference would point into (found by AddressSanitizer).
+      Type globalType = globalTypes.lookup(v);
+      globalTypes[*moved] = globalType;
       if (cacheable)
         cache[key] = *moved;
       return moved;

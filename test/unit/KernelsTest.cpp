@@ -197,6 +197,10 @@ TEST(KernelsTest, ExpNonPositiveIsWithinAFewUlpOfExp) {
   EXPECT_LT(worst, 3e-7) << "a float's ulp is 6e-8 to 1.2e-7 relative";
   EXPECT_EQ(kiln::kernels::expNonPositive(0.0f), 1.0f);
   EXPECT_EQ(kiln::kernels::expNonPositive(-100.0f), 0.0f);
+  EXPECT_EQ(kiln::kernels::expNonPositive(-std::numeric_limits<float>::infinity()), 0.0f);
+  // A NaN (diverged weights) propagates, without undefined behaviour on the
+  // way (UBSan once caught its int conversion).
+  EXPECT_TRUE(std::isnan(kiln::kernels::expNonPositive(std::nanf(""))));
   EXPECT_EQ(kiln::kernels::expNonPositive(-INFINITY), 0.0f);
 }
 

@@ -58,8 +58,10 @@ Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 /// 0 from -87 down, where e^x is no longer a normal float. Branch-free so
 /// that loops over it vectorize, unlike calls into libm; softmax arguments
 /// are always <= 0.
-inline float expNonPositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
+inline float expNonPositive(float input) {
+  // NaN fails every comparison: it computes on -87 (no undefined int
+  // conversion) and is handed back as itself at the end.
+  float x = input > -87.0f ? input : -87.0f;
   // x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^x = 2^n e^r.
   const float shifter = 12582912.0f; // 1.5 * 2^23: adding it rounds to integer
   float n = (x * 1.44269504088896341f + shifter) - shifter;
@@ -67,10 +69,10 @@ inline float expNonPositive(float x) {
   // Taylor series of e^r to r^6: truncation error r^7/7! < 1.3e-7 relative.
   float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
                                    r * (1.0f / 120 + r * (1.0f / 720))))));
-  int32_t bits = (int32_t(n) + 127) << 23;
+  uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return x <= -87.0f ? 0.0f : p * scale;
+  return input > -87.0f ? p * scale : (input != input ? input : 0.0f);
 }
 
 /// sum_j exp(row[j] - shift), also storing each term in `exps` if non-null.
