@@ -355,6 +355,8 @@ int runTrainingJob(const TrainConfig &config) {
   int64_t steps = config.training.steps, done = 0, lastSaved = -1;
   validate(0);
   // Ranks agree on a Ctrl-C, so every one stops after the same step.
+  StepMetrics last;
+  int64_t lastLogged = 0;
   for (int64_t s = 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
     StepMetrics m = trainer.step(data.train(s - 1));
     done = s;
@@ -364,12 +366,9 @@ int runTrainingJob(const TrainConfig &config) {
     if (s == 1 || s == steps || s % config.metrics.logFreq == 0 || !finite) {
       printStep(m, trainer.peakFlops());
       jsonl.write(stepJson(m));
-    } else if (trainer.anyRank(interrupted)) {
-      // The last step of an interrupted run always reaches the metrics (every
-      // rank takes this branch alike: the loss is the same on all of them).
-      printStep(m, trainer.peakFlops());
-      jsonl.write(stepJson(m));
+      lastLogged = s;
     }
+    last = m;
     // A non-finite loss or gradient has already reached the weights through
     // this step's update: stop before anything saves them.
     if (!finite)
@@ -386,6 +385,12 @@ int runTrainingJob(const TrainConfig &config) {
     bar.update(s, m.loss, elapsed.count());
   }
   bar.clear();
+  // A run cut short (a signal on any rank) always logs the step it stopped
+  // after.
+  if (done < steps && lastLogged != done) {
+    printStep(last, trainer.peakFlops());
+    jsonl.write(stepJson(last));
+  }
   if (interrupted)
     fmt::print("interrupted: stopping after step {}\n", done);
   // Held-out loss of the final weights (the weights after `done` updates).

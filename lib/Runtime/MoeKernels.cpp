@@ -348,28 +348,27 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
 
 namespace {
 /// count_e over every layer's selected ids, and the total token count N.
-std::vector<double> expertCounts(const std::vector<Tensor> &probs,
-                                 const std::vector<Tensor> &experts, int64_t &tokens) {
-  if (probs.empty() || probs.size() != experts.size())
-    fail("load balancing loss: {} probability tensors for {} expert id tensors",
-         probs.size(), experts.size());
-  const int64_t numExperts = probs[0].shape().back();
+std::vector<double> expertCounts(const std::vector<Tensor> &experts, int64_t numExperts,
+                                 int64_t &tokens) {
   std::vector<double> counts(numExperts, 0.0);
   tokens = 0;
-  for (size_t l = 0; l < probs.size(); ++l) {
-    checkIds(experts[l], numExperts, "expert id");
-    for (int64_t i = 0, n = experts[l].numel(); i < n; ++i)
-      counts[idAt(experts[l], i)] += 1;
-    tokens += rowsOf(probs[l]);
+  for (const Tensor &ids : experts) {
+    checkIds(ids, numExperts, "expert id");
+    for (int64_t i = 0, n = ids.numel(); i < n; ++i)
+      counts[idAt(ids, i)] += 1;
+    tokens += rowsOf(ids); // one row of k ids per token
   }
   return counts;
 }
 } // namespace
 
 Tensor loadBalancingLoss(const std::vector<Tensor> &probs, const std::vector<Tensor> &experts) {
+  if (probs.empty() || probs.size() != experts.size())
+    fail("load balancing loss: {} probability tensors for {} expert id tensors",
+         probs.size(), experts.size());
+  const int64_t numExperts = probs[0].shape().back();
   int64_t tokens;
-  std::vector<double> counts = expertCounts(probs, experts, tokens);
-  const int64_t numExperts = int64_t(counts.size());
+  std::vector<double> counts = expertCounts(experts, numExperts, tokens);
   std::vector<double> probSum(numExperts, 0.0);
   for (const Tensor &p : probs) {
     const float *ps = p.data<float>();
@@ -386,21 +385,22 @@ Tensor loadBalancingLoss(const std::vector<Tensor> &probs, const std::vector<Ten
 }
 
 std::vector<Tensor> loadBalancingLossBackward(const Tensor &dloss,
-                                              const std::vector<Tensor> &probs,
-                                              const std::vector<Tensor> &experts) {
+                                              const std::vector<Tensor> &experts,
+                                              int64_t numExperts) {
+  if (experts.empty())
+    fail("load balancing loss: no expert id tensors");
   int64_t tokens;
-  std::vector<double> counts = expertCounts(probs, experts, tokens);
-  const int64_t numExperts = int64_t(counts.size());
+  std::vector<double> counts = expertCounts(experts, numExperts, tokens);
   // Every token's row gets the same gradient: dloss * E * count_e / N^2.
   std::vector<float> rowGrad(numExperts);
   const double scale = double(*dloss.data<float>()) * numExperts / (double(tokens) * tokens);
   for (int64_t e = 0; e < numExperts; ++e)
     rowGrad[e] = float(scale * counts[e]);
   std::vector<Tensor> grads;
-  for (const Tensor &p : probs) {
-    Tensor d = Tensor::uninitialized(DType::F32, p.shape());
+  for (const Tensor &ids : experts) {
+    Tensor d = Tensor::uninitialized(DType::F32, withLastDim(ids.shape(), numExperts));
     float *ds = d.mutableData<float>();
-    for (int64_t r = 0, rows = rowsOf(p); r < rows; ++r)
+    for (int64_t r = 0, rows = rowsOf(ids); r < rows; ++r)
       std::copy(rowGrad.begin(), rowGrad.end(), ds + r * numExperts);
     grads.push_back(d);
   }

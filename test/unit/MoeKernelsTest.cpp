@@ -435,8 +435,8 @@ TEST(MoeKernelsTest, LoadBalancingLossBackwardMatchesFiniteDifferences) {
   std::vector<int64_t> ids = idsOf(a.experts), idsB = idsOf(b.experts);
   ids.insert(ids.end(), idsB.begin(), idsB.end());
   const double dloss = 1.7;
-  std::vector<Tensor> grads = kernels::loadBalancingLossBackward(
-      scalar(float(dloss)), {a.probs, b.probs}, {a.experts, b.experts});
+  std::vector<Tensor> grads =
+      kernels::loadBalancingLossBackward(scalar(float(dloss)), {a.experts, b.experts}, 4);
   ASSERT_EQ(grads.size(), 2u);
   EXPECT_EQ(grads[1].shape(), b.probs.shape());
   // Both layers' probabilities as one vector; the counts are held fixed.

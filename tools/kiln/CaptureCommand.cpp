@@ -153,11 +153,10 @@ int runCapture(const std::vector<std::string> &allArgs) {
     listFlavors();
     return 0;
   }
-  std::string modelName = options.required("model");
-  modelFields.push_back("--model.flavor=" + modelName);
-  Qwen3Config config = Qwen3Config::resolve(modelName)
-                           .withOverrides(TrainConfig::load("", modelFields).model.overrides,
-                                          "command line");
+  // `--model` (a directory or a flavor) with the field overrides, resolved as
+  // `kiln train` resolves its model section.
+  modelFields.push_back("--model.flavor=" + options.required("model"));
+  Qwen3Config config = TrainConfig::load("", modelFields).model.resolve();
   CaptureOptions capture;
   capture.batch = options.integer("batch", 1);
   // 0 asks captureQwen3 for its default length; a given --seq must be real.

@@ -78,11 +78,13 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
 /// probs[l] [..., E], experts[l] [..., k] -> F32 scalar.
 Tensor loadBalancingLoss(const std::vector<Tensor> &probs, const std::vector<Tensor> &experts);
 
-/// VJP of loadBalancingLoss: one d probs[l] (shape of probs[l]) per layer,
-/// d probs[l][t, e] = dloss * E * count_e / N^2. Counts are not differentiated.
+/// VJP of loadBalancingLoss: one d probs[l] ([..., numExperts], the leading
+/// shape of experts[l]) per layer, d probs[l][t, e] = dloss * E * count_e /
+/// N^2. The probabilities enter linearly, so only the selected ids are
+/// read; counts are not differentiated.
 std::vector<Tensor> loadBalancingLossBackward(const Tensor &dloss,
-                                              const std::vector<Tensor> &probs,
-                                              const std::vector<Tensor> &experts);
+                                              const std::vector<Tensor> &experts,
+                                              int64_t numExperts);
 
 } // namespace kiln::kernels
 

@@ -168,15 +168,8 @@ void run(GroupedExpertsBackwardOp, const Context &, In in, Out &out) {
   out.append({g.x, g.weights, g.w1, g.w3, g.w2});
 }
 void run(LoadBalancingLossBackwardOp op, const Context &, In in, Out &out) {
-  // The probabilities enter linearly: only their shapes matter, which the
-  // counts' shapes and num_experts give.
-  std::vector<Tensor> experts = slice(in, 1, in.size() - 1), shapes;
-  for (const Tensor &ids : experts) {
-    Shape shape = ids.shape();
-    shape.back() = int64_t(op.getNumExperts());
-    shapes.push_back(Tensor::uninitialized(DType::F32, shape));
-  }
-  for (Tensor &grad : kernels::loadBalancingLossBackward(in[0], shapes, experts))
+  for (Tensor &grad : kernels::loadBalancingLossBackward(
+           in[0], slice(in, 1, in.size() - 1), int64_t(op.getNumExperts())))
     out.push_back(std::move(grad));
 }
 
