@@ -5,6 +5,34 @@
 
 include "mlir/Pass/PassBase.td"
 
+def SubstituteKernels : Pass<"kiln-substitute-kernels", "mlir::ModuleOp"> {
+  let summary = "Replace ops by registered kernels as override rules say";
+  let description = [{
+    torchtitan's override registry at compile time. Each rule (see
+    kiln/OverrideRules.h) selects the ops named `target` whose `fqn` matches
+    one of its `fqns` globs (Python fnmatch, anchored; none: every
+    instance) and replaces each by a `kiln.kernel` of its `kernel`, with
+    transposes into and out of the kernel's layout. Runs on the forward
+    functions, before kiln-autodiff, so each kernel's VJP brings its own
+    backward. Prints `[Override] <rule>: <fqn> <op> -> <kernel>` per replaced
+    node and a total; warns about rules that matched nothing. Fails, naming
+    the rule, for an unknown kernel, a kernel of another op, a bad glob, two
+    rules claiming one node, a node whose form an `exact` rule's kernel does
+    not implement (non-exact rules leave it, with a note) and a violated
+    kernel constraint on the target machine.
+  }];
+  let options = [
+    ListOption<"ruleFiles", "rules", "std::string",
+               "JSON rule files (a list of rules, or {\"rules\": [...]})">,
+    Option<"targetName", "target", "std::string", "\"trn2\"",
+           "The machine kernel constraints are checked against: trn2, trn1 or cpu">,
+    Option<"lnc", "lnc", "int64_t", "2", "Logical NeuronCore config of the target">,
+    Option<"log", "log", "bool", "true",
+           "Print the [Override] lines and warnings (off on all ranks but one)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a loss into parameter gradients";
   let description = [{

@@ -8,7 +8,9 @@
 #ifndef KILN_PASSES_H
 #define KILN_PASSES_H
 
+#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/OverrideRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -24,6 +26,11 @@ namespace kiln {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// kiln-substitute-kernels with rules given as data (the driver's, from the
+/// run config), in addition to any rule files its options name.
+std::unique_ptr<mlir::Pass> createSubstituteKernels(std::vector<OverrideRule> rules,
+                                                    const KernelTarget &target, bool log);
 
 /// The training pipeline: kiln-autodiff, then kiln-optimizer with `optimizer`
 /// (@loss -> @loss_grad -> @train_step). The driver and kiln-opt's

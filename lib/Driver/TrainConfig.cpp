@@ -3,6 +3,7 @@
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
+#include "kiln/OverrideRules.h"
 
 #include <algorithm>
 #include <cctype>
@@ -53,6 +54,14 @@ template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
     return {"must be true or false", [](const json &v) { return v.is_boolean(); }};
   else if constexpr (std::is_same_v<T, std::string>)
     return {"must be a string", [](const json &v) { return v.is_string(); }};
+  else if constexpr (std::is_same_v<T, json>)
+    return {"must be a list of override rules", [](const json &v) { return v.is_array(); }};
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return {"must be a list of strings or one comma-separated string", [](const json &v) {
+              return v.is_string() ||
+                     (v.is_array() && std::all_of(v.begin(), v.end(),
+                                                  [](const json &e) { return e.is_string(); }));
+            }};
   else {
     static_assert(std::is_same_v<T, std::array<double, 2>>, "unsupported kind");
     return {"must be an array of 2 numbers", [](const json &v) {
@@ -65,6 +74,22 @@ template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
 template <typename T> T fromJson(const json &v) {
   if constexpr (std::is_same_v<T, std::optional<double>>)
     return v.is_null() ? std::nullopt : std::optional<double>(v.get<double>());
+  else if constexpr (std::is_same_v<T, json>)
+    return v;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (v.is_array())
+      return v.get<std::vector<std::string>>();
+    // "a.json,b.json", as torchtitan's list options read on a command line.
+    std::vector<std::string> items;
+    std::string text = v.get<std::string>();
+    for (size_t start = 0; start <= text.size();) {
+      size_t comma = std::min(text.find(',', start), text.size());
+      if (comma > start)
+        items.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return items;
+  }
   else
     return v.get<T>();
 }
@@ -203,6 +228,12 @@ const std::vector<Field> &fields() {
       field("parallelism", "world_size", &C::parallelism, &C::Parallelism::worldSize,
             nonNegative()),
 
+      field("override", "rules", &C::overrides, &C::Override::rules),
+      field("override", "files", &C::overrides, &C::Override::files),
+
+      field("target", "name", &C::target, &C::Target::name, oneOf({"trn2", "trn1", "cpu"})),
+      field("target", "lnc", &C::target, &C::Target::lnc, positive()),
+
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
   };
   return table;
@@ -321,6 +352,8 @@ TrainConfig TrainConfig::load(const std::string &path,
   // training.seq_len, so data.seq_len, when given, is the one that counts.
   if (config.data.seqLen > 0)
     config.training.seqLen = config.data.seqLen;
+  // Rules are checked now, so a typo stops the run before any work.
+  (void)config.overrideRules();
   return config;
 }
 
@@ -331,6 +364,15 @@ json TrainConfig::toJson() const {
   for (const auto &[key, value] : model.overrides.items())
     out["model"][key] = value;
   return out;
+}
+
+std::vector<OverrideRule> TrainConfig::overrideRules() const {
+  std::vector<OverrideRule> rules = parseOverrideRules(overrides.rules, "override.rules");
+  for (const std::string &file : overrides.files) {
+    std::vector<OverrideRule> loaded = loadOverrideRuleFile(file);
+    rules.insert(rules.end(), loaded.begin(), loaded.end());
+  }
+  return rules;
 }
 
 Qwen3Config TrainConfig::Model::resolve() const {

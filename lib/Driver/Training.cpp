@@ -4,6 +4,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Frontend/Qwen3Naming.h"
+#include "kiln/Kernels/Kernels.h"
 #include "kiln/Passes.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
@@ -42,11 +43,31 @@ double OptimizerSettings::lrAt(int64_t step) const {
   return lr * lrFactor(step, phases, decayType, minLrFactor);
 }
 
+KernelSubstitution KernelSubstitution::fromConfig(const TrainConfig &config) {
+  KernelSubstitution kernels;
+  kernels.rules = config.overrideRules();
+  kernels.target = KernelTarget{config.target.name, config.target.lnc};
+  return kernels;
+}
+
+void substituteKernels(ModuleOp module, const KernelSubstitution &kernels) {
+  if (kernels.empty())
+    return;
+  registerKernels();
+  PassManager pm(module.getContext());
+  pm.addPass(createSubstituteKernels(kernels.rules, kernels.target, kernels.log));
+  succeedOrFail(*module.getContext(), "kernel substitution failed",
+                [&] { return pm.run(module); });
+}
+
 OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Config &model,
                                           const CaptureOptions &shape,
                                           const OptimizerSettings &o,
-                                          const ParallelLayout *layout) {
+                                          const ParallelLayout *layout,
+                                          const KernelSubstitution *kernels) {
   OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
+  if (kernels)
+    substituteKernels(*module, *kernels);
   PassManager pm(&context);
   OptimizerOptions options;
   options.lr = o.lr;
@@ -183,8 +204,10 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
     execution_.threads = std::max(1, int(std::thread::hardware_concurrency()) / world.localSize());
   }
   // The captured step takes the global batch; kiln-partition splits it.
+  kernels_ = KernelSubstitution::fromConfig(config);
+  kernels_.log = execution_.rank == 0;
   module_ = captureTrainingStep(context_, model_, {globalBatchSize(), config.training.seqLen},
-                                optimizer_, &layout_);
+                                optimizer_, &layout_, &kernels_);
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
   trainStep_ = module_->lookupSymbol<func::FuncOp>("train_step");
@@ -249,8 +272,10 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
 
 MemoryPlan Trainer::singleRankPlan() const {
   MLIRContext context;
+  KernelSubstitution quiet = kernels_;
+  quiet.log = false;
   OwningOpRef<ModuleOp> whole = captureTrainingStep(
-      context, model_, {globalBatchSize(), config_.training.seqLen}, optimizer_);
+      context, model_, {globalBatchSize(), config_.training.seqLen}, optimizer_, nullptr, &quiet);
   return planMemory(whole->lookupSymbol<func::FuncOp>("train_step"));
 }
 

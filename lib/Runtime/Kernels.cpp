@@ -79,8 +79,9 @@ Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim) {
   return cache;
 }
 
-Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose) {
-  int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2), d = x.dim(3);
+Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose, bool headsFirst) {
+  int64_t batch = x.dim(0), seq = x.dim(headsFirst ? 2 : 1), heads = x.dim(headsFirst ? 1 : 2),
+          d = x.dim(3);
   int64_t half = d / 2;
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.data<float>(), *c = cache.data<float>();
@@ -89,7 +90,7 @@ Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose) {
     for (int64_t s = 0; s < seq; ++s) {
       const float *cs = c + s * 2 * d, *sn = cs + d;
       for (int64_t h = 0; h < heads; ++h) {
-        int64_t base = ((b * seq + s) * heads + h) * d;
+        int64_t base = (headsFirst ? (b * heads + h) * seq + s : (b * seq + s) * heads + h) * d;
         const float *xi = in + base;
         float *xo = o + base;
         for (int64_t i = 0; i < half; ++i) {
@@ -241,6 +242,52 @@ Tensor resize(const Tensor &t, int64_t dim, int64_t size) {
 } // namespace
 
 Tensor padDim(const Tensor &t, int64_t dim, int64_t size) { return resize(t, dim, size); }
+
+Tensor transpose(const Tensor &t, const std::vector<int64_t> &perm) {
+  const Shape &in = t.shape();
+  int64_t rank = int64_t(in.size());
+  Shape shape(rank);
+  // Strides of t (in elements) reordered to follow the result's dimensions.
+  std::vector<int64_t> inStride(rank, 1), stride(rank);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    inStride[d] = inStride[d + 1] * in[d + 1];
+  for (int64_t i = 0; i < rank; ++i) {
+    shape[i] = in[perm[i]];
+    stride[i] = inStride[perm[i]];
+  }
+  Tensor out = Tensor::uninitialized(t.dtype(), shape);
+  size_t elt = dtypeSize(t.dtype());
+  const char *src = static_cast<const char *>(t.rawData());
+  char *dst = out.mutableData<char>();
+  if (rank == 0 || t.numel() == 0) {
+    std::memcpy(dst, src, t.numel() * elt);
+    return out;
+  }
+  // Rows of the result's last dimension, each gathered with one stride; the
+  // outer index is decoded per row, so rows go in parallel.
+  int64_t inner = shape[rank - 1], rows = t.numel() / inner;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rem = r, offset = 0;
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      offset += (rem % shape[d]) * stride[d];
+      rem /= shape[d];
+    }
+    char *row = dst + r * inner * elt;
+    int64_t step = stride[rank - 1];
+    if (step == 1) {
+      std::memcpy(row, src + offset * elt, inner * elt);
+    } else if (elt == 4) {
+      auto *o = reinterpret_cast<uint32_t *>(row);
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(o + i, src + (offset + i * step) * 4, 4);
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(row + i * elt, src + (offset + i * step) * elt, elt);
+    }
+  }
+  return out;
+}
 Tensor narrowDim(const Tensor &t, int64_t dim, int64_t size) { return resize(t, dim, size); }
 
 } // namespace kiln::kernels

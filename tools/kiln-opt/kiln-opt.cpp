@@ -5,6 +5,7 @@
 // --symbol-dce, --inline, ...).
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Kernels/Kernels.h"
 #include "kiln/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,6 +27,7 @@ struct Args {
 
 void *run(void *opaque) {
   auto *args = static_cast<Args *>(opaque);
+  kiln::registerKernels();
   kiln::registerKilnPassesAndPipelines();
   mlir::registerTransformsPasses();
   mlir::DialectRegistry registry;

@@ -139,14 +139,17 @@ std::string moduleText(mlir::ModuleOp module) {
 } // namespace
 
 int runCapture(const std::vector<std::string> &allArgs) {
-  // --parallelism.<key>=<value> and --model.<config.json field>=<value> as
-  // `kiln train` takes them.
-  std::vector<std::string> args, parallelism, modelFields;
-  for (const std::string &a : allArgs)
+  // --parallelism.*, --override.*, --target.* and --model.<config.json
+  // field>=<value> as `kiln train` takes them.
+  std::vector<std::string> args, parallelism, trainOptions, modelFields;
+  for (const std::string &a : allArgs) {
+    bool isTrainOption = a.rfind("--override.", 0) == 0 || a.rfind("--target.", 0) == 0;
     (a.rfind("--parallelism.", 0) == 0 ? parallelism
+     : isTrainOption                   ? trainOptions
      : a.rfind("--model.", 0) == 0     ? modelFields
                                        : args)
         .push_back(a);
+  }
   OptionList options("capture", args, {"list-flavors", "summary", "train-step"});
   if (options.flag("list-flavors")) {
     options.finish();
@@ -178,19 +181,24 @@ int runCapture(const std::vector<std::string> &allArgs) {
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   ParallelLayout layout;
+  // The optimizer's hyper-parameters, the layout and the override rules come
+  // from a run config and the options above (torchtitan's defaults without);
+  // the model and shapes from the flags. --batch is the per-data-parallel-rank
+  // batch.
+  std::vector<std::string> trainOverrides = parallelism;
+  trainOverrides.insert(trainOverrides.end(), trainOptions.begin(), trainOptions.end());
+  trainOverrides.push_back("--model.flavor=" + config.name);
+  TrainConfig train = TrainConfig::load(runConfig ? *runConfig : "", trainOverrides);
+  KernelSubstitution kernels = KernelSubstitution::fromConfig(train);
   if (trainStep || runConfig) {
-    // The optimizer's hyper-parameters and the layout come from a run config
-    // and --parallelism.* (torchtitan's defaults without); the model and
-    // shapes from the flags above. --batch is the per-data-parallel-rank batch.
-    parallelism.push_back("--model.flavor=" + config.name);
-    TrainConfig train = TrainConfig::load(runConfig ? *runConfig : "", parallelism);
     int64_t seq = capture.seq ? capture.seq : std::min<int64_t>(2048, config.maxPositionEmbeddings);
     layout = ParallelLayout::resolve(train.parallelism, config, seq, 1);
     capture.batch *= layout.dataParallelDegree();
-    module = captureTrainingStep(context, config, capture,
-                                 OptimizerSettings::fromConfig(train), &layout);
+    module = captureTrainingStep(context, config, capture, OptimizerSettings::fromConfig(train),
+                                 &layout, &kernels);
   } else {
     module = captureQwen3(context, config, capture);
+    substituteKernels(*module, kernels);
   }
   int64_t rank = rankOption ? std::stoll(*rankOption) : 0;
   if (rank < 0 || rank >= layout.worldSize())

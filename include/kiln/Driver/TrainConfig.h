@@ -11,6 +11,7 @@
 #define KILN_DRIVER_TRAINCONFIG_H
 
 #include "kiln/Frontend/Qwen3Config.h"
+#include "kiln/OverrideRules.h"
 
 #include <nlohmann/json.hpp>
 
@@ -102,6 +103,23 @@ struct TrainConfig {
     std::string fsdpReshardAfterForward = "default"; ///< "default", "always", "never"
     int64_t worldSize = 0; ///< compile-only runs; 0: the launcher's (1 without MPI)
   } parallelism;
+
+  /// Kernel substitution (kiln-substitute-kernels): rules inline and rule
+  /// files, applied in that order.
+  struct Override {
+    nlohmann::json rules = nlohmann::json::array();
+    std::vector<std::string> files;
+  } overrides;
+
+  /// The machine kernels are checked against (KernelTarget).
+  struct Target {
+    std::string name = "trn2";
+    int64_t lnc = 2;
+  } target;
+
+  /// Every override rule, inline then from the files, parsed; throws
+  /// kiln::Error naming the file or option and the rule.
+  std::vector<OverrideRule> overrideRules() const;
 
   struct Debug {
     std::string saveGrads; ///< write the first step's gradients here, if set

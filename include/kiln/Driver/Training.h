@@ -15,6 +15,7 @@
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
@@ -40,16 +41,33 @@ struct OptimizerSettings {
   double lrAt(int64_t step) const;
 };
 
+/// Override rules and the machine their kernels are checked against.
+struct KernelSubstitution {
+  std::vector<OverrideRule> rules;
+  KernelTarget target;
+  bool log = true; ///< print the [Override] lines and warnings
+
+  static KernelSubstitution fromConfig(const TrainConfig &config);
+  bool empty() const { return rules.empty(); }
+};
+
+/// Runs kiln-substitute-kernels on `module` (a no-op without rules); throws
+/// kiln::Error with the diagnostics if it fails.
+void substituteKernels(mlir::ModuleOp module, const KernelSubstitution &kernels);
+
 /// Captures @loss for `shape` and runs kiln-autodiff and kiln-optimizer,
 /// adding @loss_grad and @train_step. Throws kiln::Error with the
 /// diagnostics if a pass fails.
 /// With a `layout` of more than one rank, @train_step is then sharded
 /// (kiln-shard) and partitioned (kiln-partition) into the per-rank program.
+/// With `kernels`, override rules substitute kernels first (before autodiff,
+/// so each kernel brings its backward).
 mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context,
                                                       const Qwen3Config &model,
                                                       const CaptureOptions &shape,
                                                       const OptimizerSettings &optimizer,
-                                                      const ParallelLayout *layout = nullptr);
+                                                      const ParallelLayout *layout = nullptr,
+                                                      const KernelSubstitution *kernels = nullptr);
 
 /// Random initial weights by HF key: normal(0, 0.02) for linear and embedding
 /// weights, ones for norm weights. Each tensor's stream is seeded from `seed`
@@ -144,6 +162,7 @@ private:
   TrainConfig config_;
   Qwen3Config model_;
   OptimizerSettings optimizer_;
+  KernelSubstitution kernels_;
   ParallelLayout layout_;
   std::unique_ptr<DeviceGrid> grid_;
   ExecutionContext execution_;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace kiln::kernels {
 
@@ -39,8 +40,9 @@ Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim);
 /// x [b, s, heads, headDim], cache [s, 2 * headDim].
 Tensor rope(const Tensor &x, const Tensor &cache);
 /// The rotation rope applies, or (transpose) its transpose, which is rope's
-/// vector-Jacobian product.
-Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose);
+/// vector-Jacobian product; x is [b, s, h, d], or [b, h, s, d] when
+/// `headsFirst` (NKI's layout), with the same arithmetic per element.
+Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose, bool headsFirst = false);
 /// q [b, s, h, d], k/v [b, s, hkv, d] -> (out [b, s, h, d], lse [b, h, s]).
 std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
                                     const Tensor &v, bool causal, float scale);
@@ -51,6 +53,9 @@ Tensor add(Tensor lhs, const Tensor &rhs);
 /// its first `size` entries (narrow); any dtype.
 Tensor padDim(const Tensor &t, int64_t dim, int64_t size);
 Tensor narrowDim(const Tensor &t, int64_t dim, int64_t size);
+/// `t` with its dimensions permuted: result dim i is t's dim perm[i]; any
+/// dtype.
+Tensor transpose(const Tensor &t, const std::vector<int64_t> &perm);
 /// logits [..., V], labels [...] -> f32 scalar mean cross-entropy.
 Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
 

@@ -8,6 +8,8 @@
 
 #include "kiln/Backend/CPU/CpuKernelInterface.h"
 #include "kiln/Backend/CPU/CollectiveKernels.h"
+#include "kiln/Backend/CPU/CpuKernelImpl.h"
+#include "kiln/Support/Error.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/Kernels.h"
@@ -84,6 +86,27 @@ void run(NarrowOp op, const Context &, In in, Out &out) {
 }
 void run(ReshapeOp op, const Context &, In in, Out &out) {
   out.push_back(in[0].reshaped(Shape(op.getShape().begin(), op.getShape().end())));
+}
+void run(TransposeOp op, const Context &, In in, Out &out) {
+  ArrayRef<int64_t> perm = op.getPermutation();
+  out.push_back(kernels::transpose(in[0], std::vector<int64_t>(perm.begin(), perm.end())));
+}
+
+//===----------------------------------------------------------------------===//
+// Substituted kernels: their spec's CPU implementation
+//===----------------------------------------------------------------------===//
+
+const CpuKernelImpl &cpuImpl(Operation *op, const KernelSpec &spec) {
+  if (auto *impl = dynamic_cast<const CpuKernelImpl *>(&spec))
+    return *impl;
+  fail("{} (fqn '{}'): kernel '{}' has no CPU implementation", op->getName().getStringRef().str(),
+       op->getAttrOfType<StringAttr>("fqn").str(), spec.name().str());
+}
+void run(KernelOp op, const Context &, In in, Out &out) {
+  cpuImpl(op, op.getSpec()).runForward(op.getOptions(), in, out);
+}
+void run(KernelBackwardOp op, const Context &, In in, Out &out) {
+  cpuImpl(op, op.getSpec()).runBackward(op.getOptions(), in, out);
 }
 //===----------------------------------------------------------------------===//
 // Backward ops
@@ -234,7 +257,8 @@ template <typename... OpTs> void attach(MLIRContext *context) {
 
 void attachAll(MLIRContext *context, KilnDialect *) {
   attach<EmbeddingOp, RmsNormOp, LinearOp, RopeCacheOp, RopeOp, AttentionOp, SwigluOp, AddOp,
-         CrossEntropyOp, ReshapeOp, PadOp, NarrowOp>(context);
+         CrossEntropyOp, ReshapeOp, PadOp, NarrowOp, TransposeOp>(context);
+  attach<KernelOp, KernelBackwardOp>(context);
   attach<ConstantOp, EmbeddingBackwardOp, RmsNormBackwardOp, LinearBackwardDataOp,
          LinearBackwardWeightOp, RopeBackwardOp, AttentionBackwardOp, SwigluBackwardOp,
          CrossEntropyBackwardOp>(context);
@@ -245,6 +269,8 @@ void attachAll(MLIRContext *context, KilnDialect *) {
 }
 
 } // namespace
+
+CpuKernelImpl::~CpuKernelImpl() = default;
 
 void registerCpuKernels(DialectRegistry &registry) {
   registry.addExtension(&attachAll);

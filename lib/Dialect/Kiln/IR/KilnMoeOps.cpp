@@ -72,13 +72,14 @@ LogicalResult checkExperts(std::optional<Location> loc, AdaptorT adaptor) {
   return success();
 }
 
-/// FLOPs of the expert MLP over `rows` (token, expert) pairs: three GEMMs,
-/// silu * up, and the weighted sum into the token's output.
-int64_t expertFlops(int64_t rows, int64_t hidden, int64_t inter) {
-  return rows * (6 * hidden * inter + 5 * inter + 2 * hidden);
-}
 
 } // namespace
+
+/// Three GEMMs, silu * up, and the weighted sum into the token's output, per
+/// (token, expert) pair.
+int64_t kiln::expertFlops(int64_t rows, int64_t hidden, int64_t inter) {
+  return rows * (6 * hidden * inter + 5 * inter + 2 * hidden);
+}
 
 //===----------------------------------------------------------------------===//
 // RouterOp

@@ -86,13 +86,24 @@ ShardingRule EmbeddingOp::getShardingRule() {
   return rule;
 }
 
-ShardingRule RmsNormOp::getShardingRule() {
+ShardingRule kiln::rmsNormShardingRule(int64_t rank, bool backward) {
   ShardingRule rule;
-  Map lead = loops(rule, rankOf(getInput()) - 1);
+  Map lead = loops(rule, rank - 1);
   int64_t d = rule.loop(false);
-  rule.operands = {concat(lead, {d}), {d}};
-  rule.results = {concat(lead, {d})};
+  Map full = concat(lead, {d});
+  if (!backward) {
+    rule.operands = {full, {d}};
+    rule.results = {full};
+    return rule;
+  }
+  rule.operands = {full, full, {d}};
+  rule.results = {full, {d}};
+  rule.reductions = {{}, lead}; // the weight gradient sums over the leading loops
   return rule;
+}
+
+ShardingRule RmsNormOp::getShardingRule() {
+  return rmsNormShardingRule(rankOf(getInput()), /*backward=*/false);
 }
 
 ShardingRule LinearOp::getShardingRule() {
@@ -196,14 +207,7 @@ ShardingRule EmbeddingBackwardOp::getShardingRule() {
 }
 
 ShardingRule RmsNormBackwardOp::getShardingRule() {
-  ShardingRule rule;
-  Map lead = loops(rule, rankOf(getInput()) - 1);
-  int64_t d = rule.loop(false);
-  Map full = concat(lead, {d});
-  rule.operands = {full, full, {d}};
-  rule.results = {full, {d}};
-  rule.reductions = {{}, lead}; // the weight gradient sums over the leading loops
-  return rule;
+  return rmsNormShardingRule(rankOf(getInput()), /*backward=*/true);
 }
 
 ShardingRule LinearBackwardDataOp::getShardingRule() {
@@ -309,32 +313,36 @@ struct ExpertLoops {
   Map lead;
   int64_t h, e, i, k;
 };
-static ExpertLoops expertLoops(ShardingRule &rule, Value input) {
-  Map lead = loops(rule, rankOf(input) - 1);
+static ExpertLoops expertLoops(ShardingRule &rule, int64_t inputRank) {
+  Map lead = loops(rule, inputRank - 1);
   int64_t h = rule.loop(false), e = rule.loop(false), i = rule.loop(), k = rule.loop(false);
   return {lead, h, e, i, k};
 }
 
-ShardingRule GroupedExpertsOp::getShardingRule() {
+ShardingRule kiln::groupedExpertsShardingRule(int64_t inputRank, bool backward) {
   ShardingRule rule;
-  auto [lead, h, e, i, k] = expertLoops(rule, getInput());
-  Map slots = concat(lead, {k});
-  rule.operands = {concat(lead, {h}), slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
-  rule.results = {concat(lead, {h})};
-  rule.reductions = {{i}};
-  return rule;
-}
-
-ShardingRule GroupedExpertsBackwardOp::getShardingRule() {
-  ShardingRule rule;
-  auto [lead, h, e, i, k] = expertLoops(rule, getInput());
+  auto [lead, h, e, i, k] = expertLoops(rule, inputRank);
   Map slots = concat(lead, {k}), x = concat(lead, {h});
+  if (!backward) {
+    rule.operands = {x, slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
+    rule.results = {x};
+    rule.reductions = {{i}};
+    return rule;
+  }
   rule.operands = {x, x, slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
   rule.results = {x, slots, {e, i, h}, {e, i, h}, {e, h, i}};
   // dx and the routing weights' gradient sum over the intermediate features;
   // the expert weights' gradients sum over the tokens.
   rule.reductions = {{i}, {i}, lead, lead, lead};
   return rule;
+}
+
+ShardingRule GroupedExpertsOp::getShardingRule() {
+  return groupedExpertsShardingRule(rankOf(getInput()), /*backward=*/false);
+}
+
+ShardingRule GroupedExpertsBackwardOp::getShardingRule() {
+  return groupedExpertsShardingRule(rankOf(getInput()), /*backward=*/true);
 }
 
 // The loss multiplies two sums over all tokens of all layers: not a sum of

@@ -2,6 +2,7 @@
 #ifndef KILN_DIALECT_KILN_IR_KILNOPS_H
 #define KILN_DIALECT_KILN_IR_KILNOPS_H
 
+#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 
@@ -26,6 +27,10 @@ llvm::StringRef owningModule(mlir::Value value);
 /// module, plus the weight's name where one op holds several (a MoE layer's
 /// "layers.0.moe.experts.w1"), so tensor-parallel plans can name each.
 std::string parameterPath(mlir::Value param);
+
+/// FLOPs of `rows` tokens through one SwiGLU expert of `hidden` -> `inter`
+/// -> `hidden` (the grouped experts' forward).
+int64_t expertFlops(int64_t rows, int64_t hidden, int64_t inter);
 
 /// Verifies that an op's `fqn` attribute, its torchtitan module path, is a
 /// non-empty string: override rules, names of backward ops and diagnostics

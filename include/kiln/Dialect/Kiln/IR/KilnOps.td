@@ -290,3 +290,4 @@ include "kiln/Dialect/Kiln/IR/KilnMoeOps.td"
 include "kiln/Dialect/Kiln/IR/KilnOptimizerOps.td"
 
 #endif // KILN_OPS_TD
+include "kiln/Dialect/Kiln/IR/KilnKernelOps.td"

@@ -1,0 +1,121 @@
+//===- KernelSpec.h - What a substitutable kernel declares -------*- C++ -*-===//
+//
+// A kernel that override rules may put in place of a kiln op: the op it
+// replaces, the form and hardware constraints it accepts, how it rewrites
+// the op (transposes into its layout included), and the semantics of the
+// kiln.kernel / kiln.kernel_backward ops that call it (types, cost,
+// sharding, VJP). Specs register by name at start-up (lib/Kernels, one file
+// per kernel); the dialect only looks them up, so it depends on no runtime.
+// Targets attach their implementations to a spec (the CPU one through
+// kiln::CpuKernelImpl).
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DIALECT_KILN_IR_KERNELSPEC_H
+#define KILN_DIALECT_KILN_IR_KERNELSPEC_H
+
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Operation.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// The machine kernels are checked against (`target.name`, `target.lnc`).
+/// "trn2"/"trn1" are Trainium (NKI constraints apply); "cpu" runs the CPU
+/// implementations with no hardware constraint.
+struct KernelTarget {
+  std::string name = "trn2";
+  int64_t lnc = 2; ///< logical NeuronCore config: physical cores per rank
+  bool isTrainium() const { return name == "trn2" || name == "trn1"; }
+  static const std::vector<std::string> &knownNames();
+};
+
+/// How the Neuron backend emits a kernel: an XLA custom-call to
+/// `customCallTarget` naming the NKI kernel functions.
+struct NeuronKernel {
+  std::string customCallTarget = "AwsNeuronCustomNativeKernel";
+  std::string forward;  ///< NKI kernel identity of the forward
+  std::string backward; ///< and of the backward
+};
+
+/// The rule and module a kernel call belongs to, for the ops a spec builds.
+struct KernelCall {
+  mlir::StringAttr rule;
+  mlir::StringAttr fqn;
+  mlir::DictionaryAttr options; ///< the rule's options
+};
+
+class KernelSpec {
+public:
+  virtual ~KernelSpec();
+
+  virtual llvm::StringRef name() const = 0;
+  /// The op it replaces, e.g. "kiln.rope".
+  virtual llvm::StringRef targetOp() const = 0;
+  virtual llvm::StringRef summary() const = 0;
+  /// The layout its operands take, in words.
+  virtual llvm::StringRef layout() const = 0;
+  /// Largest max-abs difference kiln check-kernel accepts against the
+  /// replaced decomposition, f32 and bf16.
+  virtual double tolerance(bool bf16) const = 0;
+  /// Empty for CPU-only kernels.
+  virtual std::optional<NeuronKernel> neuron() const { return std::nullopt; }
+
+  /// Why the kernel does not implement `op` as it stands (a form it was not
+  /// written for, e.g. non-causal attention), or "" when it does.
+  virtual std::string unsupportedForm(mlir::Operation *op) const {
+    (void)op;
+    return "";
+  }
+  /// Other ops the substitution of `op` takes in (a fused producer); they
+  /// are claimed with `op` and must have no other users.
+  virtual llvm::SmallVector<mlir::Operation *> absorbed(mlir::Operation *op) const {
+    (void)op;
+    return {};
+  }
+  /// Appends each constraint `op` violates on `target`, as
+  /// "<constraint> (<values>)", e.g. "seq % (128 * lnc) == 0 (seq = 200,
+  /// 128 * lnc = 256)".
+  virtual void checkConstraints(mlir::Operation *op, const KernelTarget &target,
+                                llvm::SmallVectorImpl<std::string> &violations) const = 0;
+  /// Builds the kernel call replacing `op` (and what absorbed() took) at the
+  /// builder's insertion point; returns the values replacing op's results.
+  virtual llvm::SmallVector<mlir::Value> substitute(mlir::OpBuilder &b, mlir::Operation *op,
+                                                    const KernelCall &call) const = 0;
+
+  /// kiln.kernel (backward = false) or kiln.kernel_backward of this kernel:
+  /// checks operand and result types, emitting an error on `op`.
+  virtual mlir::LogicalResult verify(mlir::Operation *op, bool backward) const = 0;
+  virtual int64_t flops(mlir::Operation *op, bool backward) const = 0;
+  virtual ShardingRule shardingRule(mlir::Operation *op, bool backward) const = 0;
+  /// The forward's VJP: builds the kernel's backward from the cotangents of
+  /// the forward's results (null where none flows).
+  virtual mlir::LogicalResult buildVjp(mlir::Operation *forward, mlir::OpBuilder &b,
+                                       llvm::ArrayRef<mlir::Value> resultGrads,
+                                       llvm::SmallVectorImpl<mlir::Value> &operandGrads) const = 0;
+  /// Operands of the backward that carry cotangents.
+  virtual llvm::SmallVector<unsigned> cotangentOperands() const = 0;
+  /// Called by kiln-partition on a clone with local shapes of `global`, when
+  /// the clone computes a share of a split loop (`split`); e.g. a mean over
+  /// split positions records the global count.
+  virtual void localize(mlir::Operation *clone, mlir::Operation *global, bool split) const {
+    (void)clone, (void)global, (void)split;
+  }
+};
+
+/// Registers `spec` under its name (start-up only; a second spec of one name
+/// is a programming error).
+void registerKernelSpec(std::unique_ptr<KernelSpec> spec);
+/// The spec registered as `name`, or null.
+const KernelSpec *lookupKernelSpec(llvm::StringRef name);
+/// Every registered spec, by name.
+std::vector<const KernelSpec *> registeredKernelSpecs();
+
+} // namespace kiln
+
+#endif // KILN_DIALECT_KILN_IR_KERNELSPEC_H

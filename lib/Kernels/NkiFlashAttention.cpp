@@ -1,0 +1,163 @@
+//===- NkiFlashAttention.cpp - nki_flash_attention for kiln.attention -----===//
+//
+// NKI's flash attention (flash_fwd / flash_attn_bwd): causal, grouped KV
+// heads, in [batch, heads, seq, head_dim] with the row log-sum-exp saved for
+// the backward. Constraints as the NKI kernel documents them: head_dim is
+// the partition dimension (at most 128), the sequence is tiled in rows of
+// 128 partitions and K/V in tiles of seq_tile_size (2048 by default).
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBase.h"
+
+#include "kiln/Runtime/BackwardKernels.h"
+#include "kiln/Runtime/Kernels.h"
+
+namespace kiln::kernel_ir {
+namespace {
+
+int64_t scoredPairs(int64_t seq, bool causal) { return causal ? seq * (seq + 1) / 2 : seq * seq; }
+
+class NkiFlashAttention final : public KernelBase {
+public:
+  StringRef name() const override { return "nki_flash_attention"; }
+  StringRef targetOp() const override { return "kiln.attention"; }
+  StringRef summary() const override {
+    return "NKI flash attention (flash_fwd / flash_attn_bwd): causal, GQA, online softmax";
+  }
+  StringRef layout() const override {
+    return "q [b, heads, s, d], k and v [b, kv_heads, s, d]; lse [b, heads, s]";
+  }
+  double tolerance(bool bf16) const override { return bf16 ? 2e-2 : 2e-5; }
+  std::optional<NeuronKernel> neuron() const override {
+    return NeuronKernel{"AwsNeuronCustomNativeKernel", "flash_fwd", "flash_attn_bwd"};
+  }
+
+  std::string unsupportedForm(Operation *op) const override {
+    return cast<AttentionOp>(op).getCausal() ? "" : "it is not causal (the kernel is causal only)";
+  }
+
+  void checkConstraints(Operation *op, const KernelTarget &target,
+                        SmallVectorImpl<std::string> &violations) const override {
+    if (!target.isTrainium())
+      return;
+    auto q = typeOf(cast<AttentionOp>(op).getQ());
+    int64_t seq = q.getDimSize(1), d = q.getDimSize(3);
+    if (d > 128)
+      violations.push_back("head_dim <= 128 (head_dim = " + std::to_string(d) + ")");
+    if (seq % 128 != 0)
+      violations.push_back("seq % 128 == 0 (seq = " + std::to_string(seq) + ")");
+    if (seq > 2048 && seq % 2048 != 0)
+      violations.push_back("seq % seq_tile_size == 0 above one tile (seq = " +
+                           std::to_string(seq) + ", seq_tile_size = 2048)");
+  }
+
+  SmallVector<Value> substitute(OpBuilder &b, Operation *op,
+                                const KernelCall &call) const override {
+    auto attn = cast<AttentionOp>(op);
+    Location loc = op->getLoc();
+    Value q = transposed(b, loc, attn.getQ(), kSwapSeqHeads, call.fqn);
+    Value k = transposed(b, loc, attn.getK(), kSwapSeqHeads, call.fqn);
+    Value v = transposed(b, loc, attn.getV(), kSwapSeqHeads, call.fqn);
+    DictionaryAttr options = mergedOptions(
+        b, call, {b.getNamedAttr("causal", b.getBoolAttr(attn.getCausal())),
+                  b.getNamedAttr("scale", attn.getScaleAttr())});
+    Operation *kernel = createForward(b, loc, *this, call, options,
+                                      {q.getType(), attn.getLse().getType()}, {q, k, v});
+    return {transposed(b, loc, kernel->getResult(0), kSwapSeqHeads, call.fqn),
+            kernel->getResult(1)};
+  }
+
+  LogicalResult inferResults(Operation *op, bool backward,
+                             SmallVectorImpl<Type> &results) const override {
+    auto options = op->getAttrOfType<DictionaryAttr>("options");
+    if (!options.getAs<FloatAttr>("scale") || !options.getAs<BoolAttr>("causal"))
+      return callError(op) << "options must hold 'scale' (f32) and 'causal' (bool)";
+    // Backward: (dout, q, k, v, out, lse); forward: (q, k, v).
+    unsigned first = backward ? 1 : 0;
+    if (failed(expectOperandCount(op, backward ? 6 : 3)) ||
+        failed(expectTensor(op, first, "q", 4)) || failed(expectTensor(op, first + 1, "k", 4)) ||
+        failed(expectTensor(op, first + 2, "v", 4)))
+      return failure();
+    auto q = typeOf(op->getOperand(first)), k = typeOf(op->getOperand(first + 1)),
+         v = typeOf(op->getOperand(first + 2));
+    int64_t heads = q.getDimSize(1), kvHeads = k.getDimSize(1);
+    if (k != v || k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(2) != q.getDimSize(2) ||
+        k.getDimSize(3) != q.getDimSize(3) || k.getElementType() != q.getElementType() ||
+        kvHeads == 0 || heads % kvHeads != 0)
+      return callError(op) << "k " << k << " and v " << v << " must match q " << q
+                           << " in batch, seq and head_dim, with kv heads dividing the heads";
+    auto lse = RankedTensorType::get({q.getDimSize(0), heads, q.getDimSize(2)},
+                                     Float32Type::get(op->getContext()));
+    if (!backward) {
+      results.append({q, lse});
+      return success();
+    }
+    if (op->getOperand(0).getType() != q || op->getOperand(4).getType() != q ||
+        op->getOperand(5).getType() != lse)
+      return callError(op) << "dout and out must have q's type " << q << " and lse " << lse;
+    results.append({q, k, v});
+    return success();
+  }
+
+  int64_t flops(Operation *op, bool backward) const override {
+    auto q = typeOf(op->getOperand(backward ? 1 : 0));
+    bool causal = flagOption(op->getAttrOfType<DictionaryAttr>("options"), "causal");
+    return q.getDimSize(0) * q.getDimSize(1) * scoredPairs(q.getDimSize(2), causal) *
+           (backward ? 10 * q.getDimSize(3) + 8 : 4 * q.getDimSize(3) + 5);
+  }
+
+  ShardingRule shardingRule(Operation *, bool backward) const override {
+    // Query and kv heads split together in whole groups; the causal
+    // sequence and head_dim stay whole.
+    ShardingRule rule;
+    int64_t b = rule.loop(), g = rule.loop(), s = rule.loop(false), d = rule.loop(false);
+    SmallVector<int64_t> x{b, g, s, d}, lse{b, g, s};
+    if (backward) {
+      rule.operands = {x, x, x, x, x, lse};
+      rule.results = {x, x, x};
+    } else {
+      rule.operands = {x, x, x};
+      rule.results = {x, lse};
+    }
+    return rule;
+  }
+
+  LogicalResult buildVjp(Operation *forward, OpBuilder &b, ArrayRef<Value> grads,
+                         SmallVectorImpl<Value> &operandGrads) const override {
+    if (grads[1])
+      return callError(forward) << "the log-sum-exp result has a cotangent; it may only feed "
+                                   "the kernel's backward";
+    Value dout = gradOrZeros(b, forward, grads[0], forward->getResult(0));
+    ValueRange in = forward->getOperands();
+    Operation *bwd =
+        createBackward(b, forward, in.getTypes(),
+                       {dout, in[0], in[1], in[2], forward->getResult(0), forward->getResult(1)});
+    operandGrads.append(bwd->result_begin(), bwd->result_end());
+    return success();
+  }
+  SmallVector<unsigned> cotangentOperands() const override { return {0}; }
+
+  void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,
+                  SmallVectorImpl<Tensor> &out) const override {
+    // Until the tiled kernel: the reference in Kiln's layout.
+    auto swap = [](const Tensor &t) { return kernels::transpose(t, {0, 2, 1, 3}); };
+    auto [o, lse] = kernels::attention(swap(in[0]), swap(in[1]), swap(in[2]),
+                                       flagOption(options, "causal"), floatOption(options, "scale"));
+    out.append({swap(o), lse});
+  }
+  void runBackward(DictionaryAttr options, MutableArrayRef<Tensor> in,
+                   SmallVectorImpl<Tensor> &out) const override {
+    auto swap = [](const Tensor &t) { return kernels::transpose(t, {0, 2, 1, 3}); };
+    auto [dq, dk, dv] = kernels::attentionBackward(
+        swap(in[0]), swap(in[1]), swap(in[2]), swap(in[3]), swap(in[4]), in[5],
+        flagOption(options, "causal"), floatOption(options, "scale"));
+    out.append({swap(dq), swap(dk), swap(dv)});
+  }
+};
+
+} // namespace
+
+void registerNkiFlashAttention() { registerKernelSpec(std::make_unique<NkiFlashAttention>()); }
+
+} // namespace kiln::kernel_ir

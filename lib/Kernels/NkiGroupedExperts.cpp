@@ -1,0 +1,127 @@
+//===- NkiGroupedExperts.cpp - nki_grouped_experts for kiln.grouped_experts ===//
+//
+// The seeds' grouped-experts kernel for a MoE layer's routed SwiGLU experts,
+// in Kiln's own layout (x [..., hidden], routing weights and ids [..., k],
+// stacked expert weights): tokens grouped by expert, one GEMM chain per
+// expert, no capacity limit. The matmuls tile hidden and the intermediate
+// size over the 128 partitions of a core.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBase.h"
+
+#include "kiln/Runtime/MoeKernels.h"
+
+namespace kiln::kernel_ir {
+namespace {
+
+class NkiGroupedExperts final : public KernelBase {
+public:
+  StringRef name() const override { return "nki_grouped_experts"; }
+  StringRef targetOp() const override { return "kiln.grouped_experts"; }
+  StringRef summary() const override {
+    return "NKI grouped experts: tokens grouped per expert, SwiGLU GEMMs per group";
+  }
+  StringRef layout() const override {
+    return "x [..., H], weights/ids [..., k], w1/w3 [E, I, H], w2 [E, H, I] (Kiln's layout)";
+  }
+  double tolerance(bool bf16) const override { return bf16 ? 5e-2 : 1e-5; }
+  std::optional<NeuronKernel> neuron() const override {
+    return NeuronKernel{"AwsNeuronCustomNativeKernel", "grouped_experts_fwd",
+                        "grouped_experts_bwd"};
+  }
+
+  void checkConstraints(Operation *op, const KernelTarget &target,
+                        SmallVectorImpl<std::string> &violations) const override {
+    if (!target.isTrainium())
+      return;
+    auto w1 = typeOf(cast<GroupedExpertsOp>(op).getW1());
+    int64_t inter = w1.getDimSize(1), hidden = w1.getDimSize(2);
+    if (hidden % 128 != 0)
+      violations.push_back("hidden % 128 == 0 (hidden = " + std::to_string(hidden) + ")");
+    if (inter % 128 != 0)
+      violations.push_back("moe_intermediate_size % 128 == 0 (moe_intermediate_size = " +
+                           std::to_string(inter) + ")");
+  }
+
+  SmallVector<Value> substitute(OpBuilder &b, Operation *op,
+                                const KernelCall &call) const override {
+    auto experts = cast<GroupedExpertsOp>(op);
+    Operation *kernel = createForward(b, op->getLoc(), *this, call, mergedOptions(b, call, {}),
+                                      {experts.getType()}, op->getOperands());
+    return {kernel->getResult(0)};
+  }
+
+  LogicalResult inferResults(Operation *op, bool backward,
+                             SmallVectorImpl<Type> &results) const override {
+    // Forward (x, weights, ids, w1, w3, w2); backward (dy, ...the same).
+    unsigned x = backward ? 1 : 0;
+    if (failed(expectOperandCount(op, x + 6)) || failed(expectTensor(op, x, "x", -1)) ||
+        failed(expectTensor(op, x + 1, "weights", -1, true)) ||
+        failed(expectTensor(op, x + 3, "w1", 3)) || failed(expectTensor(op, x + 4, "w3", 3)) ||
+        failed(expectTensor(op, x + 5, "w2", 3)))
+      return failure();
+    auto input = typeOf(op->getOperand(x)), weights = typeOf(op->getOperand(x + 1)),
+         ids = typeOf(op->getOperand(x + 2)), w1 = typeOf(op->getOperand(x + 3)),
+         w3 = typeOf(op->getOperand(x + 4)), w2 = typeOf(op->getOperand(x + 5));
+    int64_t e = w1.getDimSize(0), inter = w1.getDimSize(1), hidden = w1.getDimSize(2);
+    bool idsOk = ids.getElementType().isSignlessInteger(64) || ids.getElementType().isSignlessInteger(32);
+    if (!idsOk || ids.getShape() != weights.getShape() || w3 != w1 ||
+        w2.getShape() != ArrayRef<int64_t>{e, hidden, inter} ||
+        input.getShape().back() != hidden ||
+        input.getShape().drop_back() != weights.getShape().drop_back())
+      return callError(op) << "operands x " << input << ", weights " << weights << ", ids "
+                           << ids << ", w1 " << w1 << ", w3 " << w3 << ", w2 " << w2
+                           << " do not form a grouped-experts call";
+    if (backward && op->getOperand(0).getType() != input)
+      return callError(op) << "dy must have x's type " << input;
+    results.push_back(input);
+    if (backward)
+      results.append({weights, w1, w3, w2});
+    return success();
+  }
+
+  int64_t flops(Operation *op, bool backward) const override {
+    unsigned x = backward ? 1 : 0;
+    auto w1 = typeOf(op->getOperand(x + 3));
+    int64_t pairs = typeOf(op->getOperand(x + 2)).getNumElements();
+    int64_t forward = expertFlops(pairs, w1.getDimSize(2), w1.getDimSize(1));
+    return backward ? forward * 8 / 3 : forward;
+  }
+  ShardingRule shardingRule(Operation *op, bool backward) const override {
+    return groupedExpertsShardingRule(typeOf(op->getOperand(backward ? 1 : 0)).getRank(),
+                                      backward);
+  }
+
+  LogicalResult buildVjp(Operation *forward, OpBuilder &b, ArrayRef<Value> grads,
+                         SmallVectorImpl<Value> &operandGrads) const override {
+    SmallVector<Value> operands{grads[0]};
+    operands.append(forward->operand_begin(), forward->operand_end());
+    ValueRange in = forward->getOperands();
+    Operation *bwd = createBackward(
+        b, forward, {in[0].getType(), in[1].getType(), in[3].getType(), in[4].getType(),
+                     in[5].getType()},
+        operands);
+    operandGrads.append({bwd->getResult(0), bwd->getResult(1), nullptr, bwd->getResult(2),
+                         bwd->getResult(3), bwd->getResult(4)});
+    return success();
+  }
+  SmallVector<unsigned> cotangentOperands() const override { return {0}; }
+
+  void runForward(DictionaryAttr, MutableArrayRef<Tensor> in,
+                  SmallVectorImpl<Tensor> &out) const override {
+    out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5]));
+  }
+  void runBackward(DictionaryAttr, MutableArrayRef<Tensor> in,
+                   SmallVectorImpl<Tensor> &out) const override {
+    kernels::GroupedExpertsGrads g =
+        kernels::groupedExpertsBackward(in[0], in[1], in[2], in[3], in[4], in[5], in[6]);
+    out.append({g.x, g.weights, g.w1, g.w3, g.w2});
+  }
+};
+
+} // namespace
+
+void registerNkiGroupedExperts() { registerKernelSpec(std::make_unique<NkiGroupedExperts>()); }
+
+} // namespace kiln::kernel_ir
