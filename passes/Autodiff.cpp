@@ -41,9 +41,9 @@ public:
   /// Adds `grad` into v's cotangent; a sum is named after the module v
   /// belongs to (`<owner>.grad_accum`), where `from` is the op whose VJP
   /// produced this contribution.
-  void accumulate(Value v, Value grad, Operation *from) {
+  void accumulate(Value v, Value grad, Location from) {
     Value &slot = grads[v];
-    slot = slot ? AddOp::create(b, from->getLoc(), slot, grad,
+    slot = slot ? AddOp::create(b, from, slot, grad,
                                 b.getStringAttr(ownerOf(v) + ".grad_accum"))
                       .getResult()
                 : grad;
@@ -53,6 +53,46 @@ private:
   OpBuilder &b;
   DenseMap<Value, Value> grads;
 };
+
+} // namespace
+
+FailureOr<SmallVector<Value>> kiln::buildReverseMode(OpBuilder &b, ArrayRef<Operation *> forward,
+                                                     ArrayRef<std::pair<Value, Value>> seeds,
+                                                     ValueRange wrt) {
+  Cotangents cotangents(b);
+  for (auto [value, seed] : seeds)
+    cotangents.accumulate(value, seed, value.getLoc());
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value result : op->getResults()) {
+      resultGrads.push_back(cotangents.lookup(result));
+      any |= resultGrads.back() != nullptr;
+    }
+    if (!any)
+      continue;
+    auto vjp = dyn_cast<VjpOpInterface>(op);
+    if (!vjp)
+      return op->emitOpError() << "(fqn '" << fqnOf(op)
+                               << "'): no VJP, cannot differentiate through it";
+    SmallVector<Value> operandGrads;
+    if (failed(vjp.buildVjp(b, resultGrads, operandGrads)))
+      return failure();
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitOpError() << "(fqn '" << fqnOf(op) << "'): its VJP built "
+                               << operandGrads.size() << " cotangents for "
+                               << op->getNumOperands() << " operands";
+    for (auto [operand, operandGrad] : llvm::zip(op->getOperands(), operandGrads))
+      if (operandGrad)
+        cotangents.accumulate(operand, operandGrad, op->getLoc());
+  }
+  SmallVector<Value> grads;
+  for (Value v : wrt)
+    grads.push_back(cotangents.lookup(v));
+  return grads;
+}
+
+namespace {
 
 struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
@@ -100,39 +140,19 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
       forward.push_back(&op);
 
     b.setInsertionPoint(ret);
-    Cotangents cotangents(b);
     Value lossValue = ret.getOperand(0);
     auto seed = ConstantOp::create(
         b, lossValue.getLoc(),
         SplatElementsAttr::get(cast<ShapedType>(lossValue.getType()), b.getF32FloatAttr(1.0f)),
         b.getStringAttr("loss.seed_grad"));
-    cotangents.accumulate(lossValue, seed, seed);
-
-    for (Operation *op : llvm::reverse(forward)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value result : op->getResults()) {
-        resultGrads.push_back(cotangents.lookup(result));
-        any |= resultGrads.back() != nullptr;
-      }
-      if (!any)
-        continue;
-      auto vjp = dyn_cast<VjpOpInterface>(op);
-      if (!vjp)
-        return op->emitOpError() << "(fqn '" << fqnOf(op)
-                                 << "'): no VJP, cannot differentiate through it";
-      SmallVector<Value> operandGrads;
-      if (failed(vjp.buildVjp(b, resultGrads, operandGrads)))
-        return failure();
-      if (operandGrads.size() != op->getNumOperands())
-        return op->emitOpError() << "(fqn '" << fqnOf(op) << "'): its VJP built "
-                                 << operandGrads.size() << " cotangents for "
-                                 << op->getNumOperands() << " operands";
-
-      for (auto [operand, operandGrad] : llvm::zip(op->getOperands(), operandGrads))
-        if (operandGrad)
-          cotangents.accumulate(operand, operandGrad, op);
-    }
+    SmallVector<Value> params;
+    for (BlockArgument arg : body.getArguments())
+      if (grad.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr))
+        params.push_back(arg);
+    FailureOr<SmallVector<Value>> paramGrads =
+        buildReverseMode(b, forward, {{lossValue, seed}}, params);
+    if (failed(paramGrads))
+      return failure();
 
     // Results: the loss, the metrics, then one gradient per parameter in
     // argument order.
@@ -144,11 +164,9 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
       resultAttrs.push_back(
           b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(metric.name))));
     }
-    for (BlockArgument arg : body.getArguments()) {
-      auto key = grad.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr);
-      if (!key)
-        continue;
-      Value g = cotangents.lookup(arg);
+    for (auto [arg, g] : llvm::zip(params, *paramGrads)) {
+      auto key = grad.getArgAttrOfType<StringAttr>(cast<BlockArgument>(arg).getArgNumber(),
+                                                   kParamAttr);
       if (!g)
         return grad.emitError() << "kiln-autodiff: parameter '" << key.getValue()
                                 << "' does not influence the loss";

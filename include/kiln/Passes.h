@@ -32,6 +32,15 @@ namespace kiln {
 std::unique_ptr<mlir::Pass> createSubstituteKernels(std::vector<OverrideRule> rules,
                                                     const KernelTarget &target, bool log);
 
+/// Reverse-mode differentiation over `forward` (ops in program order) at the
+/// builder's insertion point: from the cotangents `seeds` (value, cotangent)
+/// builds every VJP and returns the cotangent of each of `wrt` (null where
+/// none flows). Sums of cotangents are named `<owner>.grad_accum`.
+/// kiln-autodiff and kiln check-kernel both differentiate with it.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+buildReverseMode(mlir::OpBuilder &b, llvm::ArrayRef<mlir::Operation *> forward,
+                 llvm::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds, mlir::ValueRange wrt);
+
 /// The training pipeline: kiln-autodiff, then kiln-optimizer with `optimizer`
 /// (@loss -> @loss_grad -> @train_step). The driver and kiln-opt's
 /// registered `kiln-training` pipeline (default options) both build it here.

@@ -151,6 +151,25 @@ public:
   }
   SmallVector<unsigned> cotangentOperands() const override { return {0}; }
 
+  KernelCheckShape checkShape() const override {
+    return {{"batch", 2}, {"seq", 48}, {"hidden", 64}, {"vocab", 1000}};
+  }
+  SmallVector<CheckInput> checkInputs(MLIRContext *context,
+                                      const KernelCheckShape &s) const override {
+    Type f32 = Float32Type::get(context), i64 = IntegerType::get(context, 64);
+    int64_t b = dim(s, "batch"), seq = dim(s, "seq"), h = dim(s, "hidden"),
+            v = dim(s, "vocab");
+    return {{"h", RankedTensorType::get({b, seq, h}, f32)},
+            {"weight", RankedTensorType::get({v, h}, f32)},
+            {"labels", RankedTensorType::get({b, seq}, i64), v}};
+  }
+  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+                                                     const KernelCheckShape &,
+                                                     StringAttr fqn) const override {
+    Value logits = LinearOp::create(b, loc, in[0], in[1], b.getStringAttr("output"));
+    return {{CrossEntropyOp::create(b, loc, logits, in[2], fqn, nullptr), true}};
+  }
+
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
     // Until the chunked kernel: the unfused reference.

@@ -10,6 +10,7 @@
 #include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Kernels/KernelCheck.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -24,6 +25,29 @@ using namespace mlir;
 class KernelBase : public KernelSpec, public CpuKernelImpl {
 public:
   LogicalResult verify(Operation *op, bool backward) const final;
+
+  // The check case of `kiln check-kernel` (KernelCheck.h).
+
+  /// Named dimensions and their defaults.
+  virtual KernelCheckShape checkShape() const = 0;
+  /// One input of the replaced op(s): floats drawn from normal(0, 1), or
+  /// integers in [0, idBound) (`distinctPerRow`: distinct along the last
+  /// dimension, as a router's top-k).
+  struct CheckInput {
+    std::string name;
+    RankedTensorType type;
+    int64_t idBound = 0; ///< 0: a float input
+    bool distinctPerRow = false;
+  };
+  virtual SmallVector<CheckInput> checkInputs(MLIRContext *context,
+                                              const KernelCheckShape &shape) const = 0;
+  /// Builds the replaced op(s) on `inputs` with module path `fqn`; returns
+  /// the results the check compares and, for each, whether a cotangent flows
+  /// into it (not into saved values such as attention's log-sum-exp).
+  virtual SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc,
+                                                              ValueRange inputs,
+                                                              const KernelCheckShape &shape,
+                                                              StringAttr fqn) const = 0;
 
 protected:
   /// The result types a call with `op`'s operands must have; emits an error
@@ -64,6 +88,9 @@ Value gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like);
 float floatOption(DictionaryAttr options, StringRef name);
 bool flagOption(DictionaryAttr options, StringRef name);
 std::optional<int64_t> intOption(DictionaryAttr options, StringRef name);
+
+/// The value of dimension `name` in `shape` (which has every dimension).
+int64_t dim(const KernelCheckShape &shape, StringRef name);
 
 /// Registration entry points, one per kernel file.
 void registerNkiRope();

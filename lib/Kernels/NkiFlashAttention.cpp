@@ -138,6 +138,25 @@ public:
   }
   SmallVector<unsigned> cotangentOperands() const override { return {0}; }
 
+  KernelCheckShape checkShape() const override {
+    return {{"batch", 2}, {"seq", 256}, {"heads", 4}, {"kv_heads", 2}, {"head_dim", 64}};
+  }
+  SmallVector<CheckInput> checkInputs(MLIRContext *context,
+                                      const KernelCheckShape &s) const override {
+    Type f32 = Float32Type::get(context);
+    int64_t b = dim(s, "batch"), seq = dim(s, "seq"), d = dim(s, "head_dim");
+    auto kv = RankedTensorType::get({b, seq, dim(s, "kv_heads"), d}, f32);
+    return {{"q", RankedTensorType::get({b, seq, dim(s, "heads"), d}, f32)}, {"k", kv}, {"v", kv}};
+  }
+  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+                                                     const KernelCheckShape &s,
+                                                     StringAttr fqn) const override {
+    float scale = 1.0f / std::sqrt(float(dim(s, "head_dim")));
+    auto attn = AttentionOp::create(b, loc, in[0], in[1], in[2], b.getUnitAttr(),
+                                    b.getF32FloatAttr(scale), fqn);
+    return {{attn.getOut(), true}, {attn.getLse(), false}};
+  }
+
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
     // Until the tiled kernel: the reference in Kiln's layout.

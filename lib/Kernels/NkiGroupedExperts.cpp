@@ -108,6 +108,29 @@ public:
   }
   SmallVector<unsigned> cotangentOperands() const override { return {0}; }
 
+  KernelCheckShape checkShape() const override {
+    return {{"tokens", 64}, {"hidden", 64}, {"intermediate", 32}, {"experts", 8}, {"top_k", 2}};
+  }
+  SmallVector<CheckInput> checkInputs(MLIRContext *context,
+                                      const KernelCheckShape &s) const override {
+    Type f32 = Float32Type::get(context), i64 = IntegerType::get(context, 64);
+    int64_t t = dim(s, "tokens"), h = dim(s, "hidden"), i = dim(s, "intermediate"),
+            e = dim(s, "experts"), k = dim(s, "top_k");
+    auto w = RankedTensorType::get({e, i, h}, f32);
+    return {{"x", RankedTensorType::get({t, h}, f32)},
+            {"weights", RankedTensorType::get({t, k}, f32)},
+            {"experts", RankedTensorType::get({t, k}, i64), e, /*distinctPerRow=*/true},
+            {"w1", w},
+            {"w3", w},
+            {"w2", RankedTensorType::get({e, h, i}, f32)}};
+  }
+  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+                                                     const KernelCheckShape &,
+                                                     StringAttr fqn) const override {
+    return {{GroupedExpertsOp::create(b, loc, in[0], in[1], in[2], in[3], in[4], in[5], fqn),
+             true}};
+  }
+
   void runForward(DictionaryAttr, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
     out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5]));

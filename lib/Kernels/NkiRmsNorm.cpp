@@ -74,6 +74,22 @@ public:
   }
   SmallVector<unsigned> cotangentOperands() const override { return {0}; }
 
+  KernelCheckShape checkShape() const override {
+    return {{"batch", 4}, {"seq", 64}, {"dim", 256}};
+  }
+  SmallVector<CheckInput> checkInputs(MLIRContext *context,
+                                      const KernelCheckShape &s) const override {
+    Type f32 = Float32Type::get(context);
+    int64_t d = dim(s, "dim");
+    return {{"x", RankedTensorType::get({dim(s, "batch"), dim(s, "seq"), d}, f32)},
+            {"weight", RankedTensorType::get({d}, f32)}};
+  }
+  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+                                                     const KernelCheckShape &,
+                                                     StringAttr fqn) const override {
+    return {{RmsNormOp::create(b, loc, in[0], in[1], b.getF32FloatAttr(1e-6f), fqn), true}};
+  }
+
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
     out.push_back(kernels::rmsNorm(in[0], in[1], floatOption(options, "eps")));

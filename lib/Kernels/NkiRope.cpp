@@ -99,6 +99,26 @@ public:
   }
   SmallVector<unsigned> cotangentOperands() const override { return {0, 1}; }
 
+  KernelCheckShape checkShape() const override {
+    return {{"batch", 2}, {"seq", 256}, {"heads", 4}, {"kv_heads", 2}, {"head_dim", 64}};
+  }
+  SmallVector<CheckInput> checkInputs(MLIRContext *context,
+                                      const KernelCheckShape &s) const override {
+    Type f32 = Float32Type::get(context);
+    int64_t b = dim(s, "batch"), seq = dim(s, "seq"), d = dim(s, "head_dim");
+    return {{"q", RankedTensorType::get({b, seq, dim(s, "heads"), d}, f32)},
+            {"k", RankedTensorType::get({b, seq, dim(s, "kv_heads"), d}, f32)}};
+  }
+  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+                                                     const KernelCheckShape &s,
+                                                     StringAttr fqn) const override {
+    int64_t seq = dim(s, "seq"), d = dim(s, "head_dim");
+    Value cache = RopeCacheOp::create(b, loc, b.getF64FloatAttr(1e6), b.getI64IntegerAttr(seq),
+                                      b.getI64IntegerAttr(d), b.getStringAttr("rope_cache"));
+    auto rope = RopeOp::create(b, loc, in[0], in[1], cache, fqn);
+    return {{rope.getQOut(), true}, {rope.getKOut(), true}};
+  }
+
   void runForward(DictionaryAttr, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
     out.push_back(kernels::ropeRotate(in[0], in[2], /*transpose=*/false, /*headsFirst=*/true));

@@ -32,6 +32,10 @@ commands:
           Qwen3 byte-level BPE: text to ids, or ids back to text (stdin default)
   ckpt diff <checkpoint-a> <checkpoint-b>
           missing/unexpected keys and per-tensor max-abs difference
+  check-kernel <name> [--shape dim=N,...] [--dtype f32|bf16] [--seed N]
+  check-kernel --all
+          a substitutable kernel's CPU implementation against the ops it
+          replaces, forward and backward; exit 1 above its tolerance
 )";
 } // namespace
 
@@ -53,6 +57,8 @@ int main(int argc, char **argv) {
       return kiln::runCheckpoint(args);
     if (command == "tokenize")
       return kiln::runTokenize(args);
+    if (command == "check-kernel")
+      return kiln::runCheckKernel(args);
     fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
     return 2;
   } catch (const std::exception &e) {
