@@ -8,6 +8,12 @@
 //   GroupedExpertsFwdBwd     vs GroupedExpertsFwdBwdNaiveBaseline (one
 //                            matrix-vector product per token and slot, no
 //                            grouping by expert and no GEMMs)
+//   FlashAttentionFwdBwd     vs AttentionFwdBwdBaseline (kernels::attention
+//   (+Permuted: with the 8      and attentionBackward, [s, s] scores per
+//   layout transposes)          head), causal, 16 heads / 8 kv heads, d 128
+//   ChunkedCrossEntropy      vs UnfusedCrossEntropyBaseline (linear,
+//                            crossEntropy, crossEntropyBackward and both
+//                            linear backwards through [tokens, V] logits)
 // plus the capture, training-step and tokenizer figures quoted in the docs.
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +22,8 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Runtime/BackwardKernels.h"
+#include "kiln/Runtime/ChunkedCrossEntropy.h"
+#include "kiln/Runtime/FlashAttention.h"
 #include "kiln/Runtime/Kernels.h"
 #include "kiln/Runtime/MoeKernels.h"
 #include "kiln/Runtime/TokenBatch.h"
@@ -52,6 +60,8 @@ Tensor labelsFor(int64_t rows, int64_t vocab) {
 }
 
 constexpr int64_t kVocab = 151936, kRows = 64;
+
+Tensor swapMiddle(const Tensor &t) { return kernels::swapMiddleDims(t); }
 
 void CrossEntropyBackward(benchmark::State &state) {
   Tensor logits = randomTensor({kRows, kVocab}, 1), labels = labelsFor(kRows, kVocab);
@@ -193,6 +203,144 @@ void GroupedExpertsFwdBwdNaiveBaseline(benchmark::State &state) {
   state.SetItemsProcessed(state.iterations() * In::kTokens);
 }
 BENCHMARK(GroupedExpertsFwdBwdNaiveBaseline)->Unit(benchmark::kMillisecond);
+
+/// Causal GQA attention as in Qwen3 (16 query heads, 8 kv heads, d 128);
+/// arguments batch and seq.
+struct AttentionBenchInputs {
+  static constexpr int64_t kHeads = 16, kKvHeads = 8, kHeadDim = 128;
+  explicit AttentionBenchInputs(const benchmark::State &state)
+      : batch(state.range(0)), seq(state.range(1)),
+        q(randomTensor({batch, kHeads, seq, kHeadDim}, 10)),
+        k(randomTensor({batch, kKvHeads, seq, kHeadDim}, 11)),
+        v(randomTensor({batch, kKvHeads, seq, kHeadDim}, 12)),
+        dout(randomTensor({batch, kHeads, seq, kHeadDim}, 13)) {}
+  int64_t batch, seq;
+  Tensor q, k, v, dout; ///< [b, h, s, d]; the baseline permutes them once
+  float scale = 1.0f / std::sqrt(float(kHeadDim));
+};
+
+void attentionArgs(benchmark::internal::Benchmark *b) {
+  b->ArgNames({"b", "s"})->Unit(benchmark::kMillisecond);
+  for (int64_t batch : {1, 4})
+    for (int64_t seq : {256, 1024, 2048})
+      b->Args({batch, seq});
+}
+
+void flashFwdBwd(benchmark::State &state, kernels::FlashBlocks blocks) {
+  AttentionBenchInputs in(state);
+  for (auto _ : state) {
+    auto [out, lse] = kernels::flashAttention(in.q, in.k, in.v, true, in.scale, blocks);
+    benchmark::DoNotOptimize(kernels::flashAttentionBackward(in.dout, in.q, in.k, in.v, out,
+                                                             lse, true, in.scale, blocks));
+  }
+  state.SetItemsProcessed(state.iterations() * in.batch * in.seq);
+}
+
+/// Flash kernels alone, inputs already [b, h, s, d].
+void FlashAttentionFwdBwd(benchmark::State &state) { flashFwdBwd(state, {}); }
+BENCHMARK(FlashAttentionFwdBwd)->Apply(attentionArgs);
+
+/// Tile-size sweep at one shape (how the defaults were picked).
+void FlashAttentionFwdBwdTiles(benchmark::State &state) {
+  flashFwdBwd(state, {state.range(2), state.range(3)});
+}
+BENCHMARK(FlashAttentionFwdBwdTiles)
+    ->ArgNames({"b", "s", "bq", "bk"})
+    ->ArgsProduct({{1}, {1024}, {32, 64, 128}, {64, 128, 256}})
+    ->Unit(benchmark::kMillisecond);
+
+/// Flash kernels plus the permutes the IR inserts around them in a graph
+/// whose attention tensors are [b, s, h, d]: q, k, v in and out back in the
+/// forward; dout in and dq, dk, dv back in the backward (8 transposes).
+void FlashAttentionFwdBwdPermuted(benchmark::State &state) {
+  AttentionBenchInputs in(state);
+  Tensor q = swapMiddle(in.q), k = swapMiddle(in.k), v = swapMiddle(in.v),
+         dout = swapMiddle(in.dout);
+  for (auto _ : state) {
+    Tensor qh = swapMiddle(q), kh = swapMiddle(k), vh = swapMiddle(v);
+    auto [out, lse] = kernels::flashAttention(qh, kh, vh, true, in.scale);
+    benchmark::DoNotOptimize(swapMiddle(out));
+    auto [dq, dk, dv] = kernels::flashAttentionBackward(swapMiddle(dout), qh, kh, vh, out, lse,
+                                                        true, in.scale);
+    benchmark::DoNotOptimize(swapMiddle(dq));
+    benchmark::DoNotOptimize(swapMiddle(dk));
+    benchmark::DoNotOptimize(swapMiddle(dv));
+  }
+  state.SetItemsProcessed(state.iterations() * in.batch * in.seq);
+}
+BENCHMARK(FlashAttentionFwdBwdPermuted)->Apply(attentionArgs);
+
+void AttentionFwdBwdBaseline(benchmark::State &state) {
+  AttentionBenchInputs in(state);
+  Tensor q = swapMiddle(in.q), k = swapMiddle(in.k), v = swapMiddle(in.v),
+         dout = swapMiddle(in.dout);
+  for (auto _ : state) {
+    auto [out, lse] = kernels::attention(q, k, v, true, in.scale);
+    benchmark::DoNotOptimize(
+        kernels::attentionBackward(dout, q, k, v, out, lse, true, in.scale));
+  }
+  state.SetItemsProcessed(state.iterations() * in.batch * in.seq);
+}
+BENCHMARK(AttentionFwdBwdBaseline)->Apply(attentionArgs);
+
+/// Output projection + mean cross-entropy, forward and backward: arguments
+/// tokens, hidden and (chunked only) chunkRows, 0 for the default. The
+/// `extra_MB` counter is the memory each needs besides inputs and gradients:
+/// logits + dlogits for the baseline, one chunk + row losses for the kernel.
+constexpr int64_t kCeVocab = 151936;
+
+/// N(0, 1/H) entries, so logits of N(0, 1) hidden states are N(0, 1) as after
+/// initialisation (unit-variance weights give logits of deviation sqrt(H),
+/// whose softmax underflows into subnormals that stall the baseline's GEMMs).
+Tensor projectionWeight(int64_t hidden) {
+  Tensor w = randomTensor({kCeVocab, hidden}, 15);
+  const float scale = 1.0f / std::sqrt(float(hidden));
+  for (int64_t i = 0; i < w.numel(); ++i)
+    w.mutableData<float>()[i] *= scale;
+  return w;
+}
+
+void ChunkedCrossEntropy(benchmark::State &state) {
+  const int64_t tokens = state.range(0), hidden = state.range(1), chunk = state.range(2);
+  Tensor h = randomTensor({tokens, hidden}, 14), w = projectionWeight(hidden);
+  Tensor labels = labelsFor(tokens, kCeVocab), dloss(DType::F32, {});
+  *dloss.mutableData<float>() = 1.0f;
+  for (auto _ : state) {
+    auto r = kernels::chunkedCrossEntropy(h, w, labels, {}, chunk);
+    benchmark::DoNotOptimize(
+        kernels::chunkedCrossEntropyBackward(dloss, std::move(r.gradH), std::move(r.gradW)));
+  }
+  state.counters["extra_MB"] =
+      double(kernels::chunkedCrossEntropyScratchBytes(tokens, kCeVocab, chunk)) / 1e6;
+  state.SetItemsProcessed(state.iterations() * tokens);
+}
+BENCHMARK(ChunkedCrossEntropy)
+    ->ArgNames({"tokens", "H", "chunk"})
+    ->Args({1024, 256, 0})
+    ->Args({1024, 256, 256})
+    ->Args({2048, 128, 0})
+    ->Unit(benchmark::kMillisecond);
+
+void UnfusedCrossEntropyBaseline(benchmark::State &state) {
+  const int64_t tokens = state.range(0), hidden = state.range(1);
+  Tensor h = randomTensor({tokens, hidden}, 14), w = projectionWeight(hidden);
+  Tensor labels = labelsFor(tokens, kCeVocab), dloss(DType::F32, {});
+  *dloss.mutableData<float>() = 1.0f;
+  for (auto _ : state) {
+    Tensor logits = kernels::linear(h, w);
+    benchmark::DoNotOptimize(kernels::crossEntropy(logits, labels));
+    Tensor dlogits = kernels::crossEntropyBackward(logits, labels, dloss);
+    benchmark::DoNotOptimize(kernels::linearBackwardData(dlogits, w));
+    benchmark::DoNotOptimize(kernels::linearBackwardWeight(dlogits, h));
+  }
+  state.counters["extra_MB"] = 2.0 * double(tokens * kCeVocab * 4) / 1e6;
+  state.SetItemsProcessed(state.iterations() * tokens);
+}
+BENCHMARK(UnfusedCrossEntropyBaseline)
+    ->ArgNames({"tokens", "H"})
+    ->Args({1024, 256})
+    ->Args({2048, 128})
+    ->Unit(benchmark::kMillisecond);
 
 void CaptureQwen3_32B_Seq4096(benchmark::State &state) {
   const Qwen3Config &config = Qwen3Config::flavor("qwen3-32b");
