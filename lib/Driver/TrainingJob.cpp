@@ -236,7 +236,7 @@ private:
   bool enabled_;
 };
 
-/// "epoch 0, batch 5 of 120" for a corpus position, "" for a fixed batch.
+/// ", data epoch 0 batch 5 of 120" for a corpus position, "" for a fixed batch.
 std::string describePosition(const nlohmann::json &position) {
   if (!position.contains("epoch"))
     return "";
