@@ -18,6 +18,7 @@
 
 #include "kiln/Data/DataLoader.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/Fnv128.h"
 #include "kiln/Support/Json.h"
 
 #include <cmath>
@@ -32,31 +33,6 @@ namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'T', 'O', 'K', '1'};
 constexpr size_t kHeaderBytes = sizeof(kMagic) + sizeof(uint64_t);
-
-/// 128-bit FNV-1a: dependency-free and wide enough that two corpora never
-/// collide by accident (the cache is not a security boundary).
-class Fnv128 {
-public:
-  void bytes(const void *data, size_t n) {
-    const unsigned char *p = static_cast<const unsigned char *>(data);
-    for (size_t i = 0; i < n; ++i)
-      hash_ = (hash_ ^ p[i]) * kPrime;
-  }
-  /// Length-prefixed, so ["ab", "c"] and ["a", "bc"] hash differently.
-  void string(std::string_view s) {
-    uint64_t n = s.size();
-    bytes(&n, sizeof n);
-    bytes(s.data(), s.size());
-  }
-  std::string hex() const {
-    return fmt::format("{:016x}{:016x}", uint64_t(hash_ >> 64), uint64_t(hash_));
-  }
-
-private:
-  using u128 = unsigned __int128;
-  static constexpr u128 kPrime = (u128(0x0000000001000000ULL) << 64) | 0x000000000000013BULL;
-  u128 hash_ = (u128(0x6c62272e07bb0142ULL) << 64) | 0x62b821756295c58dULL;
-};
 
 std::string cachePath(const std::vector<std::string> &documents, const Tokenizer &tokenizer,
                       const std::string &cacheDir) {
@@ -213,12 +189,21 @@ int64_t DataLoader::validationWindows() const { return int64_t(validationWindows
 
 bool DataLoader::loadedFromCache() const { return fromCache_; }
 
+int64_t DataLoader::batchesPerEpoch() const {
+  return trainWindowsPerRank() / options_.batchSize;
+}
+
+std::string DataLoader::fingerprint() const {
+  Fnv128 h;
+  h.bytes(stream_.data(), stream_.size() * sizeof(int32_t));
+  return h.hex();
+}
+
 Tensor DataLoader::trainBatch(int64_t index) const {
   if (index < 0)
     fail("training batch index must be non-negative, got {}", index);
   const DataLoaderOptions &o = options_;
-  const int64_t batchesPerEpoch = trainWindowsPerRank() / o.batchSize;
-  const int64_t epoch = index / batchesPerEpoch, batch = index % batchesPerEpoch;
+  const int64_t epoch = index / batchesPerEpoch(), batch = index % batchesPerEpoch();
   // Reshuffled per call: O(windows), negligible next to a training step, and
   // it keeps trainBatch stateless and safe to call from any thread.
   std::vector<int64_t> order = shuffled(trainWindows_, o.seed, uint64_t(epoch));

@@ -188,8 +188,16 @@ const std::vector<Field> &fields() {
       field("checkpoint", "folder", &C::checkpoint, &C::Checkpoint::folder),
       field("checkpoint", "initial_load_path", &C::checkpoint, &C::Checkpoint::initialLoadPath),
       field("checkpoint", "initial_load_in_hf", &C::checkpoint, &C::Checkpoint::initialLoadInHf),
+      field("checkpoint", "last_save_model_only", &C::checkpoint,
+            &C::Checkpoint::lastSaveModelOnly),
       field("checkpoint", "last_save_in_hf", &C::checkpoint, &C::Checkpoint::lastSaveInHf),
       field("checkpoint", "interval", &C::checkpoint, &C::Checkpoint::interval, positive()),
+      field("checkpoint", "keep_latest_k", &C::checkpoint, &C::Checkpoint::keepLatestK,
+            nonNegative()),
+      field("checkpoint", "load_step", &C::checkpoint, &C::Checkpoint::loadStep,
+            Rule{"must be -1 (the latest) or >= 0", [](const json &v) {
+                   return v.get<int64_t>() >= -1;
+                 }}),
       field("checkpoint", "max_shard_bytes", &C::checkpoint, &C::Checkpoint::maxShardBytes,
             positive()),
 
@@ -235,6 +243,7 @@ const std::vector<Field> &fields() {
       field("target", "lnc", &C::target, &C::Target::lnc, positive()),
 
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
+      field("debug", "kill_during_save", &C::debug, &C::Debug::killDuringSave, nonNegative()),
   };
   return table;
 }

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <thread>
 #include <random>
+#include <set>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -171,7 +172,7 @@ std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
 }
 } // namespace
 
-Trainer::Trainer(const TrainConfig &given) : config_(given) {
+Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : config_(given) {
   const TrainConfig &config = config_;
   model_ = config.model.resolve();
   optimizer_ = OptimizerSettings::fromConfig(config);
@@ -229,8 +230,10 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
          "training.seq_len",
          model_.name, peak / 1e9, grid_ ? ", all ranks on this machine" : "", physical / 1e9);
 
-  const std::string &load = config.checkpoint.initialLoadPath;
-  if (!load.empty() && !config.checkpoint.initialLoadInHf)
+  // A resumed run continues from its checkpoint's weights; the initial ones
+  // only start a run.
+  const std::string &load = resumeDir.empty() ? config.checkpoint.initialLoadPath : resumeDir;
+  if (resumeDir.empty() && !load.empty() && !config.checkpoint.initialLoadInHf)
     fail("checkpoint.initial_load_path: Kiln reads Hugging Face checkpoints only; set "
          "checkpoint.initial_load_in_hf=true");
   std::optional<Checkpoint> checkpoint;
@@ -254,7 +257,9 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
     Type type = loss_.getArgumentTypes()[*global.argument(kParamAttr, p.key)];
     auto slice = [&](Tensor full) { return localSlice(std::move(full), p.arg); };
     ArrayRef<int64_t> globalShape = cast<RankedTensorType>(type).getShape();
-    globalShapes_[p.arg] = Shape(globalShape.begin(), globalShape.end());
+    // The moments are split as their parameter is.
+    for (unsigned arg : {p.arg, p.expAvgArg, p.expAvgSqArg})
+      globalShapes_[arg] = Shape(globalShape.begin(), globalShape.end());
     state_[p.arg] = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step", slice)
                                : slice(drawn.at(p.key));
     drawn.erase(p.key);
@@ -265,7 +270,8 @@ Trainer::Trainer(const TrainConfig &given) : config_(given) {
   state_[signature_.stepArg] = scalarStep(0);
   for (const TrainStepSignature::OtherState &other : signature_.otherState) {
     ArrayRef<int64_t> shape = cast<RankedTensorType>(trainStep_.getArgumentTypes()[other.arg]).getShape();
-    state_[other.arg] = localSlice(Tensor(DType::F32, Shape(shape.begin(), shape.end())), other.arg);
+    globalShapes_[other.arg] = Shape(shape.begin(), shape.end());
+    state_[other.arg] = localSlice(Tensor(DType::F32, globalShapes_[other.arg]), other.arg);
   }
   peakFlops_ = measureCpuPeakFlops();
 }
@@ -480,10 +486,48 @@ TensorMap Trainer::parameterState() const {
 
 TensorMap Trainer::parameters() const { return unstackTensors(parameterState()); }
 
-void Trainer::saveHf(const std::string &dir, int64_t maxShardBytes) const {
-  TensorMap params = parameters(); // every rank takes part in the gathers
-  if (isLeader())
-    saveHfCheckpoint(dir, model_.toHfConfigJson(), params, maxShardBytes);
+template <typename Fn> void Trainer::forEachOptimizerState(Fn fn) const {
+  for (const TrainStepSignature::Param &p : signature_.params) {
+    fn(expAvgName(p.key), p.expAvgArg);
+    fn(expAvgSqName(p.key), p.expAvgSqArg);
+  }
+  for (const TrainStepSignature::OtherState &other : signature_.otherState)
+    fn(other.name, other.arg);
+}
+
+TensorMap Trainer::optimizerState() const {
+  checkState();
+  TensorMap state;
+  forEachOptimizerState([&](const std::string &name, unsigned arg) {
+    state.emplace(name, gathered(state_[arg], arg));
+  });
+  return state;
+}
+
+void Trainer::restoreOptimizerState(const SafeTensorsFile &file, int64_t step) {
+  checkState();
+  if (step < 0)
+    fail("{}: the update count must be >= 0, got {}", file.path(), step);
+  std::set<std::string> expected;
+  std::vector<Tensor> restored = state_; // all or nothing: state_ changes only at the end
+  forEachOptimizerState([&](const std::string &name, unsigned arg) {
+    expected.insert(name);
+    if (!file.contains(name))
+      fail("{}: missing optimizer state '{}'", file.path(), name);
+    Tensor stored = file.get(name);
+    const Shape &whole = globalShapes_.at(arg);
+    if (stored.dtype() != DType::F32 || stored.shape() != whole)
+      fail("{}: optimizer state '{}' is {} {}, but this model needs F32 {}", file.path(), name,
+           dtypeName(stored.dtype()), shapeToString(stored.shape()), shapeToString(whole));
+    // An owned copy: the run must not depend on the file staying unchanged.
+    restored[arg] = localSlice(stored.to(DType::F32), arg);
+  });
+  for (const std::string &name : file.names())
+    if (!expected.count(name))
+      fail("{}: optimizer state '{}' belongs to no parameter of this model", file.path(), name);
+  restored[signature_.stepArg] = scalarStep(step);
+  state_ = std::move(restored);
+  updates_ = step;
 }
 
 } // namespace kiln

@@ -1,16 +1,14 @@
 //===- TrainingJob.cpp - A whole `kiln train` run -------------------------===//
 
 #include "kiln/Driver/TrainingJob.h"
-#include "kiln/Data/Corpus.h"
-#include "kiln/Data/DataLoader.h"
+#include "kiln/Driver/BatchSource.h"
 #include "kiln/Driver/LossCurve.h"
+#include "kiln/Driver/TrainCheckpoint.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
-#include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
-#include "kiln/Support/Paths.h"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -22,7 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
+#include <sstream>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -46,7 +44,8 @@ extern "C" void onBrokenPipe(int) {
 }
 
 /// Removes what a killed save left in `folder`: the `<dir>.tmp.<pid>` and
-/// `<dir>.old.<pid>` siblings saveHfCheckpoint renames through.
+/// `<dir>.old.<pid>` siblings saveHfCheckpoint and pruneCheckpoints rename
+/// through.
 void removeStaleTemporaries(const std::string &folder) {
   std::error_code ec;
   if (folder.empty() || !fs::is_directory(folder, ec))
@@ -117,93 +116,40 @@ public:
     if (!enabled())
       return;
     if (!out_.is_open()) {
-      out_.open(path_, std::ios::trunc);
+      out_.open(path_, append_ ? std::ios::app : std::ios::trunc);
       if (!out_)
         fail("metrics.jsonl: cannot write '{}': {}", path_, std::strerror(errno));
     }
     out_ << record.dump() << "\n" << std::flush;
   }
+  /// Continues the file of a run resumed after `step`: keeps its records up
+  /// to `step` and returns them; the later ones (steps about to be redone,
+  /// or a line a kill cut short) are dropped, and writes then append.
+  std::vector<nlohmann::json> resume(int64_t step) {
+    std::vector<nlohmann::json> kept;
+    std::error_code ec;
+    if (!enabled() || !fs::exists(path_, ec))
+      return kept;
+    std::istringstream in(readFile(path_));
+    std::string text, line;
+    while (std::getline(in, line)) {
+      nlohmann::json record = jsonTooDeep(line) ? nlohmann::json()
+                                                : nlohmann::json::parse(line, nullptr, false);
+      if (record.is_object() && record.contains("step") &&
+          record["step"].is_number_integer() && record["step"].get<int64_t>() <= step) {
+        text += line + "\n";
+        kept.push_back(std::move(record));
+      }
+    }
+    writeFileAtomic(path_, text);
+    append_ = true;
+    return kept;
+  }
 
 private:
   std::string path_;
   std::ofstream out_;
-};
-
-/// Writes batches as one token file (`kiln eval`'s input format).
-void writeTokenFile(const std::string &path, const std::vector<Tensor> &batches) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const Tensor &batch : batches)
-    for (int64_t r = 0; r < batch.dim(0); ++r) {
-      const int64_t *row = batch.data<int64_t>() + r * batch.dim(1);
-      rows.push_back(std::vector<int64_t>(row, row + batch.dim(1)));
-    }
-  writeFileAtomic(path, rows.dump() + "\n");
-}
-
-/// Where the training batches come from.
-class BatchSource {
-public:
-  /// `batchRows`: the global batch (every data-parallel rank's rows).
-  /// `barrier` synchronises every rank: with a token cache, the leader
-  /// tokenizes the corpus and writes the cache while the others wait, then
-  /// they load it instead of each tokenizing it again.
-  BatchSource(const TrainConfig &c, int64_t batchRows, bool leader,
-              const std::function<void()> &barrier) {
-    if (c.data.source == "tokens") {
-      if (c.data.tokensFile.empty())
-        fail("data: source 'tokens' needs data.tokens_file");
-      fixed_ = readTokenBatch(c.data.tokensFile);
-      return;
-    }
-    std::string cache = assetCacheDir();
-    std::string path = c.data.path;
-    if (path.empty() && c.data.source == "brown")
-      path = cache + "/brown";
-    if (path.empty())
-      fail("data: source '{}' needs data.path", c.data.source);
-    if (!std::filesystem::exists(path))
-      fail("data.path: {} does not exist{}", path,
-           c.data.source == "brown" ? " (run scripts/fetch-assets.sh)" : "");
-    std::string tokenizerPath =
-        c.data.tokenizer.empty() ? cache + "/qwen3/tokenizer.json" : c.data.tokenizer;
-    if (!std::filesystem::exists(tokenizerPath))
-      fail("data.tokenizer: {} does not exist (run scripts/fetch-assets.sh)", tokenizerPath);
-    tokenizer_ = Tokenizer::load(tokenizerPath);
-    DataLoaderOptions o;
-    o.seqLen = c.training.seqLen;
-    o.batchSize = batchRows;
-    o.seed = uint64_t(c.data.seed);
-    o.validationFraction = c.data.validationFraction;
-    o.cacheDir = c.data.cacheDir.empty() ? cache + "/tokens" : c.data.cacheDir;
-    auto start = std::chrono::steady_clock::now();
-    std::vector<std::string> documents = readCorpus(c.data.source, path);
-    bool shareCache = !o.cacheDir.empty();
-    if (shareCache && !leader)
-      barrier(); // the leader has written the cache
-    loader_.emplace(documents, *tokenizer_, o);
-    if (shareCache && leader)
-      barrier();
-    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    for (Tensor &batch : loader_->validationBatches())
-      if (batch.dim(0) == batchRows) // the captured batch size
-        validation_.push_back(std::move(batch));
-    if (leader && !c.data.saveValidationTokens.empty() && !validation_.empty())
-      writeTokenFile(c.data.saveValidationTokens, validation_);
-    fmt::print("data: {} documents from {} ({}), {} tokens{}, {} training windows, {} "
-               "held out ({} full validation batches), {:.1f} s\n",
-               documents.size(), path, c.data.source, loader_->totalTokens(),
-               loader_->loadedFromCache() ? " (cached)" : "", loader_->trainWindowsPerRank(),
-               loader_->validationWindows(), validation_.size(), took.count());
-  }
-
-  Tensor train(int64_t step) const { return loader_ ? loader_->trainBatch(step) : fixed_; }
-  const std::vector<Tensor> &validation() const { return validation_; }
-
-private:
-  Tensor fixed_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::optional<DataLoader> loader_;
-  std::vector<Tensor> validation_;
+  bool append_ = false;
 };
 
 void printPlan(Trainer &trainer) {
@@ -265,13 +211,15 @@ nlohmann::json stepJson(const StepMetrics &m) {
 /// A one-line bar on stderr, redrawn in place; only on a terminal.
 class ProgressBar {
 public:
-  explicit ProgressBar(int64_t total) : total_(total), enabled_(isatty(STDERR_FILENO)) {}
+  /// `first`: the step a resumed run starts after (its rate counts from there).
+  ProgressBar(int64_t total, int64_t first)
+      : total_(total), first_(first), enabled_(isatty(STDERR_FILENO)) {}
   void update(int64_t done, double loss, double seconds) {
     if (!enabled_)
       return;
     constexpr int kWidth = 30;
-    int filled = int(kWidth * done / total_);
-    double eta = done ? seconds / double(done) * double(total_ - done) : 0;
+    int filled = int(kWidth * std::min(done, total_) / total_);
+    double eta = done > first_ ? seconds / double(done - first_) * double(total_ - done) : 0;
     fmt::print(stderr, "\r[{}{}] {}/{} steps  loss {:.4f}  eta {:.0f} s ",
                std::string(filled, '#'), std::string(kWidth - filled, '.'), done, total_, loss,
                eta);
@@ -284,27 +232,71 @@ public:
   }
 
 private:
-  int64_t total_;
+  int64_t total_, first_;
   bool enabled_;
 };
+
+/// ", data epoch 0 batch 5 of 120" for a corpus position, "" for a fixed batch.
+std::string describePosition(const nlohmann::json &position) {
+  if (!position.contains("epoch"))
+    return "";
+  return fmt::format(", data epoch {} batch {} of {}", position["epoch"].dump(),
+                     position["batch_in_epoch"].dump(), position["batches_per_epoch"].dump());
+}
 
 } // namespace
 
 int runTrainingJob(const TrainConfig &config) {
   checkOutputPaths(config);
+  // A resumable checkpoint in the folder, checked against this run's
+  // settings before anything is loaded (torchtitan: with checkpoint.enable,
+  // the folder's checkpoint wins over checkpoint.initial_load_path).
+  std::optional<std::string> resumeDir;
+  TrainState resumed;
+  if (config.checkpoint.enable && (resumeDir = findResumeCheckpoint(config.checkpoint))) {
+    resumed = TrainState::read(*resumeDir);
+    checkResumable(resumed, *resumeDir, config);
+  }
   // The Trainer first: it refuses a model whose step cannot fit in memory
   // right after capture, before any data is read or tokenized.
-  Trainer trainer(config);
+  Trainer trainer(config, resumeDir.value_or(""));
+  if (resumeDir)
+    restoreTrainCheckpoint(trainer, *resumeDir, resumed);
   // Rank 0 prints and writes files; the other ranks compute alongside.
   bool leader = trainer.isLeader();
   if (!leader && !std::freopen("/dev/null", "w", stdout))
     fail("cannot silence the output of rank {}", MpiWorld::get().rank());
   BatchSource data(config, trainer.globalBatchSize(), leader,
                    [&] { trainer.anyRank(false); });
+  if (resumeDir)
+    data.checkPosition(resumed.data, (fs::path(*resumeDir) / kTrainStateFile).string() +
+                                         ": field 'data'");
+  const int64_t steps = config.training.steps, first = resumed.step;
   const Qwen3Config &model = trainer.model();
   fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
              model.parameterCount(), trainer.config().training.localBatchSize,
-             trainer.config().training.seqLen, config.training.steps);
+             trainer.config().training.seqLen, steps);
+  if (resumeDir) {
+    fmt::print("resumed from checkpoint {} at step {} (weights, optimizer state, learning-rate "
+               "schedule{}){}\n",
+               *resumeDir, first, describePosition(resumed.data),
+               config.checkpoint.initialLoadPath.empty()
+                   ? ""
+                   : "; checkpoint.initial_load_path is not read");
+    const nlohmann::json &was = resumed.config["training"]["steps"];
+    if (was != nlohmann::json(steps))
+      fmt::print(stderr, "warning: training.steps is {}, the checkpoint's run had {}: the "
+                         "learning-rate schedule follows the new total\n",
+                 steps, briefJson(was));
+    if (first >= steps)
+      fmt::print("step {} is already at training.steps = {}: nothing left to train\n", first,
+                 steps);
+  } else if (config.checkpoint.enable) {
+    fmt::print("checkpoint: no resumable checkpoint in {}; starting from {}\n",
+               config.checkpoint.folder,
+               config.checkpoint.initialLoadPath.empty() ? "random weights"
+                                                         : config.checkpoint.initialLoadPath);
+  }
   const ParallelLayout &layout = trainer.layout();
   if (layout.worldSize() > 1)
     fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {} (FSDP2 over "
@@ -314,13 +306,21 @@ int runTrainingJob(const TrainConfig &config) {
   printPlan(trainer);
 
   if (!config.debug.saveGrads.empty()) {
-    TensorMap grads = trainer.gradients(data.train(0));
+    TensorMap grads = trainer.gradients(data.train(first));
     if (leader)
       writeSafeTensors(config.debug.saveGrads, grads);
-    fmt::print("  wrote step-1 gradients to {}\n", config.debug.saveGrads);
+    fmt::print("  wrote step-{} gradients to {}\n", first + 1, config.debug.saveGrads);
   }
   MetricsLog jsonl(leader ? config.metrics.jsonl : "");
   LossPoints trainCurve, validationCurve;
+  if (resumeDir) // the curves and the file go on from the saved run's records
+    for (const nlohmann::json &record : jsonl.resume(first)) {
+      int64_t step = record["step"].get<int64_t>();
+      if (record.contains("loss") && record["loss"].is_number())
+        trainCurve.push_back({step, record["loss"].get<double>()});
+      if (record.contains("validation_loss") && record["validation_loss"].is_number())
+        validationCurve.push_back({step, record["validation_loss"].get<double>()});
+    }
   auto validate = [&](int64_t step) {
     if (data.validation().empty() ||
         (!validationCurve.empty() && validationCurve.back().first == step))
@@ -333,15 +333,31 @@ int runTrainingJob(const TrainConfig &config) {
     if (!std::isfinite(loss))
       fail("step {}: the validation loss is {}: the weights are not finite", step, loss);
   };
-  auto save = [&](int64_t step) {
+  // `full`: the whole training state (resumable), else the model alone.
+  auto save = [&](int64_t step, bool full) {
     std::string dir =
         (std::filesystem::path(config.checkpoint.folder) / fmt::format("step-{}", step))
             .string();
     std::error_code ec;
     if (leader && fs::exists(dir, ec))
       fmt::print(stderr, "warning: replacing {}, a checkpoint this run did not write\n", dir);
-    trainer.saveHf(dir, config.checkpoint.maxShardBytes);
-    fmt::print("saved Hugging Face checkpoint {}\n", dir);
+    TrainState state;
+    if (full) {
+      state.step = step;
+      state.globalBatchSize = trainer.globalBatchSize();
+      state.seqLen = trainer.config().training.seqLen;
+      state.data = data.position(step);
+      state.config = trainer.config().toJson();
+    }
+    saveTrainCheckpoint(trainer, dir, full ? &state : nullptr, config.checkpoint.maxShardBytes,
+                        config.debug.killDuringSave == step);
+    if (full)
+      fmt::print("saved checkpoint {} (model, optimizer state, data position)\n", dir);
+    else
+      fmt::print("saved Hugging Face checkpoint {}\n", dir);
+    // Only now that the new checkpoint is complete.
+    if (leader && config.checkpoint.enable)
+      pruneCheckpoints(config.checkpoint.folder, config.checkpoint.keepLatestK);
   };
 
   if (leader)
@@ -350,14 +366,16 @@ int runTrainingJob(const TrainConfig &config) {
   auto previous = std::signal(SIGINT, onInterrupt);
   auto previousTerm = std::signal(SIGTERM, onInterrupt);
   auto previousPipe = std::signal(SIGPIPE, onBrokenPipe);
-  ProgressBar bar(config.training.steps);
+  ProgressBar bar(steps, first);
   auto start = std::chrono::steady_clock::now();
-  int64_t steps = config.training.steps, done = 0, lastSaved = -1;
-  validate(0);
+  // A resumed run's starting state is saved already.
+  int64_t done = first, lastSaved = resumeDir ? first : -1;
+  if (!resumeDir) // a resumed run's earlier validations are in its records
+    validate(0);
   // Ranks agree on a Ctrl-C, so every one stops after the same step.
   StepMetrics last;
-  int64_t lastLogged = 0;
-  for (int64_t s = 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
+  int64_t lastLogged = first;
+  for (int64_t s = first + 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
     StepMetrics m = trainer.step(data.train(s - 1));
     done = s;
     trainCurve.push_back({s, m.loss});
@@ -377,8 +395,9 @@ int runTrainingJob(const TrainConfig &config) {
            s, m.loss, m.gradNorm);
     if (config.metrics.evalFreq > 0 && s % config.metrics.evalFreq == 0)
       validate(s);
-    if (config.checkpoint.enable && s % config.checkpoint.interval == 0) {
-      save(s);
+    // The last step's save comes after the loop (it may hold the model only).
+    if (config.checkpoint.enable && s % config.checkpoint.interval == 0 && s != steps) {
+      save(s, true);
       lastSaved = s;
     }
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
@@ -395,9 +414,12 @@ int runTrainingJob(const TrainConfig &config) {
     fmt::print("interrupted: stopping after step {}\n", done);
   // Held-out loss of the final weights (the weights after `done` updates).
   validate(done);
+  // torchtitan: the end of training saves the model alone under
+  // checkpoint.last_save_model_only; a run cut short saves all it needs to go on.
   if ((config.checkpoint.enable || config.checkpoint.lastSaveInHf) && lastSaved != done &&
       done > 0)
-    save(done);
+    save(done, config.checkpoint.enable &&
+                   !(done >= steps && config.checkpoint.lastSaveModelOnly));
   std::signal(SIGINT, previous);
   std::signal(SIGTERM, previousTerm);
   std::signal(SIGPIPE, previousPipe);

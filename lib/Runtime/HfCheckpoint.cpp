@@ -146,7 +146,8 @@ TensorMap unstackTensors(const TensorMap &tensors) {
 }
 
 void saveHfCheckpoint(const std::string &dir, const std::string &configJson,
-                      const TensorMap &tensors, int64_t maxShardBytes) {
+                      const TensorMap &tensors, int64_t maxShardBytes,
+                      const std::function<void(const std::string &)> &writeMore) {
   if (maxShardBytes <= 0)
     fail("{}: max shard size must be > 0 bytes, got {}", dir, maxShardBytes);
   std::string trimmed = dir;
@@ -164,6 +165,8 @@ void saveHfCheckpoint(const std::string &dir, const std::string &configJson,
     fs::remove_all(tmp); // a leftover of a crashed run that had our pid
     fs::create_directory(tmp);
     writeModelFiles(tmp, configJson, tensors, maxShardBytes);
+    if (writeMore)
+      writeMore(tmp.string());
     bool hadOld = fs::exists(target);
     // Replacing: swap the two directories in one step, so a kill at any
     // moment leaves a complete checkpoint under the name; the old one ends

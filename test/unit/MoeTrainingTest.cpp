@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "kiln/Driver/TrainCheckpoint.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/HfCheckpoint.h"
@@ -109,7 +110,7 @@ TEST(MoeTrainingTest, HfRoundTripKeepsPerExpertKeys) {
   Trainer trainer(fixtureConfig());
   std::string dir = testing::TempDir() + "/kiln-moe-roundtrip";
   std::filesystem::remove_all(dir);
-  trainer.saveHf(dir, int64_t(1) << 30);
+  saveTrainCheckpoint(trainer, dir, /*state=*/nullptr, int64_t(1) << 30);
   CheckpointDiff diff = diffCheckpoints(kFixture + "/model.safetensors", dir);
   EXPECT_TRUE(diff.missing.empty()) << formatCheckpointDiff(diff, kFixture, dir);
   EXPECT_TRUE(diff.unexpected.empty()) << formatCheckpointDiff(diff, kFixture, dir);

@@ -81,6 +81,10 @@ TEST(TrainConfig, DefaultsMatchTorchtitan) {
   EXPECT_FALSE(c.checkpoint.initialLoadInHf);
   EXPECT_FALSE(c.checkpoint.lastSaveInHf);
   EXPECT_EQ(c.checkpoint.interval, 500);
+  EXPECT_FALSE(c.checkpoint.enable);
+  EXPECT_TRUE(c.checkpoint.lastSaveModelOnly);
+  EXPECT_EQ(c.checkpoint.keepLatestK, 10);
+  EXPECT_EQ(c.checkpoint.loadStep, -1);
   EXPECT_EQ(c.checkpoint.maxShardBytes, 2000000000);
   EXPECT_EQ(c.metrics.logFreq, 10);
   EXPECT_EQ(c.metrics.jsonl, "");
@@ -99,8 +103,9 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
     "lr_scheduler": {"warmup_steps": 200, "decay_ratio": null,
                      "decay_type": "linear", "min_lr_factor": 0.0},
     "checkpoint": {"enable": false, "folder": "checkpoint", "initial_load_path": "",
-                   "initial_load_in_hf": false, "last_save_in_hf": false,
-                   "interval": 500, "max_shard_bytes": 2000000000},
+                   "initial_load_in_hf": false, "last_save_model_only": true,
+                   "last_save_in_hf": false, "interval": 500, "keep_latest_k": 10,
+                   "load_step": -1, "max_shard_bytes": 2000000000},
     "metrics": {"log_freq": 10, "jsonl": "", "eval_freq": 0, "loss_curve": ""},
     "data": {"source": "tokens", "tokens_file": "", "path": "", "tokenizer": "",
              "seq_len": 0, "seed": 0, "validation_fraction": 0.0, "cache_dir": "",
@@ -108,7 +113,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
     "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
                     "tensor_parallel_degree": 1, "enable_sequence_parallel": true,
                     "fsdp_reshard_after_forward": "default", "world_size": 0},
-    "debug": {"save_grads": ""}
+    "debug": {"save_grads": "", "kill_during_save": 0}
   })");
   EXPECT_EQ(c.toJson(), expected);
 
@@ -229,6 +234,9 @@ TEST(TrainConfig, RangeErrors) {
       {"lr_scheduler.min_lr_factor=2", "'lr_scheduler.min_lr_factor' must be in [0, 1]"},
       {"checkpoint.interval=0", "'checkpoint.interval' must be > 0"},
       {"checkpoint.max_shard_bytes=0", "'checkpoint.max_shard_bytes' must be > 0"},
+      {"checkpoint.keep_latest_k=-1", "'checkpoint.keep_latest_k' must be >= 0, got -1"},
+      {"checkpoint.load_step=-2", "'checkpoint.load_step' must be -1 (the latest) or >= 0, got -2"},
+      {"debug.kill_during_save=-1", "'debug.kill_during_save' must be >= 0"},
       {"metrics.log_freq=0", "'metrics.log_freq' must be > 0"},
   };
   for (const Case &c : cases)
@@ -240,7 +248,8 @@ TEST(TrainConfig, RangeErrors) {
                                   "--optimizer.betas=[0,0.999]", "--lr_scheduler.min_lr_factor=1",
                                   "--lr_scheduler.decay_ratio=0",
                                   "--lr_scheduler.decay_type=cosine",
-                                  "--optimizer.name=ADAMW"});
+                                  "--optimizer.name=ADAMW", "--checkpoint.keep_latest_k=0",
+                                  "--checkpoint.load_step=0"});
   EXPECT_EQ(ok.lrScheduler.decayType, "cosine");
 }
 

@@ -38,8 +38,15 @@ public:
              const DataLoaderOptions &options);
 
   /// Training batch `index` (wrapping around the epoch, reshuffled with a new
-  /// seed each epoch): I64 [batch, seq_len + 1].
+  /// seed each epoch): I64 [batch, seq_len + 1]. A pure function of the
+  /// index, the seed and the token stream: the loader's whole position is
+  /// the index of the next batch, so a resumed run continues from there.
   Tensor trainBatch(int64_t index) const;
+  /// Batches in one epoch; batch `index` is batch index % this of epoch
+  /// index / this.
+  int64_t batchesPerEpoch() const;
+  /// A hash of the token stream, to check a resumed run reads the same data.
+  std::string fingerprint() const;
   /// Every held-out window, in batches of at most batchSize rows.
   std::vector<Tensor> validationBatches() const;
 

@@ -61,13 +61,21 @@ struct TrainConfig {
   } lrScheduler;
 
   struct Checkpoint {
-    /// Save every `interval` steps and at the end (Hugging Face format).
+    /// Save the full training state every `interval` steps and at the end,
+    /// and resume from the folder's latest such checkpoint at start-up.
     bool enable = false;
     std::string folder = "checkpoint";
     std::string initialLoadPath;
     bool initialLoadInHf = false;
+    /// The final save holds only the model (torchtitan's default).
+    bool lastSaveModelOnly = true;
     bool lastSaveInHf = false;
     int64_t interval = 500;
+    /// Keep the newest k step-N directories, deleting older ones after each
+    /// save (0: keep all).
+    int64_t keepLatestK = 10;
+    /// The step to resume from; -1: the latest resumable one.
+    int64_t loadStep = -1;
     int64_t maxShardBytes = 2000000000;
   } checkpoint;
 
@@ -123,6 +131,9 @@ struct TrainConfig {
 
   struct Debug {
     std::string saveGrads; ///< write the first step's gradients here, if set
+    /// A crash test: SIGKILL this process while it saves the checkpoint of
+    /// this step, before the checkpoint is complete (0: never).
+    int64_t killDuringSave = 0;
   } debug;
 
   /// Defaults, then the JSON file at `path` (skipped if empty), then each

@@ -90,9 +90,11 @@ struct StepMetrics {
 /// Trains one model on one fixed token batch per step.
 class Trainer {
 public:
-  /// Resolves the model, captures the step, and loads the initial weights
-  /// (checkpoint.initial_load_path) or draws them (training.seed).
-  explicit Trainer(const TrainConfig &config);
+  /// Resolves the model, captures the step, and loads the initial weights:
+  /// from `resumeDir` (the model of a full checkpoint; then
+  /// restoreOptimizerState follows), else checkpoint.initial_load_path, else
+  /// drawn (training.seed).
+  explicit Trainer(const TrainConfig &config, const std::string &resumeDir = "");
   /// The run's configuration, with what the Trainer filled in (the batch and
   /// sequence length a token file implies).
   const TrainConfig &config() const { return config_; }
@@ -114,9 +116,15 @@ public:
   /// layer's experts one tensor each), whole: on several ranks every rank
   /// must call it (it gathers the shards).
   TensorMap parameters() const;
-  /// Writes config.json + safetensors to `dir` (atomically); on several
-  /// ranks every rank calls it and rank 0 writes.
-  void saveHf(const std::string &dir, int64_t maxShardBytes) const;
+  /// The optimizer state by state name (each parameter's AdamW moments under
+  /// expAvgName/expAvgSqName of its key, experts stacked; a MoE router's
+  /// expert bias), whole: every rank must call it (it gathers the shards).
+  TensorMap optimizerState() const;
+  /// Replaces the optimizer state with `file`'s whole tensors (as
+  /// optimizerState returns them; each rank keeps its slice) and the update
+  /// count with `step`. Throws kiln::Error naming the file and the tensor if
+  /// one is missing, unexpected, or of another shape or dtype.
+  void restoreOptimizerState(const SafeTensorsFile &file, int64_t step);
 
   const ParallelLayout &layout() const { return layout_; }
   /// Rows of the token batches `step` takes: local_batch_size per
@@ -152,6 +160,8 @@ private:
   Tensor localSlice(Tensor full, unsigned arg) const;
   Tensor gathered(Tensor local, unsigned arg) const;
   template <typename StepFn> Tensor overSplitDims(Tensor t, unsigned arg, StepFn step) const;
+  /// Calls `fn(name, arg)` for each optimizer-state argument of @train_step.
+  template <typename Fn> void forEachOptimizerState(Fn fn) const;
   /// Fills the input slots of `args` from a token window [b, s+1].
   static void bindInputs(llvm::ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
                          std::vector<Tensor> &args);
@@ -172,7 +182,7 @@ private:
   TrainStepSignature signature_;
   std::vector<Tensor> state_;  ///< by @train_step argument; inputs empty
   std::string lostState_;      ///< why the state is gone, after a failed update
-  std::map<unsigned, Shape> globalShapes_; ///< whole shape of each parameter argument
+  std::map<unsigned, Shape> globalShapes_; ///< whole shape of each state argument
   /// How each @train_step argument is split (none: whole on every rank).
   std::vector<std::optional<Sharding>> argShardings_;
   int64_t updates_ = 0;

@@ -12,6 +12,7 @@
 #include "kiln/Runtime/SafeTensors.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -37,10 +38,13 @@ TensorMap unstackTensors(const TensorMap &tensors);
 /// model-0000i-of-0000N.safetensors shards filled greedily in name order
 /// (a tensor larger than the limit gets a shard of its own) and the index.
 /// The directory is built beside `dir` and swapped in by rename, so readers
-/// see the old or the new checkpoint, never a mix. Throws kiln::Error naming
+/// see the old or the new checkpoint, never a mix. `writeMore`, if given, is
+/// called with the temporary directory once the model files are in it, to
+/// add files that must appear together with them. Throws kiln::Error naming
 /// `dir`.
 void saveHfCheckpoint(const std::string &dir, const std::string &configJson,
-                      const TensorMap &tensors, int64_t maxShardBytes);
+                      const TensorMap &tensors, int64_t maxShardBytes,
+                      const std::function<void(const std::string &)> &writeMore = nullptr);
 
 struct CheckpointDiff {
   std::vector<std::string> missing;    ///< in A, not in B (sorted)

@@ -1,4 +1,5 @@
-"""Compares the per-step losses and grad norms of two kiln metrics.jsonl files.
+"""Compares the per-step losses, grad norms and validation losses of two kiln
+metrics.jsonl files.
 
 usage: compare_metrics.py A.jsonl B.jsonl TOLERANCE
 Prints one line per step and 'N passed, M failed'; exits 1 on any mismatch.
@@ -7,23 +8,26 @@ import json
 import sys
 
 
-def steps(path):
+def steps(path, key):
     with open(path) as f:
-        return {r["step"]: r for r in map(json.loads, f) if "loss" in r}
+        return {r["step"]: r for r in map(json.loads, f) if key in r}
 
 
-a, b, tol = steps(sys.argv[1]), steps(sys.argv[2]), float(sys.argv[3])
+tol = float(sys.argv[3])
+a, b = steps(sys.argv[1], "loss"), steps(sys.argv[2], "loss")
+va, vb = steps(sys.argv[1], "validation_loss"), steps(sys.argv[2], "validation_loss")
 passed = failed = 0
-if sorted(a) != sorted(b) or not a:
-    print(f"steps differ: {sorted(a)} vs {sorted(b)}")
+if sorted(a) != sorted(b) or not a or sorted(va) != sorted(vb):
+    print(f"steps differ: {sorted(a)} vs {sorted(b)}, validation {sorted(va)} vs {sorted(vb)}")
     sys.exit(1)
-for step in sorted(a):
-    for key in ("loss", "grad_norm"):
-        diff = abs(a[step][key] - b[step][key])
-        ok = diff <= tol
-        passed += ok
-        failed += not ok
-        print(f"step {step} {key} {a[step][key]:.7f} {b[step][key]:.7f} diff {diff:.1e} "
-              f"{'ok' if ok else 'MISMATCH'}")
+checks = [(a, b, step, key) for step in sorted(a) for key in ("loss", "grad_norm")]
+checks += [(va, vb, step, "validation_loss") for step in sorted(va)]
+for x, y, step, key in checks:
+    diff = abs(x[step][key] - y[step][key])
+    ok = diff <= tol
+    passed += ok
+    failed += not ok
+    print(f"step {step} {key} {x[step][key]:.7f} {y[step][key]:.7f} diff {diff:.1e} "
+          f"{'ok' if ok else 'MISMATCH'}")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
