@@ -13,8 +13,7 @@
 
 #include "KernelBase.h"
 
-#include "kiln/Runtime/BackwardKernels.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ChunkedCrossEntropy.h"
 
 namespace kiln::kernel_ir {
 namespace {
@@ -172,30 +171,16 @@ public:
 
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
-    // Until the chunked kernel: the unfused reference.
-    Tensor logits = kernels::linear(in[0], in[1]);
-    Tensor loss = kernels::crossEntropy(logits, in[2]);
-    float share = 1.0f;
-    if (auto total = intOption(options, "total_positions"))
-      share = float(double(in[2].numel()) / double(*total));
-    *loss.mutableData<float>() *= share;
-    Tensor one(DType::F32, {});
-    *one.mutableData<float>() = share;
-    Tensor dlogits = kernels::crossEntropyBackward(logits, in[2], one);
-    out.append({loss, kernels::linearBackwardData(dlogits, in[1]),
-                kernels::linearBackwardWeight(dlogits, in[0])});
+    kernels::ChunkedCrossEntropyResult r = kernels::chunkedCrossEntropy(
+        in[0], in[1], in[2], intOption(options, "total_positions"),
+        intOption(options, "chunk_rows").value_or(0));
+    out.append({r.loss, r.gradH, r.gradW});
   }
   void runBackward(DictionaryAttr, MutableArrayRef<Tensor> in,
                    SmallVectorImpl<Tensor> &out) const override {
-    float dloss = *in[0].data<float>();
-    for (int i : {1, 2}) {
-      Tensor g = Tensor::uninitialized(DType::F32, in[i].shape());
-      const float *src = in[i].data<float>();
-      float *dst = g.mutableData<float>();
-      for (int64_t j = 0; j < g.numel(); ++j)
-        dst[j] = src[j] * dloss;
-      out.push_back(g);
-    }
+    auto [dh, dw] =
+        kernels::chunkedCrossEntropyBackward(in[0], std::move(in[1]), std::move(in[2]));
+    out.append({dh, dw});
   }
 };
 

@@ -2,7 +2,8 @@
 //
 // NKI's flash attention (flash_fwd / flash_attn_bwd): causal, grouped KV
 // heads, in [batch, heads, seq, head_dim] with the row log-sum-exp saved for
-// the backward. Constraints as the NKI kernel documents them: head_dim is
+// the backward. On the CPU, the tiled online-softmax kernels of
+// Runtime/FlashAttention: no [seq, seq] scores, masked blocks skipped. Constraints as the NKI kernel documents them: head_dim is
 // the partition dimension (at most 128), the sequence is tiled in rows of
 // 128 partitions and K/V in tiles of seq_tile_size (2048 by default).
 //
@@ -10,8 +11,9 @@
 
 #include "KernelBase.h"
 
-#include "kiln/Runtime/BackwardKernels.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/FlashAttention.h"
+
+#include <cmath>
 
 namespace kiln::kernel_ir {
 namespace {
@@ -159,19 +161,16 @@ public:
 
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
-    // Until the tiled kernel: the reference in Kiln's layout.
-    auto swap = [](const Tensor &t) { return kernels::transpose(t, {0, 2, 1, 3}); };
-    auto [o, lse] = kernels::attention(swap(in[0]), swap(in[1]), swap(in[2]),
-                                       flagOption(options, "causal"), floatOption(options, "scale"));
-    out.append({swap(o), lse});
+    auto [o, lse] = kernels::flashAttention(in[0], in[1], in[2], flagOption(options, "causal"),
+                                            floatOption(options, "scale"));
+    out.append({o, lse});
   }
   void runBackward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                    SmallVectorImpl<Tensor> &out) const override {
-    auto swap = [](const Tensor &t) { return kernels::transpose(t, {0, 2, 1, 3}); };
-    auto [dq, dk, dv] = kernels::attentionBackward(
-        swap(in[0]), swap(in[1]), swap(in[2]), swap(in[3]), swap(in[4]), in[5],
-        flagOption(options, "causal"), floatOption(options, "scale"));
-    out.append({swap(dq), swap(dk), swap(dv)});
+    auto [dq, dk, dv] =
+        kernels::flashAttentionBackward(in[0], in[1], in[2], in[3], in[4], in[5],
+                                        flagOption(options, "causal"), floatOption(options, "scale"));
+    out.append({dq, dk, dv});
   }
 };
 

@@ -113,6 +113,8 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
     "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
                     "tensor_parallel_degree": 1, "enable_sequence_parallel": true,
                     "fsdp_reshard_after_forward": "default", "world_size": 0},
+    "override": {"rules": [], "files": []},
+    "target": {"name": "trn2", "lnc": 2},
     "debug": {"save_grads": "", "kill_during_save": 0}
   })");
   EXPECT_EQ(c.toJson(), expected);
