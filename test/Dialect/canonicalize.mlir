@@ -81,3 +81,16 @@ func.func @router_half_zero(%p: tensor<2x3x4xf32>, %ids: tensor<2x3x2xi64>, %dp:
   %d = kiln.router_backward %p, %ids, %dw, %dp {fqn = "layers.0.moe.router"} : (tensor<2x3x4xf32>, tensor<2x3x2xi64>, tensor<2x3x2xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   return %d : tensor<2x3x4xf32>
 }
+
+// -----
+
+// A transpose undone by the next one folds away; so does the identity.
+// CHECK-LABEL: func.func @transpose_pair
+// CHECK-NOT: kiln.transpose
+// CHECK: return %arg0
+func.func @transpose_pair(%x: tensor<1x256x2x8xf32>) -> tensor<1x256x2x8xf32> {
+  %a = kiln.transpose %x {permutation = array<i64: 0, 2, 1, 3>, fqn = "t"} : (tensor<1x256x2x8xf32>) -> tensor<1x2x256x8xf32>
+  %b = kiln.transpose %a {permutation = array<i64: 0, 2, 1, 3>, fqn = "t"} : (tensor<1x2x256x8xf32>) -> tensor<1x256x2x8xf32>
+  %c = kiln.transpose %b {permutation = array<i64: 0, 1, 2, 3>, fqn = "t"} : (tensor<1x256x2x8xf32>) -> tensor<1x256x2x8xf32>
+  return %c : tensor<1x256x2x8xf32>
+}

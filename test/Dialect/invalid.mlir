@@ -568,3 +568,57 @@ func.func @load_balancing_loss_backward_no_layers(%g: tensor<f32>) {
   kiln.load_balancing_loss_backward %g {num_experts = 4 : i64, fqn = "aux_loss"} : (tensor<f32>) -> ()
   return
 }
+
+// -----
+
+func.func @kernel_unknown(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error@+1 {{'kiln.kernel' op (fqn 'norm'): unknown kernel 'nki_norm' (registered: chunked_cross_entropy, nki_flash_attention, nki_grouped_experts, nki_rms_norm, nki_rope)}}
+  %y = kiln.kernel "nki_norm"(%x, %w) {rule = "r", target = "kiln.rms_norm", options = {eps = 1.0e-6 : f32}, fqn = "norm"}
+      : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_other_target(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error@+1 {{'kiln.kernel' op (fqn 'norm'): kernel 'nki_rms_norm' replaces 'kiln.rms_norm', not 'kiln.linear'}}
+  %y = kiln.kernel "nki_rms_norm"(%x, %w) {rule = "r", target = "kiln.linear", options = {eps = 1.0e-6 : f32}, fqn = "norm"}
+      : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_wrong_result(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error@+1 {{'kiln.kernel' op (fqn 'norm'): kernel 'nki_rms_norm': result #0 has type 'tensor<4x9xf32>', expected 'tensor<4x8xf32>'}}
+  %y = kiln.kernel "nki_rms_norm"(%x, %w) {rule = "r", target = "kiln.rms_norm", options = {eps = 1.0e-6 : f32}, fqn = "norm"}
+      : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x9xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_missing_option(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error@+1 {{'kiln.kernel' op (fqn 'norm'): kernel 'nki_rms_norm': options must hold 'eps' (f32)}}
+  %y = kiln.kernel "nki_rms_norm"(%x, %w) {rule = "r", target = "kiln.rms_norm", options = {}, fqn = "norm"}
+      : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_bad_weight(%x: tensor<4x8xf32>, %w: tensor<9xf32>) {
+  // expected-error@+1 {{'kiln.kernel' op (fqn 'norm'): kernel 'nki_rms_norm': weight 'tensor<9xf32>' must be [8], the last dimension of x 'tensor<4x8xf32>'}}
+  %y = kiln.kernel "nki_rms_norm"(%x, %w) {rule = "r", target = "kiln.rms_norm", options = {eps = 1.0e-6 : f32}, fqn = "norm"}
+      : (tensor<4x8xf32>, tensor<9xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_not_a_permutation(%x: tensor<2x3x4xf32>) {
+  // expected-error@+2 {{'kiln.transpose' op (fqn 't'): permutation [0, 0, 2] is not a permutation of 0..2}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = kiln.transpose %x {permutation = array<i64: 0, 0, 2>, fqn = "t"} : (tensor<2x3x4xf32>) -> tensor<2x2x4xf32>
+  return
+}

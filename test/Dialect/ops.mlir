@@ -132,3 +132,23 @@ func.func @moe_backward(%dy: tensor<2x8x32xf32>, %x: tensor<2x8x32xf32>, %w: ten
   %dp0, %dp1 = kiln.load_balancing_loss_backward %g, %ids, %ids1 {num_experts = 4 : i64, fqn = "aux_loss"} : (tensor<f32>, tensor<2x8x2xi64>, tensor<2x8x2xi32>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>)
   return %dlogits, %dw2, %dp1 : tensor<2x8x4xf32>, tensor<4x32x12xf32>, tensor<2x8x4xf32>
 }
+
+// A substituted rope, its layout transposes and its backward.
+// CHECK-LABEL: func.func @kernel_call
+// CHECK: %[[QT:.*]] = kiln.transpose %arg0 {fqn = "layers.0.attention.rope", permutation = array<i64: 0, 2, 1, 3>} : (tensor<1x256x2x8xf32>) -> tensor<1x2x256x8xf32>
+// CHECK: %[[R:.*]]:2 = kiln.kernel "nki_rope"(%[[QT]], %[[QT]], %arg1) {fqn = "layers.0.attention.rope", options = {}, rule = "rope", target = "kiln.rope"}
+// CHECK: kiln.kernel_backward "nki_rope"(%[[R]]#0, %[[R]]#1, %arg1) {fqn = "layers.0.attention.rope", options = {}, rule = "rope", target = "kiln.rope"}
+func.func @kernel_call(%q: tensor<1x256x2x8xf32>, %cache: tensor<256x16xf32>)
+    -> (tensor<1x2x256x8xf32>, tensor<1x2x256x8xf32>) {
+  %qt = kiln.transpose %q {permutation = array<i64: 0, 2, 1, 3>, fqn = "layers.0.attention.rope"}
+      : (tensor<1x256x2x8xf32>) -> tensor<1x2x256x8xf32>
+  %r:2 = kiln.kernel "nki_rope"(%qt, %qt, %cache)
+      {rule = "rope", target = "kiln.rope", options = {}, fqn = "layers.0.attention.rope"}
+      : (tensor<1x2x256x8xf32>, tensor<1x2x256x8xf32>, tensor<256x16xf32>)
+      -> (tensor<1x2x256x8xf32>, tensor<1x2x256x8xf32>)
+  %d:2 = kiln.kernel_backward "nki_rope"(%r#0, %r#1, %cache)
+      {rule = "rope", target = "kiln.rope", options = {}, fqn = "layers.0.attention.rope"}
+      : (tensor<1x2x256x8xf32>, tensor<1x2x256x8xf32>, tensor<256x16xf32>)
+      -> (tensor<1x2x256x8xf32>, tensor<1x2x256x8xf32>)
+  return %d#0, %d#1 : tensor<1x2x256x8xf32>, tensor<1x2x256x8xf32>
+}
