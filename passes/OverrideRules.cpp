@@ -1,14 +1,10 @@
 //===- OverrideRules.cpp - Kernel substitution rules -----------------------===//
 
 #include "kiln/OverrideRules.h"
-#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Support/Error.h"
-#include "kiln/Support/Glob.h"
 #include "kiln/Support/Json.h"
 
 #include <fmt/core.h>
-
-#include <set>
 
 namespace kiln {
 
@@ -96,30 +92,6 @@ std::vector<OverrideRule> loadOverrideRuleFile(const std::string &path) {
     json = json["rules"];
   }
   return parseOverrideRules(json, path);
-}
-
-std::string checkOverrideRules(const std::vector<OverrideRule> &rules) {
-  std::set<std::string> names;
-  for (const OverrideRule &rule : rules) {
-    std::string where = fmt::format("{}: rule '{}'", rule.source, rule.name);
-    if (!names.insert(rule.name).second)
-      return fmt::format("{}: a second rule named '{}' (rule names must be unique)", where,
-                         rule.name);
-    const KernelSpec *spec = lookupKernelSpec(rule.kernel);
-    if (!spec) {
-      std::string known;
-      for (const KernelSpec *s : registeredKernelSpecs())
-        known += (known.empty() ? "" : ", ") + s->name().str();
-      return fmt::format("{}: unknown kernel '{}' (registered: {})", where, rule.kernel, known);
-    }
-    if (spec->targetOp() != rule.target)
-      return fmt::format("{}: kernel '{}' implements '{}', not the target '{}'", where,
-                         rule.kernel, spec->targetOp().str(), rule.target);
-    for (const std::string &glob : rule.fqns)
-      if (std::string error = globError(glob); !error.empty())
-        return fmt::format("{}: bad glob '{}' in fqns: {}", where, glob, error);
-  }
-  return "";
 }
 
 } // namespace kiln

@@ -17,6 +17,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <fmt/core.h>
+
 #include <set>
 
 namespace kiln {
@@ -57,6 +59,33 @@ Attribute toAttribute(Builder &b, const nlohmann::json &value) {
   default:
     return b.getUnitAttr();
   }
+}
+
+/// Checks the rules against each other and the kernel registry: unique
+/// names, a registered kernel that implements the target op, valid globs.
+/// Returns the first problem, naming the rule, or "".
+std::string checkOverrideRules(const std::vector<OverrideRule> &rules) {
+  std::set<std::string> names;
+  for (const OverrideRule &rule : rules) {
+    std::string where = fmt::format("{}: rule '{}'", rule.source, rule.name);
+    if (!names.insert(rule.name).second)
+      return fmt::format("{}: a second rule named '{}' (rule names must be unique)", where,
+                         rule.name);
+    const KernelSpec *spec = lookupKernelSpec(rule.kernel);
+    if (!spec) {
+      std::string known;
+      for (const KernelSpec *s : registeredKernelSpecs())
+        known += (known.empty() ? "" : ", ") + s->name().str();
+      return fmt::format("{}: unknown kernel '{}' (registered: {})", where, rule.kernel, known);
+    }
+    if (spec->targetOp() != rule.target)
+      return fmt::format("{}: kernel '{}' implements '{}', not the target '{}'", where,
+                         rule.kernel, spec->targetOp().str(), rule.target);
+    for (const std::string &glob : rule.fqns)
+      if (std::string error = globError(glob); !error.empty())
+        return fmt::format("{}: bad glob '{}' in fqns: {}", where, glob, error);
+  }
+  return "";
 }
 
 std::string fqnOf(Operation *op) {

@@ -39,11 +39,6 @@ std::vector<OverrideRule> parseOverrideRules(const nlohmann::json &rules,
 /// A rule file: a JSON array of rules, or an object {"rules": [...]}.
 std::vector<OverrideRule> loadOverrideRuleFile(const std::string &path);
 
-/// Checks the rules against each other and the kernel registry: unique
-/// names, a registered kernel that implements the target op, valid globs.
-/// Returns the first problem, naming the rule, or "".
-std::string checkOverrideRules(const std::vector<OverrideRule> &rules);
-
 } // namespace kiln
 
 #endif // KILN_OVERRIDERULES_H
