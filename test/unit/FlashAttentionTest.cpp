@@ -195,19 +195,9 @@ TEST(FlashAttentionTest, MatchesFiniteDifferencesOfFloat64Reference) {
         sum += dys[i] * out[i];
       return sum;
     };
-    const double step = 1e-4;
     std::vector<double> *inputs[] = {&qs, &ks, &vs};
     for (int which = 0; which < 3; ++which) {
-      std::vector<double> &x = *inputs[which], fd(x.size());
-      for (size_t i = 0; i < x.size(); ++i) {
-        double orig = x[i];
-        x[i] = orig + step;
-        double up = loss();
-        x[i] = orig - step;
-        double down = loss();
-        x[i] = orig;
-        fd[i] = (up - down) / (2 * step);
-      }
+      std::vector<double> fd = centralDifferences(*inputs[which], loss);
       EXPECT_LT(maxAbsDiff(toDoubles(got[2 + which]), fd), kFloat64Tol) << "input " << which;
     }
   }

@@ -39,6 +39,23 @@ inline std::vector<double> toDoubles(const Tensor &t) {
 }
 
 /// Largest |a[i] - b[i]|; the sizes must agree.
+/// d loss / d x[i] for every i by central differences of step `step`
+/// (loss reads x, which is restored after each probe).
+template <typename Loss>
+std::vector<double> centralDifferences(std::vector<double> &x, Loss loss, double step = 1e-4) {
+  std::vector<double> fd(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double orig = x[i];
+    x[i] = orig + step;
+    double up = loss();
+    x[i] = orig - step;
+    double down = loss();
+    x[i] = orig;
+    fd[i] = (up - down) / (2 * step);
+  }
+  return fd;
+}
+
 inline double maxAbsDiff(const std::vector<double> &a, const std::vector<double> &b) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
