@@ -16,6 +16,8 @@
 #include <pthread.h>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -32,8 +34,18 @@ void *run(void *opaque) {
   mlir::registerTransformsPasses();
   mlir::DialectRegistry registry;
   registry.insert<kiln::KilnDialect, mlir::func::FuncDialect, mlir::shard::ShardDialect>();
-  args->result = mlir::asMainReturnCode(
-      mlir::MlirOptMain(args->argc, args->argv, "Kiln optimizer driver\n", registry));
+  // A failing pass names the op in its message; MLIR would also print the
+  // whole module after it ("see current operation"), thousands of lines for
+  // a captured model. Off unless asked for on the command line.
+  std::vector<char *> argv(args->argv, args->argv + args->argc);
+  static char quiet[] = "--mlir-print-op-on-diagnostic=false";
+  bool asked = false;
+  for (char *arg : argv)
+    asked |= std::string(arg).rfind("--mlir-print-op-on-diagnostic", 0) == 0;
+  if (!asked)
+    argv.insert(argv.begin() + 1, quiet);
+  args->result = mlir::asMainReturnCode(mlir::MlirOptMain(
+      int(argv.size()), argv.data(), "Kiln optimizer driver\n", registry));
   return nullptr;
 }
 
