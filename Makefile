@@ -66,8 +66,10 @@ asan: deps assets
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
-# libFuzzer targets (fuzz/): the safetensors reader, config.json and run
-# configs, token files; FUZZ_SECONDS each (default 60), seeds in fuzz/corpus/.
+# libFuzzer targets (fuzz/, built by fuzz/fuzz.mk into build-fuzz/): the
+# safetensors reader, config.json and run configs, token files, the tokenizer,
+# parsing and verifying Kiln IR; FUZZ_SECONDS each (default 60), seeds in
+# fuzz/corpus/, FUZZ_TARGETS to pick some.
 fuzz: deps
 	scripts/fuzz.sh
 

@@ -1,11 +1,13 @@
 //===- ConfigFuzzer.cpp - libFuzzer target: config.json and run configs ---===//
 //
 // Any bytes as a Hugging Face config.json and as a `kiln train` run config:
-// each is accepted with consistent values or refused with kiln::Error.
+// each is accepted with consistent values or refused with kiln::Error, as
+// are the run config's kernel override rules.
 
 #include "FuzzInput.h"
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Frontend/Qwen3Config.h"
+#include "kiln/OverrideRules.h"
 #include "kiln/Support/Error.h"
 
 #include <string>
@@ -24,6 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // A model is required; the file may override it.
     kiln::TrainConfig t = kiln::TrainConfig::load(file.path(), {});
     (void)t.toJson().dump();
+    // Only the inline rules: override.files would read whatever paths the
+    // input names.
+    (void)kiln::parseOverrideRules(t.overrides.rules, "override.rules");
   } catch (const kiln::Error &) {
   }
   return 0;

@@ -105,6 +105,13 @@ std::optional<int64_t> intOption(DictionaryAttr options, StringRef name) {
   return std::nullopt;
 }
 
+int64_t dim(const KernelCheckShape &shape, StringRef name) {
+  for (const auto &[key, value] : shape)
+    if (key == name)
+      return value;
+  llvm::report_fatal_error(llvm::Twine("check dimension '") + name + "' missing");
+}
+
 } // namespace kernel_ir
 
 void registerKernels() {

@@ -27,15 +27,6 @@
 
 namespace kiln {
 
-namespace kernel_ir {
-int64_t dim(const KernelCheckShape &shape, StringRef name) {
-  for (const auto &[key, value] : shape)
-    if (key == name)
-      return value;
-  llvm::report_fatal_error(llvm::Twine("check dimension '") + name + "' missing");
-}
-} // namespace kernel_ir
-
 using namespace mlir;
 using kernel_ir::KernelBase;
 

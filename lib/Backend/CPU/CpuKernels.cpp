@@ -270,8 +270,6 @@ void attachAll(MLIRContext *context, KilnDialect *) {
 
 } // namespace
 
-CpuKernelImpl::~CpuKernelImpl() = default;
-
 void registerCpuKernels(DialectRegistry &registry) {
   registry.addExtension(&attachAll);
   registerCollectiveKernels(registry);

@@ -1,0 +1,5 @@
+module {
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}

@@ -1,0 +1,4 @@
+func.func @global_norm_empty() {
+  %0 = kiln.global_norm {fqn = "optimizer.grad_norm"} : () -> tensor<f32>
+  return
+}

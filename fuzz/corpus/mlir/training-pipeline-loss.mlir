@@ -1,0 +1,10 @@
+func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                %labels: tensor<1x2xi64> {kiln.input = "labels"},
+                %table: tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"},
+                %norm: tensor<4xf32> {kiln.param = "model.norm.weight"}) -> tensor<f32> {
+  %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x4xf32>
+  %n = kiln.rms_norm %h, %norm {eps = 1.0e-6 : f32, fqn = "norm"} : (tensor<1x2x4xf32>, tensor<4xf32>) -> tensor<1x2x4xf32>
+  %logits = kiln.linear %n, %table {fqn = "output"} : (tensor<1x2x4xf32>, tensor<8x4xf32>) -> tensor<1x2x8xf32>
+  %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<1x2x8xf32>, tensor<1x2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
