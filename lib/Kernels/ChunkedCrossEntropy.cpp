@@ -162,11 +162,11 @@ public:
             {"weight", RankedTensorType::get({v, h}, f32)},
             {"labels", RankedTensorType::get({b, seq}, i64), v}};
   }
-  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+  SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &,
                                                      StringAttr fqn) const override {
     Value logits = LinearOp::create(b, loc, in[0], in[1], b.getStringAttr("output"));
-    return {{CrossEntropyOp::create(b, loc, logits, in[2], fqn, nullptr), true}};
+    return {{CrossEntropyOp::create(b, loc, logits, in[2], fqn, nullptr), "loss"}};
   }
 
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,

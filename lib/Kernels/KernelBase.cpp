@@ -39,9 +39,9 @@ LogicalResult expectTensor(Operation *op, unsigned index, StringRef name, int64_
                            bool f32Only) {
   auto type = typeOf(op->getOperand(index));
   Type elt = type.getElementType();
-  if (!type.hasStaticShape() || (rank >= 0 && type.getRank() != rank))
+  if (!type.hasStaticShape() || (rank >= 0 ? type.getRank() != rank : type.getRank() < 1))
     return callError(op) << name << " (operand #" << index << ") must be a static tensor of rank "
-                         << rank << ", got " << type;
+                         << (rank >= 0 ? std::to_string(rank) : ">= 1") << ", got " << type;
   if (f32Only ? !elt.isF32() : !(elt.isF32() || elt.isBF16() || elt.isF16()))
     return callError(op) << name << " (operand #" << index << ") must be "
                          << (f32Only ? "f32" : "f32, bf16 or f16") << ", got " << type;

@@ -41,13 +41,18 @@ public:
   };
   virtual SmallVector<CheckInput> checkInputs(MLIRContext *context,
                                               const KernelCheckShape &shape) const = 0;
-  /// Builds the replaced op(s) on `inputs` with module path `fqn`; returns
-  /// the results the check compares and, for each, whether a cotangent flows
-  /// into it (not into saved values such as attention's log-sum-exp).
-  virtual SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc,
-                                                              ValueRange inputs,
-                                                              const KernelCheckShape &shape,
-                                                              StringAttr fqn) const = 0;
+  /// A result the check compares: its name in the report, and whether a
+  /// cotangent flows into it (not into saved values such as attention's
+  /// log-sum-exp).
+  struct CheckResult {
+    Value value;
+    std::string name;
+    bool differentiable = true;
+  };
+  /// Builds the replaced op(s) on `inputs` with module path `fqn`.
+  virtual SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange inputs,
+                                                  const KernelCheckShape &shape,
+                                                  StringAttr fqn) const = 0;
 
 protected:
   /// The result types a call with `op`'s operands must have; emits an error

@@ -169,6 +169,7 @@ KernelCheckReport checkKernel(const std::string &name, const KernelCheckOptions 
   }
   // The same forward twice; only "kernel"'s node is selected by the rule.
   SmallVector<bool> differentiable;
+  SmallVector<std::string> resultNames;
   auto forwardFunction = [&](StringRef fnName) {
     b.setInsertionPointToEnd(module->getBody());
     auto fn = func::FuncOp::create(b, loc, fnName, b.getFunctionType(inputTypes, {}));
@@ -177,9 +178,11 @@ KernelCheckReport checkKernel(const std::string &name, const KernelCheckOptions 
     auto results = kernel.buildReference(b, loc, body->getArguments(), shape, b.getStringAttr(fnName));
     SmallVector<Value> values;
     differentiable.clear();
-    for (auto [value, flows] : results) {
-      values.push_back(value);
-      differentiable.push_back(flows);
+    resultNames.clear();
+    for (const KernelBase::CheckResult &result : results) {
+      values.push_back(result.value);
+      differentiable.push_back(result.differentiable);
+      resultNames.push_back(result.name);
     }
     func::ReturnOp::create(b, loc, values);
     fn.setFunctionType(b.getFunctionType(inputTypes, ValueRange(values).getTypes()));
@@ -228,7 +231,7 @@ KernelCheckReport checkKernel(const std::string &name, const KernelCheckOptions 
       roundTensorToBf16(kernelOut); // what a bf16 kernel would hand back
     KernelCheckReport::Output out;
     if (i < numResults) {
-      out.name = numResults == 1 ? "out" : "out" + std::to_string(i);
+      out.name = resultNames[i];
     } else {
       size_t g = i - numResults, seen = 0;
       for (size_t j = 0; j < inputs.size(); ++j)

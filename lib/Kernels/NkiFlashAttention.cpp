@@ -150,13 +150,13 @@ public:
     auto kv = RankedTensorType::get({b, seq, dim(s, "kv_heads"), d}, f32);
     return {{"q", RankedTensorType::get({b, seq, dim(s, "heads"), d}, f32)}, {"k", kv}, {"v", kv}};
   }
-  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+  SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &s,
                                                      StringAttr fqn) const override {
     float scale = 1.0f / std::sqrt(float(dim(s, "head_dim")));
     auto attn = AttentionOp::create(b, loc, in[0], in[1], in[2], b.getUnitAttr(),
                                     b.getF32FloatAttr(scale), fqn);
-    return {{attn.getOut(), true}, {attn.getLse(), false}};
+    return {{attn.getOut(), "out"}, {attn.getLse(), "lse", /*differentiable=*/false}};
   }
 
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,

@@ -124,11 +124,11 @@ public:
             {"w3", w},
             {"w2", RankedTensorType::get({e, h, i}, f32)}};
   }
-  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+  SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &,
                                                      StringAttr fqn) const override {
     return {{GroupedExpertsOp::create(b, loc, in[0], in[1], in[2], in[3], in[4], in[5], fqn),
-             true}};
+             "out"}};
   }
 
   void runForward(DictionaryAttr, MutableArrayRef<Tensor> in,

@@ -84,10 +84,10 @@ public:
     return {{"x", RankedTensorType::get({dim(s, "batch"), dim(s, "seq"), d}, f32)},
             {"weight", RankedTensorType::get({d}, f32)}};
   }
-  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+  SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &,
                                                      StringAttr fqn) const override {
-    return {{RmsNormOp::create(b, loc, in[0], in[1], b.getF32FloatAttr(1e-6f), fqn), true}};
+    return {{RmsNormOp::create(b, loc, in[0], in[1], b.getF32FloatAttr(1e-6f), fqn), "out"}};
   }
 
   void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,

@@ -109,14 +109,14 @@ public:
     return {{"q", RankedTensorType::get({b, seq, dim(s, "heads"), d}, f32)},
             {"k", RankedTensorType::get({b, seq, dim(s, "kv_heads"), d}, f32)}};
   }
-  SmallVector<std::pair<Value, bool>> buildReference(OpBuilder &b, Location loc, ValueRange in,
+  SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &s,
                                                      StringAttr fqn) const override {
     int64_t seq = dim(s, "seq"), d = dim(s, "head_dim");
     Value cache = RopeCacheOp::create(b, loc, b.getF64FloatAttr(1e6), b.getI64IntegerAttr(seq),
                                       b.getI64IntegerAttr(d), b.getStringAttr("rope_cache"));
     auto rope = RopeOp::create(b, loc, in[0], in[1], cache, fqn);
-    return {{rope.getQOut(), true}, {rope.getKOut(), true}};
+    return {{rope.getQOut(), "q_out"}, {rope.getKOut(), "k_out"}};
   }
 
   void runForward(DictionaryAttr, MutableArrayRef<Tensor> in,
