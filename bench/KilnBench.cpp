@@ -61,7 +61,9 @@ Tensor labelsFor(int64_t rows, int64_t vocab) {
 
 constexpr int64_t kVocab = 151936, kRows = 64;
 
-Tensor swapMiddle(const Tensor &t) { return kernels::swapMiddleDims(t); }
+/// [b, s, h, d] <-> [b, h, s, d]: the kiln.transpose the IR puts around NKI
+/// layout kernels.
+Tensor swapMiddle(const Tensor &t) { return kernels::transpose(t, {0, 2, 1, 3}); }
 
 void CrossEntropyBackward(benchmark::State &state) {
   Tensor logits = randomTensor({kRows, kVocab}, 1), labels = labelsFor(kRows, kVocab);

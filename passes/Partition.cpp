@@ -415,10 +415,10 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       int64_t total = cast<RankedTensorType>(labels.getType()).getNumElements();
       clone->setAttr("total_positions", b.getI64IntegerAttr(total));
     }
-    if (auto kernel = dyn_cast<KernelOp>(op))
-      kernel.getSpec().localize(clone, &op, split);
-    if (auto kernel = dyn_cast<KernelBackwardOp>(op))
-      kernel.getSpec().localize(clone, &op, split);
+    // A kernel call adapts its own options (e.g. the fused loss's count).
+    if (isa<KernelOp, KernelBackwardOp>(op))
+      lookupKernelSpec(op.getAttrOfType<StringAttr>("kernel").getValue())
+          ->localize(clone, &op, split);
     results.append(clone->result_begin(), clone->result_end());
     return success();
   }

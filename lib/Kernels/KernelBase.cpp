@@ -82,14 +82,15 @@ Operation *createBackward(OpBuilder &b, Operation *forward, TypeRange results,
                                   fwd.getFqnAttr());
 }
 
-Value gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like) {
-  if (grad)
-    return grad;
-  auto type = typeOf(like);
-  auto zero = SplatElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0));
-  return ConstantOp::create(b, op->getLoc(), zero,
-                            b.getStringAttr(op->getAttrOfType<StringAttr>("fqn").str() +
-                                            ".zero_grad"));
+KernelCheckShape attentionCheckShape() {
+  return {{"batch", 2}, {"seq", 256}, {"heads", 4}, {"kv_heads", 2}, {"head_dim", 64}};
+}
+
+RankedTensorType attentionCheckType(MLIRContext *context, const KernelCheckShape &shape,
+                                    StringRef heads) {
+  return RankedTensorType::get(
+      {dim(shape, "batch"), dim(shape, "seq"), dim(shape, heads), dim(shape, "head_dim")},
+      Float32Type::get(context));
 }
 
 float floatOption(DictionaryAttr options, StringRef name) {

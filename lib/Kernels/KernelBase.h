@@ -86,8 +86,6 @@ Operation *createBackward(OpBuilder &b, Operation *forward, TypeRange results,
 /// `call.options` with `extra` added (extra wins).
 DictionaryAttr mergedOptions(OpBuilder &b, const KernelCall &call,
                              ArrayRef<NamedAttribute> extra);
-/// The cotangent `grad`, or zeros of `like`'s type when none flows back.
-Value gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like);
 
 /// Options the CPU implementations read (the verifier made sure of them).
 float floatOption(DictionaryAttr options, StringRef name);
@@ -96,6 +94,13 @@ std::optional<int64_t> intOption(DictionaryAttr options, StringRef name);
 
 /// The value of dimension `name` in `shape` (which has every dimension).
 int64_t dim(const KernelCheckShape &shape, StringRef name);
+
+/// The check dimensions of kernels over attention heads (rope, attention),
+/// and their q- or kv-shaped inputs in Kiln's [batch, seq, heads, head_dim]
+/// with `heads` the named dimension ("heads" or "kv_heads").
+KernelCheckShape attentionCheckShape();
+RankedTensorType attentionCheckType(MLIRContext *context, const KernelCheckShape &shape,
+                                    StringRef heads);
 
 /// Registration entry points, one per kernel file.
 void registerNkiRope();

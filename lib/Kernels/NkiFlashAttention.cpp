@@ -18,8 +18,6 @@
 namespace kiln::kernel_ir {
 namespace {
 
-int64_t scoredPairs(int64_t seq, bool causal) { return causal ? seq * (seq + 1) / 2 : seq * seq; }
-
 class NkiFlashAttention final : public KernelBase {
 public:
   StringRef name() const override { return "nki_flash_attention"; }
@@ -103,10 +101,10 @@ public:
   }
 
   int64_t flops(Operation *op, bool backward) const override {
-    auto q = typeOf(op->getOperand(backward ? 1 : 0));
+    auto q = typeOf(op->getOperand(backward ? 1 : 0)); // [b, heads, s, d]
     bool causal = flagOption(op->getAttrOfType<DictionaryAttr>("options"), "causal");
-    return q.getDimSize(0) * q.getDimSize(1) * scoredPairs(q.getDimSize(2), causal) *
-           (backward ? 10 * q.getDimSize(3) + 8 : 4 * q.getDimSize(3) + 5);
+    return attentionFlops(q.getDimSize(0), q.getDimSize(2), q.getDimSize(1), q.getDimSize(3),
+                          causal, backward);
   }
 
   ShardingRule shardingRule(Operation *, bool backward) const override {
@@ -140,15 +138,11 @@ public:
   }
   SmallVector<unsigned> cotangentOperands() const override { return {0}; }
 
-  KernelCheckShape checkShape() const override {
-    return {{"batch", 2}, {"seq", 256}, {"heads", 4}, {"kv_heads", 2}, {"head_dim", 64}};
-  }
+  KernelCheckShape checkShape() const override { return attentionCheckShape(); }
   SmallVector<CheckInput> checkInputs(MLIRContext *context,
                                       const KernelCheckShape &s) const override {
-    Type f32 = Float32Type::get(context);
-    int64_t b = dim(s, "batch"), seq = dim(s, "seq"), d = dim(s, "head_dim");
-    auto kv = RankedTensorType::get({b, seq, dim(s, "kv_heads"), d}, f32);
-    return {{"q", RankedTensorType::get({b, seq, dim(s, "heads"), d}, f32)}, {"k", kv}, {"v", kv}};
+    auto kv = attentionCheckType(context, s, "kv_heads");
+    return {{"q", attentionCheckType(context, s, "heads")}, {"k", kv}, {"v", kv}};
   }
   SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &s,

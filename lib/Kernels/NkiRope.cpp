@@ -99,15 +99,11 @@ public:
   }
   SmallVector<unsigned> cotangentOperands() const override { return {0, 1}; }
 
-  KernelCheckShape checkShape() const override {
-    return {{"batch", 2}, {"seq", 256}, {"heads", 4}, {"kv_heads", 2}, {"head_dim", 64}};
-  }
+  KernelCheckShape checkShape() const override { return attentionCheckShape(); }
   SmallVector<CheckInput> checkInputs(MLIRContext *context,
                                       const KernelCheckShape &s) const override {
-    Type f32 = Float32Type::get(context);
-    int64_t b = dim(s, "batch"), seq = dim(s, "seq"), d = dim(s, "head_dim");
-    return {{"q", RankedTensorType::get({b, seq, dim(s, "heads"), d}, f32)},
-            {"k", RankedTensorType::get({b, seq, dim(s, "kv_heads"), d}, f32)}};
+    return {{"q", attentionCheckType(context, s, "heads")},
+            {"k", attentionCheckType(context, s, "kv_heads")}};
   }
   SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &s,

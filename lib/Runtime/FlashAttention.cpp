@@ -87,21 +87,6 @@ void gemmTN(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_
 
 } // namespace
 
-Tensor swapMiddleDims(const Tensor &t) {
-  const int64_t A = t.dim(0), X = t.dim(1), Y = t.dim(2), D = t.dim(3);
-  Tensor out = Tensor::uninitialized(DType::F32, {A, Y, X, D});
-  const float *in = t.data<float>();
-  float *o = out.mutableData<float>();
-  // Whole d-vectors move; parallel over source rows (a, x).
-#pragma omp parallel for schedule(static) if (t.numel() > (1 << 16))
-  for (int64_t ax = 0; ax < A * X; ++ax) {
-    const int64_t a = ax / X, x = ax % X;
-    for (int64_t y = 0; y < Y; ++y)
-      std::memcpy(o + ((a * Y + y) * X + x) * D, in + (ax * Y + y) * D, D * sizeof(float));
-  }
-  return out;
-}
-
 std::pair<Tensor, Tensor> flashAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                                          bool causal, float scale, FlashBlocks blocks) {
   const Dims dims(q, k);

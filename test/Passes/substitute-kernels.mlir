@@ -11,6 +11,9 @@
 // RUN: kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-nothing.json" 2>&1 >/dev/null | FileCheck %s --check-prefix=NOTHING
 // RUN: kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-nothing.json log=false" 2>&1 >/dev/null | count 0
 
+// kiln-substitute-kernels (passes/SubstituteKernels.cpp) with rule files read
+// by passes/OverrideRules.cpp (Inputs/rules-*.json).
+
 // One attention block and the loss: q and k get RoPE, then causal GQA
 // attention, then the output projection and cross-entropy.
 func.func @loss(%q: tensor<1x256x4x8xf32> {kiln.input = "q"},

@@ -39,10 +39,6 @@ flashAttentionBackward(const Tensor &dout, const Tensor &q, const Tensor &k, con
                        const Tensor &out, const Tensor &lse, bool causal, float scale,
                        FlashBlocks blocks = {});
 
-/// [a, x, y, d] -> [a, y, x, d] (F32): the permute between the reference
-/// attention layout [b, s, h, d] and this one [b, h, s, d], either way.
-Tensor swapMiddleDims(const Tensor &t);
-
 } // namespace kiln::kernels
 
 #endif // KILN_RUNTIME_FLASHATTENTION_H

@@ -161,10 +161,8 @@ LogicalResult AttentionBackwardOp::inferReturnTypes(MLIRContext *context,
 }
 int64_t AttentionBackwardOp::getFlops() {
   auto q = getQ().getType();
-  // Per scored pair: recompute q.k, then dP = dO.v, dV += p dO, dQ += dS k,
-  // dK += dS q (5 * 2 * head_dim) plus ~8 elementwise.
-  return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
-         (10 * q.getDimSize(3) + 8);
+  return attentionFlops(q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), q.getDimSize(3),
+                        getCausal(), /*backward=*/true);
 }
 
 //===----------------------------------------------------------------------===//

@@ -215,10 +215,18 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
 
 int64_t AttentionOp::getFlops() {
   auto q = getQ().getType();
-  // Per scored pair: q.k and p*v (2 * head_dim multiply-adds) plus ~5 for
-  // scale, max, exp, sum and normalize.
-  return q.getDimSize(0) * q.getDimSize(2) * scoredPairs(q.getDimSize(1), getCausal()) *
-         (4 * q.getDimSize(3) + 5);
+  return attentionFlops(q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), q.getDimSize(3),
+                        getCausal(), /*backward=*/false);
+}
+
+int64_t kiln::attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
+                             bool causal, bool backward) {
+  // Per scored pair, forward: q.k and p*v (2 * head_dim multiply-adds) plus
+  // ~5 for scale, max, exp, sum and normalize. Backward: recompute q.k, then
+  // dP = dO.v, dV += p dO, dQ += dS k, dK += dS q (5 * 2 * head_dim) plus
+  // ~8 elementwise.
+  return batch * heads * scoredPairs(seq, causal) *
+         (backward ? 10 * headDim + 8 : 4 * headDim + 5);
 }
 
 //===----------------------------------------------------------------------===//

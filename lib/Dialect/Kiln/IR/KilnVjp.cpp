@@ -14,10 +14,7 @@
 using namespace mlir;
 using namespace kiln;
 
-namespace {
-/// The cotangent `grad`, or zeros of `like`'s type when none flows back (a
-/// result nobody differentiates through, e.g. one of rope's two outputs).
-Value gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like) {
+Value kiln::gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like) {
   if (grad)
     return grad;
   auto type = cast<RankedTensorType>(like.getType());
@@ -26,7 +23,6 @@ Value gradOrZeros(OpBuilder &b, Operation *op, Value grad, Value like) {
                             b.getStringAttr(op->getAttrOfType<StringAttr>("fqn").str() +
                                             ".zero_grad"));
 }
-} // namespace
 
 LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                            SmallVectorImpl<Value> &gradIn) {

@@ -32,6 +32,17 @@ std::string parameterPath(mlir::Value param);
 /// -> `hidden` (the grouped experts' forward).
 int64_t expertFlops(int64_t rows, int64_t hidden, int64_t inter);
 
+/// FLOPs of kiln.attention (or, `backward`, its backward) over q of
+/// [batch, seq, heads, headDim], with or without the causal mask.
+int64_t attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim, bool causal,
+                       bool backward);
+
+/// The cotangent `grad`, or, when none flows back (a result nobody
+/// differentiates through), a kiln.constant of zeros of `like`'s type named
+/// `<op's fqn>.zero_grad`. For VJPs whose backward takes every cotangent.
+mlir::Value gradOrZeros(mlir::OpBuilder &b, mlir::Operation *op, mlir::Value grad,
+                        mlir::Value like);
+
 /// Verifies that an op's `fqn` attribute, its torchtitan module path, is a
 /// non-empty string: override rules, names of backward ops and diagnostics
 /// all go by it.
