@@ -369,12 +369,12 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
                      const LoopSharding &loops, SmallVectorImpl<Sharding> &produced,
                      SmallVectorImpl<Value> &results) {
     bool split = llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
+    ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
     // A norm over split tensors: local sums of squares, summed across the
     // ranks that hold different pieces, then the root.
     if (auto norm = dyn_cast<GlobalNormOp>(op); norm && split) {
       // Operands split over the same axes share one sum of squares, summed
       // over those axes only (a tensor replicated over tp counts once).
-      ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
       std::map<GridAxes, SmallVector<Value>> groups;
       for (auto [i, operand] : llvm::enumerate(operands)) {
         GridAxes axes;
@@ -400,6 +400,13 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       produced[0] = Sharding::replicated(0);
       return success();
     }
+    if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op)) {
+      const GridAxes &vocab = loops[rule.operands[0].back()];
+      if (!vocab.empty()) {
+        results.push_back(lossParallel(b, op, operands, types[0], vocab));
+        return success();
+      }
+    }
     Operation *clone = b.clone(op);
     clone->setOperands(operands);
     for (auto [result, type] : llvm::zip(clone->getResults(), types))
@@ -409,6 +416,17 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     // A reshape's target shape is the local one.
     if (auto reshape = dyn_cast<ReshapeOp>(clone))
       reshape.setShape(cast<RankedTensorType>(types[0]).getShape());
+    // A lookup in (a gradient of) a vocabulary shard: ids held elsewhere
+    // give nothing.
+    if (isa<EmbeddingOp, EmbeddingBackwardOp>(op)) {
+      int64_t v = isa<EmbeddingOp>(op) ? rule.operands[0][0] : rule.results[0][0];
+      if (!loops[v].empty()) {
+        clone->setAttr("vocab_axes", b.getDenseI16ArrayAttr(loops[v]));
+        if (isa<EmbeddingBackwardOp>(op))
+          clone->setAttr("vocab_size",
+                         b.getI64IntegerAttr(cast<RankedTensorType>(types[0]).getDimSize(0)));
+      }
+    }
     // A mean over split positions divides by the global count.
     if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op) && split) {
       Value labels = op.getOperand(1);
@@ -423,9 +441,40 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     return success();
   }
 
+  /// Loss parallel: a cross-entropy (or its backward) on logits split on the
+  /// vocabulary over `vocab`, as the vocab_parallel ops around all-reduces of
+  /// the rows' maxima and statistics (KilnVocabParallelOps.td). The
+  /// backward reuses the forward's statistics of the same logits.
+  Value lossParallel(OpBuilder &b, Operation &op, ValueRange operands, Type type,
+                     const GridAxes &vocab) {
+    Location loc = op.getLoc();
+    auto fqn = op.getAttrOfType<StringAttr>("fqn");
+    Value logits = operands[0], labels = operands[1];
+    DenseI16ArrayAttr axes = b.getDenseI16ArrayAttr(vocab);
+    auto [max, stats] = vocabStats.lookup(logits);
+    if (!max) {
+      max = VocabParallelMaxOp::create(b, loc, logits, fqn);
+      max = shard::AllReduceOp::create(b, loc, max, grid.getSymName(), vocab,
+                                       shard::ReductionKind::Max);
+      stats = VocabParallelStatsOp::create(b, loc, logits, max, labels, axes, fqn);
+      stats = shard::AllReduceOp::create(b, loc, stats, grid.getSymName(), vocab,
+                                         shard::ReductionKind::Sum);
+      vocabStats[logits] = {max, stats};
+    }
+    int64_t positions = cast<RankedTensorType>(op.getOperand(1).getType()).getNumElements();
+    IntegerAttr total = b.getI64IntegerAttr(positions);
+    if (isa<CrossEntropyOp>(op))
+      return VocabParallelLossOp::create(b, loc, max, stats, fqn, total);
+    return VocabParallelLossBackwardOp::create(b, loc, type, logits, labels, operands[2], max,
+                                               stats, axes, fqn, total);
+  }
+
   SmallVector<std::string> axisNames;
   shard::GridOp grid;
   DenseMap<Value, Type> globalTypes;
+  /// Per vocabulary-split logits value: its rows' global maxima and summed
+  /// statistics.
+  DenseMap<Value, std::pair<Value, Value>> vocabStats;
 };
 
 } // namespace

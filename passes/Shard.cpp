@@ -161,8 +161,16 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       Style style = styleOf(param);
       if (style != Style::Replicated) {
         // The last two dimensions are [out, in]; a stack of experts' weights
-        // has its expert dimension in front of them.
+        // has its expert dimension in front of them. An embedding table
+        // [vocab, dim] splits as torchtitan splits nn.Embedding: rowwise on
+        // the vocabulary, colwise on the features.
+        bool table = llvm::any_of(param.getUses(), [](OpOperand &use) {
+          auto embedding = dyn_cast<EmbeddingOp>(use.getOwner());
+          return embedding && use.get() == embedding.getTable();
+        });
         int64_t dim = rankOf(param) - (style == Style::Colwise ? 2 : 1);
+        if (table)
+          dim = style == Style::Colwise ? 1 : 0;
         if (dim < 0 ||
             cast<RankedTensorType>(param.getType()).getDimSize(dim) % tp)
           return fn.emitError() << "kiln-shard: parameter '" << p.key << "' cannot be split "
@@ -233,6 +241,20 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         target[embedding.getResult()] = s;
       }
 
+    // The layouts wanted of values: the chosen ones, and through sums of
+    // partials (a tied embedding's two gradients) to their operands.
+    DenseMap<Value, Sharding> wanted = target;
+    for (Operation &op : llvm::reverse(body.without_terminator())) {
+      auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!ruled || op.getNumResults() != 1 || !ruled.getShardingRule().sumsPartials)
+        continue;
+      if (auto it = wanted.find(op.getResult(0)); it != wanted.end()) {
+        Sharding s = it->second;
+        for (Value operand : op.getOperands())
+          wanted.try_emplace(operand, s);
+      }
+    }
+
     for (Operation &op : body.without_terminator()) {
       auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
       if (!ruled)
@@ -265,6 +287,39 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         }
         return false;
       };
+      // A loop only a result follows (the vocabulary of an embedding's
+      // gradient, a scatter's destination) takes the layout wanted of that
+      // result, as far as it does not clash. Its tensor-parallel axis is
+      // taken before the operands' splits, which are gathered instead (as
+      // torchtitan's vocabulary-parallel embedding computes its gradient on
+      // the rank's vocabulary from the gathered sequence); data-parallel
+      // axes only where nothing clashes (FSDP reduce-scatters gradients).
+      auto followWanted = [&](bool tensorParallelOnly) {
+        for (auto [r, map] : llvm::enumerate(rule.results)) {
+          auto it = wanted.find(op.getResult(r));
+          if (it == wanted.end())
+            continue;
+          for (auto [d, l] : llvm::enumerate(map)) {
+            if (l < 0 || !rule.splittable[l] ||
+                llvm::any_of(rule.operands,
+                             [&](ArrayRef<int64_t> m) { return llvm::is_contained(m, l); }))
+              continue;
+            ArrayRef<int16_t> want(it->second.dims[d]);
+            if (want.take_front(loops[l].size()) != ArrayRef<int16_t>(loops[l]))
+              continue;
+            GridAxes axes = loops[l];
+            for (int16_t a : want.drop_front(loops[l].size())) {
+              GridAxes more = axes;
+              more.push_back(a);
+              if ((tensorParallelOnly && a != kTp) || clashes(l, more))
+                break;
+              axes = more;
+            }
+            loops[l] = axes;
+          }
+        }
+      };
+      followWanted(/*tensorParallelOnly=*/true);
       // Parameters first: a weight's tensor-parallel split wins over an
       // activation's, which is then gathered (sequence parallelism's
       // all-gather before a colwise linear).
@@ -288,6 +343,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
           loops[l] = axes;
         }
       }
+      followWanted(/*tensorParallelOnly=*/false);
       // Operands pending one sum, into an op linear in them: the sum stays
       // pending (no loop is split; kiln-partition clones the op as is).
       SmallVector<Sharding> operandShardings;

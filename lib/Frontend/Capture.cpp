@@ -40,7 +40,7 @@ public:
   /// ids [b, s] -> logits [b, s, vocab]
   Value logits(Value ids) {
     Value h = EmbeddingOp::create(b, loc("tok_embeddings"), param("tok_embeddings"),
-                                  ids, fqn("tok_embeddings"));
+                                  ids, fqn("tok_embeddings"), nullptr);
     Value cache = RopeCacheOp::create(b, loc("rope_cache"), b.getF64FloatAttr(c.ropeTheta),
                                       b.getI64IntegerAttr(seq),
                                       b.getI64IntegerAttr(c.headDim), fqn("rope_cache"));

@@ -97,9 +97,13 @@ std::string torchtitanModuleForHfKey(const std::string &hfKey) {
 }
 
 std::vector<std::string> qwen3TensorParallelPlan(const Qwen3Config &c) {
-  std::vector<std::string> plan = {
-      "layers.*.attention.wq=colwise", "layers.*.attention.wk=colwise",
-      "layers.*.attention.wv=colwise", "layers.*.attention.wo=rowwise"};
+  // The vocabulary-parallel embedding and the loss-parallel output
+  // (a tied output reads the embedding's table, split alike).
+  std::vector<std::string> plan = {"tok_embeddings=rowwise"};
+  if (!c.tieWordEmbeddings)
+    plan.push_back("output=colwise");
+  plan.insert(plan.end(), {"layers.*.attention.wq=colwise", "layers.*.attention.wk=colwise",
+                           "layers.*.attention.wv=colwise", "layers.*.attention.wo=rowwise"});
   // kiln-shard refuses entries that match nothing: name only the MLPs the
   // model has.
   if (c.numSparseLayers() < c.numLayers)

@@ -11,17 +11,20 @@
 
 namespace kiln::kernels {
 
-Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab) {
+Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab,
+                         VocabShard shard) {
   int64_t dim = grad.shape().back();
   Tensor dtable(DType::F32, {vocab, dim});
   const float *g = grad.data<float>();
   float *dt = dtable.mutableData<float>();
-  checkIds(ids, vocab, "token id");
+  checkIds(ids, shard.limit(vocab), "token id");
   for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
     int64_t id = idAt(ids, i);
+    if (!shard.holds(id, vocab))
+      continue;
     // Repeated ids accumulate: each occurrence contributes its own gradient.
     for (int64_t j = 0; j < dim; ++j)
-      dt[id * dim + j] += g[i * dim + j];
+      dt[(id - shard.offset) * dim + j] += g[i * dim + j];
   }
   return dtable;
 }

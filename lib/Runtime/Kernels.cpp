@@ -18,16 +18,21 @@ int64_t idAt(const Tensor &ids, int64_t i) {
                                    : ids.data<int32_t>()[i];
 }
 
-Tensor embedding(const Tensor &table, const Tensor &ids) {
-  int64_t vocab = table.dim(0), dim = table.dim(1);
+Tensor embedding(const Tensor &table, const Tensor &ids, VocabShard shard) {
+  int64_t rows = table.dim(0), dim = table.dim(1);
   Shape shape = ids.shape();
   shape.push_back(dim);
   Tensor out = Tensor::uninitialized(DType::F32, shape);
   const float *src = table.data<float>();
   float *dst = out.mutableData<float>();
-  checkIds(ids, vocab, "token id");
-  for (int64_t i = 0, n = ids.numel(); i < n; ++i)
-    std::copy_n(src + idAt(ids, i) * dim, dim, dst + i * dim);
+  checkIds(ids, shard.limit(rows), "token id");
+  for (int64_t i = 0, n = ids.numel(); i < n; ++i) {
+    int64_t id = idAt(ids, i);
+    if (shard.holds(id, rows))
+      std::copy_n(src + (id - shard.offset) * dim, dim, dst + i * dim);
+    else
+      std::fill_n(dst + i * dim, dim, 0.0f);
+  }
   return out;
 }
 

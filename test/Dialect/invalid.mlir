@@ -622,3 +622,42 @@ func.func @transpose_not_a_permutation(%x: tensor<2x3x4xf32>) {
   %y = kiln.transpose %x {permutation = array<i64: 0, 0, 2>, fqn = "t"} : (tensor<2x3x4xf32>) -> tensor<2x2x4xf32>
   return
 }
+
+// -----
+
+func.func @vocab_axes_twice(%t: tensor<32x16xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error@+1 {{'kiln.embedding' op (fqn 'tok_embeddings'): vocab_axes names axis 2 twice}}
+  %h = kiln.embedding %t, %ids {fqn = "tok_embeddings", vocab_axes = array<i16: 2, 2>}
+      : (tensor<32x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
+  func.func @vocab_axes_outside_grid(%l: tensor<2x8x32xf32>, %m: tensor<2x8xf32>, %y: tensor<2x8xi64>) {
+    // expected-error@+1 {{'kiln.vocab_parallel_stats' op (fqn 'loss'): vocab_axes entry 3 is not an axis of the grid (3 axes)}}
+    %s = kiln.vocab_parallel_stats %l, %m, %y {fqn = "loss", vocab_axes = array<i16: 3>}
+        : (tensor<2x8x32xf32>, tensor<2x8xf32>, tensor<2x8xi64>) -> tensor<2x8x2xf32>
+    return
+  }
+}
+
+// -----
+
+func.func @vocab_stats_labels(%l: tensor<2x8x32xf32>, %m: tensor<2x8xf32>, %y: tensor<2x7xi64>) {
+  // expected-error@+2 {{'kiln.vocab_parallel_stats' op (fqn 'loss'): labels 'tensor<2x7xi64>' must have the leading shape of logits 'tensor<2x8x32xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %s = kiln.vocab_parallel_stats %l, %m, %y {fqn = "loss", vocab_axes = array<i16: 2>}
+      : (tensor<2x8x32xf32>, tensor<2x8xf32>, tensor<2x7xi64>) -> tensor<2x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @vocab_loss_stats(%m: tensor<2x8xf32>, %s: tensor<2x8x3xf32>) {
+  // expected-error@+2 {{'kiln.vocab_parallel_loss' op (fqn 'loss'): stats 'tensor<2x8x3xf32>' must be max's shape plus a dimension of 2, max 'tensor<2x8xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %loss = kiln.vocab_parallel_loss %m, %s {fqn = "loss"} : (tensor<2x8xf32>, tensor<2x8x3xf32>) -> tensor<f32>
+  return
+}

@@ -33,9 +33,11 @@ std::vector<Qwen3Parameter> qwen3Parameters(const Qwen3Config &config);
 std::string torchtitanModuleForHfKey(const std::string &hfKey);
 
 /// torchtitan's tensor-parallel plan for Qwen3 as kiln-shard's `tp-plan`
-/// (module glob = style): attention q/k/v and the MLP's w1/w3 colwise, the
+/// (module glob = style): the token embedding rowwise (vocabulary parallel),
+/// the output projection colwise (loss parallel; tied to the embedding, it
+/// is split with it), attention q/k/v and the MLP's w1/w3 colwise, the
 /// attention output and w2 rowwise, each expert of a MoE layer like a dense
-/// MLP; everything else (the router included) replicated over tp.
+/// MLP; everything else (the router and the norms) replicated over tp.
 std::vector<std::string> qwen3TensorParallelPlan(const Qwen3Config &config);
 
 } // namespace kiln

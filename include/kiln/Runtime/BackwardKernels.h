@@ -9,6 +9,7 @@
 #ifndef KILN_RUNTIME_BACKWARDKERNELS_H
 #define KILN_RUNTIME_BACKWARDKERNELS_H
 
+#include "kiln/Runtime/Kernels.h"
 #include "kiln/Runtime/Tensor.h"
 
 #include <tuple>
@@ -17,8 +18,10 @@
 
 namespace kiln::kernels {
 
-/// d table [vocab, D] = scatter-add of grad [..., D] rows at ids [...].
-Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab);
+/// d table [vocab, D] = scatter-add of grad [..., D] rows at ids [...];
+/// with a shard, the `vocab` rows it holds (ids elsewhere add nothing).
+Tensor embeddingBackward(const Tensor &grad, const Tensor &ids, int64_t vocab,
+                         VocabShard shard = {});
 
 /// y = w * x * rsqrt(mean(x^2) + eps) over the last dim; returns (dx, dw).
 std::pair<Tensor, Tensor> rmsNormBackward(const Tensor &grad, const Tensor &x,

@@ -29,8 +29,19 @@ inline Shape withLastDim(Shape shape, int64_t last) {
   return shape;
 }
 
-/// table [V, D], ids [...] -> [..., D].
-Tensor embedding(const Tensor &table, const Tensor &ids);
+/// Ids [offset, offset + rows) of a vocabulary of `total` ids: the block one
+/// rank holds under vocabulary parallelism. The default is the whole
+/// vocabulary (of the tensor's size).
+struct VocabShard {
+  int64_t offset = 0;
+  int64_t total = 0; ///< 0: the shard is the whole vocabulary
+  bool holds(int64_t id, int64_t rows) const { return id >= offset && id < offset + rows; }
+  int64_t limit(int64_t rows) const { return total ? total : rows; }
+};
+
+/// table [V, D], ids [...] -> [..., D]; with a shard, `table` holds its
+/// rows and ids outside it give zero rows.
+Tensor embedding(const Tensor &table, const Tensor &ids, VocabShard shard = {});
 /// x [..., D], weight [D].
 Tensor rmsNorm(const Tensor &x, const Tensor &weight, float eps);
 /// x [..., K], weight [N, K] -> [..., N].

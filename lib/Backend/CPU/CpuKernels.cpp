@@ -9,10 +9,12 @@
 #include "kiln/Backend/CPU/CpuKernelInterface.h"
 #include "kiln/Backend/CPU/CollectiveKernels.h"
 #include "kiln/Backend/CPU/CpuKernelImpl.h"
+#include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/LossParallel.h"
 #include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Runtime/MoeKernels.h"
 
@@ -41,8 +43,22 @@ Tensor scalarTensor(float value) {
 // Forward ops
 //===----------------------------------------------------------------------===//
 
-void run(EmbeddingOp, const Context &, In in, Out &out) {
-  out.push_back(kernels::embedding(in[0], in[1]));
+/// The block of a vocabulary split over `axes` that this rank holds, of
+/// `rows` ids; the whole vocabulary when nothing is split.
+kernels::VocabShard vocabShard(Operation *op, const Context &ctx,
+                               std::optional<ArrayRef<int16_t>> axes, int64_t rows) {
+  if (!axes || axes->empty())
+    return {};
+  if (!ctx.grid)
+    fail("{} (fqn '{}'): a vocabulary split over grid axes needs a device grid",
+         op->getName().getStringRef().str(), op->getAttrOfType<StringAttr>("fqn").str());
+  std::vector<int16_t> list(axes->begin(), axes->end());
+  return {ctx.grid->groupIndex(list) * rows, ctx.grid->groupSize(list) * rows};
+}
+
+void run(EmbeddingOp op, const Context &ctx, In in, Out &out) {
+  out.push_back(kernels::embedding(in[0], in[1],
+                                   vocabShard(op, ctx, op.getVocabAxes(), in[0].dim(0))));
 }
 void run(RmsNormOp op, const Context &, In in, Out &out) {
   out.push_back(kernels::rmsNorm(in[0], in[1], op.getEps().convertToFloat()));
@@ -119,8 +135,10 @@ void run(ConstantOp op, const Context &, In, Out &out) {
   std::fill_n(t.mutableData<float>(), t.numel(), value.getSplatValue<APFloat>().convertToFloat());
   out.push_back(t);
 }
-void run(EmbeddingBackwardOp op, const Context &, In in, Out &out) {
-  out.push_back(kernels::embeddingBackward(in[0], in[1], int64_t(op.getVocabSize())));
+void run(EmbeddingBackwardOp op, const Context &ctx, In in, Out &out) {
+  int64_t rows = int64_t(op.getVocabSize());
+  out.push_back(kernels::embeddingBackward(in[0], in[1], rows,
+                                           vocabShard(op, ctx, op.getVocabAxes(), rows)));
 }
 void run(RmsNormBackwardOp op, const Context &, In in, Out &out) {
   auto [dx, dw] = kernels::rmsNormBackward(in[0], in[1], in[2], op.getEps().convertToFloat());
@@ -149,6 +167,28 @@ void run(CrossEntropyBackwardOp op, const Context &, In in, Out &out) {
   Tensor lossGrad = scalarTensor(*in[2].data<float>() *
                                  positionShare(op.getTotalPositions(), in[1]));
   out.push_back(kernels::crossEntropyBackward(in[0], in[1], lossGrad));
+}
+
+//===----------------------------------------------------------------------===//
+// Loss parallel
+//===----------------------------------------------------------------------===//
+
+void run(VocabParallelMaxOp, const Context &, In in, Out &out) {
+  out.push_back(kernels::rowMax(in[0]));
+}
+void run(VocabParallelStatsOp op, const Context &ctx, In in, Out &out) {
+  out.push_back(kernels::vocabShardStats(
+      in[0], in[1], in[2], vocabShard(op, ctx, op.getVocabAxes(), in[0].shape().back())));
+}
+void run(VocabParallelLossOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::lossFromStats(
+      in[0], in[1], int64_t(op.getTotalPositions().value_or(in[0].numel()))));
+}
+void run(VocabParallelLossBackwardOp op, const Context &ctx, In in, Out &out) {
+  out.push_back(kernels::lossFromStatsBackward(
+      in[0], in[1], *in[2].data<float>(), in[3], in[4],
+      vocabShard(op, ctx, op.getVocabAxes(), in[0].shape().back()),
+      int64_t(op.getTotalPositions().value_or(in[1].numel()))));
 }
 
 //===----------------------------------------------------------------------===//
@@ -266,6 +306,8 @@ void attachAll(MLIRContext *context, KilnDialect *) {
          RouterBackwardOp,
          GroupedExpertsBackwardOp, LoadBalancingLossBackwardOp>(context);
   attach<GlobalNormOp, SqrtOp, ClipCoefOp, LrScheduleOp, AdamWOp, NextStepOp>(context);
+  attach<VocabParallelMaxOp, VocabParallelStatsOp, VocabParallelLossOp,
+         VocabParallelLossBackwardOp>(context);
 }
 
 } // namespace

@@ -45,6 +45,7 @@ LogicalResult EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, std::optional
   types.push_back(withShape(grad, {vocab, grad.getShape().back()}));
   return success();
 }
+LogicalResult EmbeddingBackwardOp::verify() { return verifyVocabAxes(*this, getVocabAxes()); }
 int64_t EmbeddingBackwardOp::getFlops() { return getGrad().getType().getNumElements(); }
 
 //===----------------------------------------------------------------------===//

@@ -87,6 +87,8 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
+LogicalResult EmbeddingOp::verify() { return verifyVocabAxes(*this, getVocabAxes()); }
+
 int64_t EmbeddingOp::getFlops() { return 0; }
 // Only the gathered rows of the table are read.
 int64_t EmbeddingOp::getBytesRead() {

@@ -78,8 +78,10 @@ AttentionLoops attentionLoops(ShardingRule &rule) {
 ShardingRule EmbeddingOp::getShardingRule() {
   ShardingRule rule;
   Map ids = loops(rule, rankOf(getIds()));
-  // A vocabulary split needs each rank's id offset: not a plain clone.
-  int64_t v = rule.loop(false), d = rule.loop();
+  // A vocabulary split (torchtitan's vocabulary-parallel embedding) leaves
+  // each rank the rows it holds, zero elsewhere: a partial sum over the
+  // split. kiln-partition gives the lookup its shard (vocab_axes).
+  int64_t v = rule.loop(), d = rule.loop();
   rule.operands = {{v, d}, ids};
   rule.results = {concat(ids, {d})};
   rule.reductions = {{v}};
@@ -136,10 +138,12 @@ ShardingRule AddOp::getShardingRule() {
 
 ShardingRule CrossEntropyOp::getShardingRule() {
   // Splitting positions leaves each rank a partial sum of the mean (the
-  // partitioner sets total_positions); the vocabulary stays whole.
+  // partitioner sets total_positions). A split vocabulary is loss parallel:
+  // kiln-partition rewrites the op into the vocab_parallel ops around
+  // collectives, so the loss is not a partial sum over it.
   ShardingRule rule;
   Map lead = loops(rule, rankOf(getLabels()));
-  int64_t v = rule.loop(false);
+  int64_t v = rule.loop();
   rule.operands = {concat(lead, {v}), lead};
   rule.results = {{}};
   rule.reductions = {lead};
@@ -199,9 +203,11 @@ ShardingRule ConstantOp::getShardingRule() {
 ShardingRule EmbeddingBackwardOp::getShardingRule() {
   ShardingRule rule;
   Map ids = loops(rule, rankOf(getIds()));
-  int64_t d = rule.loop();
+  // The vocabulary loop belongs to the result alone: kiln-shard splits it
+  // as the table's gradient is stored (vocabulary parallel).
+  int64_t v = rule.loop(), d = rule.loop();
   rule.operands = {concat(ids, {d}), ids};
-  rule.results = {{-1, d}};
+  rule.results = {{v, d}};
   rule.reductions = {ids};
   return rule;
 }
@@ -246,7 +252,7 @@ ShardingRule SwigluBackwardOp::getShardingRule() { return elementwise(*this); }
 ShardingRule CrossEntropyBackwardOp::getShardingRule() {
   ShardingRule rule;
   Map lead = loops(rule, rankOf(getLabels()));
-  int64_t v = rule.loop(false);
+  int64_t v = rule.loop(); // loss parallel, as kiln.cross_entropy
   rule.operands = {concat(lead, {v}), lead, {}};
   rule.results = {concat(lead, {v})};
   return rule;

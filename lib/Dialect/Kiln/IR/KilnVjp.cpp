@@ -28,7 +28,8 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                            SmallVectorImpl<Value> &gradIn) {
   int64_t vocab = getTable().getType().getDimSize(0);
   gradIn.push_back(EmbeddingBackwardOp::create(b, getLoc(), gradOut[0], getIds(),
-                                               b.getI64IntegerAttr(vocab), getFqnAttr()));
+                                               b.getI64IntegerAttr(vocab), getFqnAttr(),
+                                               getVocabAxesAttr()));
   gradIn.push_back(nullptr);
   return success();
 }

@@ -176,6 +176,10 @@ inline int64_t scoredPairs(int64_t seq, bool causal) {
   return causal ? seq * (seq + 1) / 2 : seq * seq;
 }
 
+/// `vocab_axes` (kiln.embedding, the vocab_parallel ops): distinct grid
+/// axes, each an axis of the enclosing module's grid when it has one.
+LogicalResult verifyVocabAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes);
+
 } // namespace kiln::detail
 
 #endif // KILN_LIB_DIALECT_KILN_IR_SHAPERULES_H

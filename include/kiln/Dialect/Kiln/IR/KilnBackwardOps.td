@@ -37,6 +37,10 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [DeclareOpInterfaceMethods<Kiln_VjpOpI
 def Kiln_EmbeddingBackwardOp : Kiln_BackwardOp<"embedding_backward", ["getGrad"]> {
   let summary = "Scatter-add of output gradients into the embedding table's gradient";
   let description = [{
+    With `vocab_axes` the result is this rank's block of `vocab_size` rows of
+    the gradient of a table split over those axes (see kiln.embedding); ids
+    held by other ranks contribute nothing.
+
     Example:
 
     ```mlir
@@ -45,8 +49,9 @@ def Kiln_EmbeddingBackwardOp : Kiln_BackwardOp<"embedding_backward", ["getGrad"]
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$grad, Kiln_IdTensor:$ids, I64Attr:$vocab_size,
-                       StrAttr:$fqn);
+                       StrAttr:$fqn, OptionalAttr<DenseI16ArrayAttr>:$vocab_axes);
   let results = (outs Kiln_FloatTensor:$table_grad);
+  let hasVerifier = 1;
 }
 
 def Kiln_RmsNormBackwardOp : Kiln_BackwardOp<"rms_norm_backward", ["getGrad"]> {

@@ -61,6 +61,12 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [DeclareOpInterfaceMethods<Kiln_VjpO
     `result[..., :] = table[ids[...], :]` with table `[vocab, dim]`; ids may
     have any rank. Out-of-range ids are a runtime error.
 
+    With `vocab_axes` (a vocabulary-parallel embedding, set by kiln-partition)
+    the table is this rank's block of rows of a table split over those grid
+    axes (the rank's block index along them times the table's rows is its
+    first id); ids held by other ranks give zero rows, so the results of the
+    ranks sum to the whole lookup.
+
     Example:
 
     ```mlir
@@ -68,8 +74,10 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [DeclareOpInterfaceMethods<Kiln_VjpO
         : (tensor<151936x1024xf32>, tensor<2x128xi64>) -> tensor<2x128x1024xf32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$table, Kiln_IdTensor:$ids, StrAttr:$fqn);
+  let arguments = (ins Kiln_FloatTensor:$table, Kiln_IdTensor:$ids, StrAttr:$fqn,
+                       OptionalAttr<DenseI16ArrayAttr>:$vocab_axes);
   let results = (outs Kiln_FloatTensor:$result);
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     int64_t getBytesRead();
   }];
@@ -288,6 +296,7 @@ def Kiln_NarrowOp : Kiln_Op<"narrow"> {
 include "kiln/Dialect/Kiln/IR/KilnBackwardOps.td"
 include "kiln/Dialect/Kiln/IR/KilnMoeOps.td"
 include "kiln/Dialect/Kiln/IR/KilnOptimizerOps.td"
+include "kiln/Dialect/Kiln/IR/KilnVocabParallelOps.td"
 
 #endif // KILN_OPS_TD
 include "kiln/Dialect/Kiln/IR/KilnKernelOps.td"

@@ -1,0 +1,200 @@
+//===- KilnVocabParallelOps.cpp - Loss parallel: shapes, costs, rules -----===//
+//
+// The ops kiln-partition emits for a cross-entropy whose vocabulary is split
+// (see KilnVocabParallelOps.td), and the check of `vocab_axes` they share
+// with the vocabulary-parallel embedding.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "ShapeRules.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::detail;
+
+LogicalResult kiln::detail::verifyVocabAxes(Operation *op,
+                                            std::optional<ArrayRef<int16_t>> axes) {
+  if (!axes)
+    return success();
+  StringRef fqn = op->getAttrOfType<StringAttr>("fqn").getValue();
+  size_t gridRank = gridAxisNames(op).size();
+  for (auto [i, axis] : llvm::enumerate(*axes)) {
+    if (axis < 0 || (gridRank && size_t(axis) >= gridRank))
+      return op->emitOpError() << "(fqn '" << fqn << "'): vocab_axes entry " << axis
+                               << " is not an axis of the grid"
+                               << (gridRank ? " (" + std::to_string(gridRank) + " axes)" : "");
+    if (llvm::is_contained(axes->take_front(i), axis))
+      return op->emitOpError() << "(fqn '" << fqn << "'): vocab_axes names axis " << axis
+                               << " twice";
+  }
+  return success();
+}
+
+namespace {
+
+/// The labels (or row statistics) must have the logits' leading shape.
+template <typename OpT>
+LogicalResult checkRows(std::optional<Location> loc, StringRef fqn, StringRef name,
+                        RankedTensorType type, RankedTensorType logits) {
+  if (type.getShape() != logits.getShape().drop_back())
+    return shapeError<OpT>(loc, fqn, name, " ", type, " must have the leading shape of logits ",
+                           logits);
+  return success();
+}
+
+/// Row statistics: [rows..., 2] for rows [rows...].
+bool isStatsOf(RankedTensorType stats, RankedTensorType rows) {
+  return stats.getRank() == rows.getRank() + 1 && stats.getShape().drop_back() == rows.getShape() &&
+         stats.getShape().back() == 2;
+}
+
+using Map = SmallVector<int64_t>;
+
+/// One splittable loop per row dimension of a rank-`rank` tensor.
+Map rowLoops(ShardingRule &rule, int64_t rank) {
+  Map map;
+  for (int64_t i = 0; i < rank; ++i)
+    map.push_back(rule.loop());
+  return map;
+}
+
+Map with(Map map, int64_t last) {
+  map.push_back(last);
+  return map;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// VocabParallelMaxOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult VocabParallelMaxOp::inferReturnTypes(MLIRContext *context,
+                                                   std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  if (failed(checkOperands<VocabParallelMaxOp>(
+          loc, adaptor.getFqn(), {{"logits", adaptor.getLogits(), -1, Elt::Float}})))
+    return failure();
+  types.push_back(RankedTensorType::get(rankedType(adaptor.getLogits()).getShape().drop_back(),
+                                        Float32Type::get(context)));
+  return success();
+}
+int64_t VocabParallelMaxOp::getFlops() { return getLogits().getType().getNumElements(); }
+ShardingRule VocabParallelMaxOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = rowLoops(rule, getMax().getType().getRank());
+  rule.operands = {with(rows, rule.loop(false))};
+  rule.results = {rows};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// VocabParallelStatsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult VocabParallelStatsOp::inferReturnTypes(MLIRContext *context,
+                                                     std::optional<Location> loc,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<VocabParallelStatsOp>(
+          loc, fqn, {{"logits", adaptor.getLogits(), -1, Elt::Float},
+                     {"max", adaptor.getMax(), -1, Elt::F32},
+                     {"labels", adaptor.getLabels(), -1, Elt::Id}})))
+    return failure();
+  auto logits = rankedType(adaptor.getLogits());
+  if (failed(checkRows<VocabParallelStatsOp>(loc, fqn, "max", rankedType(adaptor.getMax()),
+                                             logits)) ||
+      failed(checkRows<VocabParallelStatsOp>(loc, fqn, "labels",
+                                             rankedType(adaptor.getLabels()), logits)))
+    return failure();
+  SmallVector<int64_t> shape(logits.getShape().drop_back());
+  shape.push_back(2);
+  types.push_back(RankedTensorType::get(shape, Float32Type::get(context)));
+  return success();
+}
+LogicalResult VocabParallelStatsOp::verify() { return verifyVocabAxes(*this, getVocabAxes()); }
+int64_t VocabParallelStatsOp::getFlops() { return 3 * getLogits().getType().getNumElements(); }
+ShardingRule VocabParallelStatsOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = rowLoops(rule, getMax().getType().getRank());
+  rule.operands = {with(rows, rule.loop(false)), rows, rows};
+  rule.results = {with(rows, -1)};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// VocabParallelLossOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult VocabParallelLossOp::inferReturnTypes(MLIRContext *context,
+                                                    std::optional<Location> loc,
+                                                    Adaptor adaptor,
+                                                    SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<VocabParallelLossOp>(
+          loc, fqn, {{"max", adaptor.getMax(), -1, Elt::F32},
+                     {"stats", adaptor.getStats(), -1, Elt::F32}})))
+    return failure();
+  auto max = rankedType(adaptor.getMax()), stats = rankedType(adaptor.getStats());
+  if (!isStatsOf(stats, max))
+    return shapeError<VocabParallelLossOp>(loc, fqn, "stats ", stats,
+                                           " must be max's shape plus a dimension of 2, max ",
+                                           max);
+  types.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+int64_t VocabParallelLossOp::getFlops() { return 3 * getMax().getType().getNumElements(); }
+ShardingRule VocabParallelLossOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = rowLoops(rule, getMax().getType().getRank());
+  rule.operands = {rows, with(rows, -1)};
+  rule.results = {{}};
+  rule.reductions = {rows};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// VocabParallelLossBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult VocabParallelLossBackwardOp::inferReturnTypes(MLIRContext *,
+                                                            std::optional<Location> loc,
+                                                            Adaptor adaptor,
+                                                            SmallVectorImpl<Type> &types) {
+  StringRef fqn = adaptor.getFqn();
+  if (failed(checkOperands<VocabParallelLossBackwardOp>(
+          loc, fqn, {{"logits", adaptor.getLogits(), -1, Elt::Float},
+                     {"labels", adaptor.getLabels(), -1, Elt::Id},
+                     {"loss_grad", adaptor.getLossGrad(), 0, Elt::F32},
+                     {"max", adaptor.getMax(), -1, Elt::F32},
+                     {"stats", adaptor.getStats(), -1, Elt::F32}})))
+    return failure();
+  auto logits = rankedType(adaptor.getLogits()), max = rankedType(adaptor.getMax());
+  if (failed(checkRows<VocabParallelLossBackwardOp>(loc, fqn, "labels",
+                                                    rankedType(adaptor.getLabels()), logits)) ||
+      failed(checkRows<VocabParallelLossBackwardOp>(loc, fqn, "max", max, logits)))
+    return failure();
+  if (!isStatsOf(rankedType(adaptor.getStats()), max))
+    return shapeError<VocabParallelLossBackwardOp>(
+        loc, fqn, "stats ", adaptor.getStats().getType(),
+        " must be max's shape plus a dimension of 2, max ", max);
+  types.push_back(logits);
+  return success();
+}
+LogicalResult VocabParallelLossBackwardOp::verify() {
+  return verifyVocabAxes(*this, getVocabAxes());
+}
+int64_t VocabParallelLossBackwardOp::getFlops() {
+  return 4 * getLogits().getType().getNumElements();
+}
+ShardingRule VocabParallelLossBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = rowLoops(rule, getMax().getType().getRank());
+  Map full = with(rows, rule.loop(false));
+  rule.operands = {full, rows, {}, rows, with(rows, -1)};
+  rule.results = {full};
+  return rule;
+}
