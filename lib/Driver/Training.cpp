@@ -16,6 +16,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <chrono>
+#include <map>
 #include <thread>
 #include <random>
 #include <set>
@@ -119,26 +120,28 @@ Tensor drawNormal(const std::string &key, const Shape &shape, uint64_t seed) {
 }
 } // namespace
 
+Tensor initialParameter(const Qwen3Parameter &p, uint64_t seed) {
+  bool isNorm = p.module.size() >= 4 && p.module.compare(p.module.size() - 4, 4, "norm") == 0;
+  if (isNorm) {
+    Tensor t(DType::F32, p.shape);
+    std::fill_n(t.mutableData<float>(), t.numel(), 1.0f);
+    return t;
+  }
+  if (isStackedKey(p.hfKey)) {
+    // Each expert drawn under its own HF key, as a per-expert model would be.
+    std::vector<Tensor> members;
+    Shape member(p.shape.begin() + 1, p.shape.end());
+    for (int64_t i = 0; i < p.shape[0]; ++i)
+      members.push_back(drawNormal(stackMemberKey(p.hfKey, i), member, seed));
+    return stackTensors(members);
+  }
+  return drawNormal(p.hfKey, p.shape, seed);
+}
+
 TensorMap initialParameters(const Qwen3Config &model, uint64_t seed) {
   TensorMap params;
-  for (const Qwen3Parameter &p : qwen3Parameters(model)) {
-    bool isNorm = p.module.size() >= 4 && p.module.compare(p.module.size() - 4, 4, "norm") == 0;
-    Tensor t;
-    if (isNorm) {
-      t = Tensor(DType::F32, p.shape);
-      std::fill_n(t.mutableData<float>(), t.numel(), 1.0f);
-    } else if (isStackedKey(p.hfKey)) {
-      // Each expert drawn under its own HF key, as a per-expert model would be.
-      std::vector<Tensor> members;
-      Shape member(p.shape.begin() + 1, p.shape.end());
-      for (int64_t i = 0; i < p.shape[0]; ++i)
-        members.push_back(drawNormal(stackMemberKey(p.hfKey, i), member, seed));
-      t = stackTensors(members);
-    } else {
-      t = drawNormal(p.hfKey, p.shape, seed);
-    }
-    params.emplace(p.hfKey, std::move(t));
-  }
+  for (const Qwen3Parameter &p : qwen3Parameters(model))
+    params.emplace(p.hfKey, initialParameter(p, seed));
   return params;
 }
 
@@ -237,17 +240,18 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     fail("checkpoint.initial_load_path: Kiln reads Hugging Face checkpoints only; set "
          "checkpoint.initial_load_in_hf=true");
   std::optional<Checkpoint> checkpoint;
-  TensorMap drawn;
+  std::map<std::string, Qwen3Parameter> drawn;
   if (!load.empty()) {
     checkpoint = Checkpoint::open(load);
     checkAllTensorsUsed(*checkpoint, loss_);
+  } else {
+    for (Qwen3Parameter &p : qwen3Parameters(model_))
+      drawn.emplace(p.hfKey, std::move(p));
   }
-  else
-    drawn = initialParameters(model_, uint64_t(config.training.seed));
 
   // State by argument index, each rank holding its slice of every tensor
-  // (random weights are drawn whole, so every layout starts from the same
-  // ones); the inputs' slots stay empty between steps.
+  // (random weights are drawn whole, one tensor at a time, so every layout
+  // starts from the same ones); the inputs' slots stay empty between steps.
   Signature global = *Signature::get(loss_);
   state_.resize(trainStep_.getNumArguments());
   argShardings_.resize(trainStep_.getNumArguments());
@@ -261,8 +265,8 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     for (unsigned arg : {p.arg, p.expAvgArg, p.expAvgSqArg})
       globalShapes_[arg] = Shape(globalShape.begin(), globalShape.end());
     state_[p.arg] = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step", slice)
-                               : slice(drawn.at(p.key));
-    drawn.erase(p.key);
+                               : slice(initialParameter(drawn.at(p.key),
+                                                        uint64_t(config.training.seed)));
     Shape local = state_[p.arg].shape();
     state_[p.expAvgArg] = Tensor(DType::F32, local);
     state_[p.expAvgSqArg] = Tensor(DType::F32, local);

@@ -19,6 +19,7 @@
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
+#include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Runtime/SafeTensors.h"
 
@@ -73,6 +74,8 @@ mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context
 /// weights, ones for norm weights. Each tensor's stream is seeded from `seed`
 /// and its key, so the result does not depend on order.
 TensorMap initialParameters(const Qwen3Config &model, uint64_t seed);
+/// One tensor of initialParameters, drawn alone (each key has its own stream).
+Tensor initialParameter(const Qwen3Parameter &parameter, uint64_t seed);
 
 struct StepMetrics {
   int64_t step = 0; ///< 1-based; step 1's loss is at the initial weights
