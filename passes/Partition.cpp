@@ -236,10 +236,9 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     DenseMap<Value, Value> local;       // old value -> new value
     DenseMap<Value, Sharding> sharding; // new value -> its sharding
     DenseSet<Value> params;
-    FailureOr<TrainStepSignature> sig = TrainStepSignature::get(fn);
-    if (succeeded(sig))
-      for (const TrainStepSignature::Param &p : sig->params)
-        params.insert(old.getArgument(p.arg));
+    for (BlockArgument arg : old.getArguments())
+      if (fn.getArgAttr(arg.getArgNumber(), kParamAttr))
+        params.insert(arg);
     for (BlockArgument arg : old.getArguments()) {
       Value v = entry->getArgument(arg.getArgNumber());
       local[arg] = v;

@@ -69,8 +69,8 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       module.emitError() << "kiln-shard: no function @" << funcName;
       return signalPassFailure();
     }
-    FailureOr<TrainStepSignature> sig = TrainStepSignature::get(fn);
-    if (failed(sig))
+    FailureOr<Layout> layout = layoutOf(fn);
+    if (failed(layout))
       return signalPassFailure();
 
     OpBuilder b(module.getBodyRegion());
@@ -82,7 +82,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     module->setAttr(kGridAxesAttr, b.getArrayAttr(names));
     axisNames = gridAxisNames(module);
 
-    if (failed(annotate(fn, *sig)))
+    if (failed(annotate(fn, *layout)))
       return signalPassFailure();
   }
 
@@ -141,7 +141,43 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     return out;
   }
 
-  LogicalResult annotate(func::FuncOp fn, const TrainStepSignature &sig) {
+  /// A parameter and the arguments stored as it is (its AdamW moments in a
+  /// training step), each with the result that returns it updated.
+  struct StoredParam {
+    std::string key;
+    unsigned arg;
+    SmallVector<std::pair<unsigned, std::optional<unsigned>>> stored;
+  };
+  struct Layout {
+    SmallVector<StoredParam> params;
+    SmallVector<Signature::Slot> inputs;
+  };
+
+  /// The parameters and inputs of a training step, or of a forward-only
+  /// function such as @loss (its parameters then stored alone, as in the
+  /// step, so both read the same per-rank slices).
+  FailureOr<Layout> layoutOf(func::FuncOp fn) {
+    FailureOr<Signature> base = Signature::get(fn);
+    if (failed(base))
+      return failure();
+    Layout layout;
+    layout.inputs.assign(base->inputs().begin(), base->inputs().end());
+    if (base->state().empty()) {
+      for (const Signature::Slot &p : base->params())
+        layout.params.push_back({p.name, p.index, {{p.index, std::nullopt}}});
+      return layout;
+    }
+    FailureOr<TrainStepSignature> sig = TrainStepSignature::get(fn);
+    if (failed(sig))
+      return failure();
+    for (const TrainStepSignature::Param &p : sig->params)
+      layout.params.push_back(
+          {p.key, p.arg, {{p.arg, p.result}, {p.expAvgArg, p.expAvgResult},
+                          {p.expAvgSqArg, p.expAvgSqResult}}});
+    return layout;
+  }
+
+  LogicalResult annotate(func::FuncOp fn, const Layout &sig) {
     MLIRContext *context = fn.getContext();
     Block &body = fn.getBody().front();
     auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
@@ -155,7 +191,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       storage[arg] = Sharding::replicated(rankOf(arg));
     GridAxes fsdp = nonTrivial({kDpShard}), batch = nonTrivial({kDpReplicate, kDpShard}),
              tpAxes = nonTrivial({kTp});
-    for (const TrainStepSignature::Param &p : sig.params) {
+    for (const StoredParam &p : sig.params) {
       Value param = body.getArgument(p.arg);
       Sharding tpLayout = Sharding::replicated(rankOf(param));
       Style style = styleOf(param);
@@ -179,7 +215,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         tpLayout.dims[dim] = tpAxes;
       }
       compute[param] = tpLayout;
-      for (unsigned index : {p.arg, p.expAvgArg, p.expAvgSqArg}) {
+      for (auto [index, result] : p.stored) {
         Value arg = body.getArgument(index);
         storage[arg] = tpLayout;
         if (rankOf(arg) == 0)
@@ -219,7 +255,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     // Compute ops read parameters in their tensor-parallel layout (gathered
     // over dp_shard); other arguments as stored.
     DenseSet<Value> params;
-    for (const TrainStepSignature::Param &p : sig.params)
+    for (const StoredParam &p : sig.params)
       params.insert(body.getArgument(p.arg));
     for (BlockArgument arg : body.getArguments())
       visible[arg] = params.contains(arg) ? compute[arg] : storage[arg];
@@ -381,11 +417,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       fn.setResultAttr(i, kShardingAttr,
                        Sharding::replicated(cast<RankedTensorType>(fn.getResultTypes()[i]).getRank())
                            .toAttr(context, axisNames));
-    for (const TrainStepSignature::Param &p : sig.params)
-      for (auto [arg, result] : {std::pair{p.arg, p.result}, {p.expAvgArg, p.expAvgResult},
-                                 {p.expAvgSqArg, p.expAvgSqResult}})
-        fn.setResultAttr(result, kShardingAttr,
-                         storage[body.getArgument(arg)].toAttr(context, axisNames));
+    for (const StoredParam &p : sig.params)
+      for (auto [arg, result] : p.stored)
+        if (result)
+          fn.setResultAttr(*result, kShardingAttr,
+                           storage[body.getArgument(arg)].toAttr(context, axisNames));
     return success();
   }
 

@@ -62,6 +62,28 @@ void substituteKernels(ModuleOp module, const KernelSubstitution &kernels) {
                 [&] { return pm.run(module); });
 }
 
+namespace {
+/// kiln-shard and kiln-partition of function `fn` under `layout`, with
+/// torchtitan's tensor-parallel plan for `model`.
+void addPartitionPasses(PassManager &pm, const Qwen3Config &model, const ParallelLayout &layout,
+                        StringRef fn) {
+  ShardOptions shard;
+  shard.funcName = fn.str();
+  shard.dpReplicate = layout.dpReplicate;
+  shard.dpShard = layout.dpShard;
+  shard.tp = layout.tp;
+  shard.sequenceParallel = layout.sequenceParallel;
+  if (layout.tp > 1)
+    for (std::string &entry : qwen3TensorParallelPlan(model))
+      shard.tpPlan.push_back(std::move(entry));
+  pm.addPass(createShard(shard));
+  PartitionOptions partition;
+  partition.funcName = fn.str();
+  partition.reshardAfterForward = layout.reshardAfterForward;
+  pm.addPass(createPartition(partition));
+}
+} // namespace
+
 OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Config &model,
                                           const CaptureOptions &shape,
                                           const OptimizerSettings &o,
@@ -85,23 +107,25 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   options.minLrFactor = o.minLrFactor;
   options.loadBalanceCoeff = model.loadBalanceCoeff;
   buildTrainingPipeline(pm, options);
-  if (layout && layout->worldSize() > 1) {
-    ShardOptions shard;
-    shard.dpReplicate = layout->dpReplicate;
-    shard.dpShard = layout->dpShard;
-    shard.tp = layout->tp;
-    shard.sequenceParallel = layout->sequenceParallel;
-    if (layout->tp > 1)
-      for (std::string &entry : qwen3TensorParallelPlan(model))
-        shard.tpPlan.push_back(std::move(entry));
-    pm.addPass(createShard(shard));
-    PartitionOptions partition;
-    partition.reshardAfterForward = layout->reshardAfterForward;
-    pm.addPass(createPartition(partition));
-  }
+  if (layout && layout->worldSize() > 1)
+    addPartitionPasses(pm, model, *layout, "train_step");
   succeedOrFail(context, "building the training step of " + model.name + " failed",
                 [&] { return pm.run(*module); });
   return module;
+}
+
+OwningOpRef<ModuleOp> partitionLoss(ModuleOp module, const Qwen3Config &model,
+                                    const ParallelLayout &layout) {
+  MLIRContext &context = *module.getContext();
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> rank = ModuleOp::create(module.getLoc());
+  b.setInsertionPointToStart(rank->getBody());
+  b.clone(*module.lookupSymbol<func::FuncOp>("loss"));
+  PassManager pm(&context);
+  addPartitionPasses(pm, model, layout, "loss");
+  succeedOrFail(context, "building the per-rank @loss of " + model.name + " failed",
+                [&] { return pm.run(*rank); });
+  return rank;
 }
 
 namespace {
@@ -221,6 +245,16 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
       signature_ = std::move(*sig);
     return LogicalResult(sig);
   });
+  if (layout_.worldSize() > 1) {
+    rankLossModule_ = partitionLoss(*module_, model_, layout_);
+    rankLoss_ = rankLossModule_->lookupSymbol<func::FuncOp>("loss");
+    // Validation binds the step's slices: both must store them alike.
+    Signature sig = *Signature::get(rankLoss_);
+    for (const TrainStepSignature::Param &p : signature_.params)
+      if (rankLoss_.getArgAttr(*sig.argument(kParamAttr, p.key), kShardingAttr) !=
+          trainStep_.getArgAttr(p.arg, kShardingAttr))
+        fail("the per-rank @loss stores parameter '{}' unlike @train_step", p.key);
+  }
 
   // Refuse before allocating anything if the plan cannot fit in this
   // machine's memory (the plan is exact for the executor's live tensors;
@@ -463,10 +497,29 @@ std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const TensorMap &param
 double Trainer::evaluate(const Tensor &tokens) { return evaluate(std::vector<Tensor>{tokens}); }
 
 double Trainer::evaluate(const std::vector<Tensor> &batches) {
-  TensorMap params = parameterState(); // gathered once for every batch
   double sum = 0;
-  for (const Tensor &tokens : batches)
-    sum += *runFunction(loss_, argumentsOf(loss_, params, tokens)).at(0).data<float>();
+  if (!rankLoss_) {
+    TensorMap params = parameterState();
+    for (const Tensor &tokens : batches)
+      sum += *runFunction(loss_, argumentsOf(loss_, params, tokens)).at(0).data<float>();
+    return sum / double(batches.size());
+  }
+  // This rank's slices of the weights (stored as @train_step stores them)
+  // and its rows of each batch (split as @train_step's inputs are).
+  checkState();
+  Signature sig = *Signature::get(rankLoss_);
+  std::vector<Tensor> args(rankLoss_.getNumArguments());
+  for (const TrainStepSignature::Param &p : signature_.params)
+    args[*sig.argument(kParamAttr, p.key)] = state_[p.arg];
+  for (const Tensor &tokens : batches) {
+    checkTokens(tokens);
+    std::vector<Tensor> inputs(trainStep_.getNumArguments());
+    bindInputs(signature_.inputs, tokens, inputs);
+    for (const Signature::Slot &input : signature_.inputs)
+      args[*sig.argument(kInputAttr, input.name)] =
+          localSlice(std::move(inputs[input.index]), input.index);
+    sum += *runFunction(rankLoss_, args, nullptr, execution_).at(0).data<float>();
+  }
   return sum / double(batches.size());
 }
 

@@ -70,6 +70,13 @@ mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context
                                                       const ParallelLayout *layout = nullptr,
                                                       const KernelSubstitution *kernels = nullptr);
 
+/// The per-rank program of `module`'s forward-only @loss under `layout`
+/// (kiln-shard and kiln-partition on a copy, in a module of its own): its
+/// parameters are stored as @train_step stores them, so validation runs on
+/// each rank's slices and data-parallel rows.
+mlir::OwningOpRef<mlir::ModuleOp> partitionLoss(mlir::ModuleOp module, const Qwen3Config &model,
+                                                const ParallelLayout &layout);
+
 /// Random initial weights by HF key: normal(0, 0.02) for linear and embedding
 /// weights, ones for norm weights. Each tensor's stream is seeded from `seed`
 /// and its key, so the result does not depend on order.
@@ -109,7 +116,8 @@ public:
   StepMetrics step(const Tensor &tokens);
   /// Mean loss of `tokens` at the current weights.
   double evaluate(const Tensor &tokens);
-  /// Mean of the losses of `batches`, the weights gathered once for all.
+  /// Mean of the losses of `batches`; under a layout, each rank runs the
+  /// per-rank @loss on its slices and rows (nothing is gathered).
   double evaluate(const std::vector<Tensor> &batches);
   /// Unclipped gradients of the loss of `tokens` at the current weights, by
   /// HF key.
@@ -182,6 +190,9 @@ private:
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp loss_, lossGrad_, trainStep_;
+  /// @loss partitioned for this rank (partitionLoss); null on one rank.
+  mlir::OwningOpRef<mlir::ModuleOp> rankLossModule_;
+  mlir::func::FuncOp rankLoss_;
   TrainStepSignature signature_;
   std::vector<Tensor> state_;  ///< by @train_step argument; inputs empty
   std::string lostState_;      ///< why the state is gone, after a failed update
