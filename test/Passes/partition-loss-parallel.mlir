@@ -15,6 +15,9 @@
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 tp=2 sequence-parallel=true tp-plan=tok_embeddings=rowwise,output=colwise" --kiln-partition | FileCheck %s --check-prefix=FSDP
 // A tied table (one parameter read by the embedding and the output) splits alike.
 // RUN: kiln-opt %S/Inputs/tied-loss.mlir --kiln-training --kiln-shard="tp=2 tp-plan=tok_embeddings=rowwise" --kiln-partition | FileCheck %s --check-prefix=TIED
+// A forward-only @loss (validation) partitions alike: its parameters are
+// stored as the training step stores them, its loss is loss parallel.
+// RUN: kiln-opt %s --kiln-shard="func=loss tp=2 dp-shard=2 tp-plan=tok_embeddings=rowwise,output=colwise" --kiln-partition="func=loss" | FileCheck %s --check-prefix=EVAL
 // torchtitan splits an embedding colwise on its features.
 // RUN: kiln-opt %s --kiln-training --kiln-shard="tp=2 sequence-parallel=false tp-plan=tok_embeddings=colwise" --kiln-partition | FileCheck %s --check-prefix=COLWISE
 
@@ -81,3 +84,12 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // COLWISE-SAME: tensor<16x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[\[}}], ["tp"]]}}
 // COLWISE: %[[EMB:.*]] = kiln.embedding {{.*}}fqn = "tok_embeddings"{{.*}} : (tensor<16x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
 // COLWISE-NEXT: shard.all_gather %[[EMB]] on @grid grid_axes = [2] gather_axis = 2 : tensor<2x4x4xf32> -> tensor<2x4x8xf32>
+
+// EVAL-LABEL: func.func @loss(
+// EVAL-SAME: tensor<1x4xi64> {kiln.input = "input_ids", kiln.sharding = {dims = {{\[\[}}"dp_shard"], []]}}
+// EVAL-SAME: tensor<4x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[\[}}"tp", "dp_shard"], []]}}
+// EVAL-SAME: -> (tensor<f32> {kiln.sharding = {}})
+// EVAL: kiln.embedding {{.*}}vocab_axes = array<i16: 2>}
+// EVAL: kiln.vocab_parallel_loss {{.*}}total_positions = 8 : i64
+// EVAL-NEXT: shard.all_reduce %{{.*}} on @grid grid_axes = [1] : tensor<f32>
+// EVAL-NOT: kiln.adamw
