@@ -323,13 +323,15 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         }
         return false;
       };
-      // A loop only a result follows (the vocabulary of an embedding's
-      // gradient, a scatter's destination) takes the layout wanted of that
-      // result, as far as it does not clash. Its tensor-parallel axis is
-      // taken before the operands' splits, which are gathered instead (as
-      // torchtitan's vocabulary-parallel embedding computes its gradient on
-      // the rank's vocabulary from the gathered sequence); data-parallel
-      // axes only where nothing clashes (FSDP reduce-scatters gradients).
+      // A result with a wanted layout (a gradient, stored as its parameter)
+      // takes its tensor-parallel split before the operands' splits are
+      // placed: those are gathered instead, as Megatron and torchtitan do
+      // (a rowwise weight's gradient from the gathered sequence-parallel
+      // output gradient and the local input features; the vocabulary-
+      // parallel embedding's gradient on the rank's rows). A loop that only
+      // a result follows (a scatter's destination) then also takes the
+      // wanted data-parallel axes where nothing clashes (FSDP2
+      // reduce-scatters gradients, so they mostly clash).
       auto followWanted = [&](bool tensorParallelOnly) {
         for (auto [r, map] : llvm::enumerate(rule.results)) {
           auto it = wanted.find(op.getResult(r));
@@ -337,8 +339,9 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
             continue;
           for (auto [d, l] : llvm::enumerate(map)) {
             if (l < 0 || !rule.splittable[l] ||
-                llvm::any_of(rule.operands,
-                             [&](ArrayRef<int64_t> m) { return llvm::is_contained(m, l); }))
+                (!tensorParallelOnly &&
+                 llvm::any_of(rule.operands,
+                              [&](ArrayRef<int64_t> m) { return llvm::is_contained(m, l); })))
               continue;
             ArrayRef<int16_t> want(it->second.dims[d]);
             if (want.take_front(loops[l].size()) != ArrayRef<int16_t>(loops[l]))
@@ -355,30 +358,30 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
           }
         }
       };
-      followWanted(/*tensorParallelOnly=*/true);
       // Parameters first: a weight's tensor-parallel split wins over an
       // activation's, which is then gathered (sequence parallelism's
-      // all-gather before a colwise linear).
-      SmallVector<unsigned> order;
-      for (unsigned i = 0; i < op.getNumOperands(); ++i)
-        if (params.contains(op.getOperand(i)))
-          order.push_back(i);
-      for (unsigned i = 0; i < op.getNumOperands(); ++i)
-        if (!params.contains(op.getOperand(i)))
-          order.push_back(i);
-      for (unsigned i : order) {
-        Value operand = op.getOperand(i);
-        // An op writing a parameter in place works on its storage.
-        bool inPlace = tied && params.contains(operand) && i == *tied.getTiedOperand(0);
-        const Sharding &s = inPlace ? storage[operand] : visible[operand];
-        for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
-          const GridAxes &axes = s.dims[d];
-          if (l < 0 || axes.empty() || !rule.splittable[l] || !loops[l].empty() ||
-              clashes(l, axes))
+      // all-gather before a colwise linear); then the wanted layouts of the
+      // results, then the other operands.
+      auto followOperands = [&](bool ofParams) {
+        for (unsigned i = 0; i < op.getNumOperands(); ++i) {
+          Value operand = op.getOperand(i);
+          if (params.contains(operand) != ofParams)
             continue;
-          loops[l] = axes;
+          // An op writing a parameter in place works on its storage.
+          bool inPlace = tied && ofParams && i == *tied.getTiedOperand(0);
+          const Sharding &s = inPlace ? storage[operand] : visible[operand];
+          for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
+            const GridAxes &axes = s.dims[d];
+            if (l < 0 || axes.empty() || !rule.splittable[l] || !loops[l].empty() ||
+                clashes(l, axes))
+              continue;
+            loops[l] = axes;
+          }
         }
-      }
+      };
+      followOperands(/*ofParams=*/true);
+      followWanted(/*tensorParallelOnly=*/true);
+      followOperands(/*ofParams=*/false);
       followWanted(/*tensorParallelOnly=*/false);
       // Operands pending one sum, into an op linear in them: the sum stays
       // pending (no loop is split; kiln-partition clones the op as is).

@@ -18,8 +18,9 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 }
 
 // CHECK-LABEL: func.func @train_step(
-// CHECK: %[[EMB:.*]] = kiln.embedding {{.*}} -> tensor<2x4x8xf32>
-// CHECK-NEXT: %[[H:.*]] = shard.all_slice %[[EMB]] on @grid grid_axes = [2] slice_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+// The embedding looks up this rank's positions only.
+// CHECK: %[[IDS:.*]] = shard.all_slice %{{.*}} on @grid grid_axes = [2] slice_axis = 1 : tensor<2x4xi64> -> tensor<2x2xi64>
+// CHECK-NEXT: %[[H:.*]] = kiln.embedding %{{.*}}, %[[IDS]] {{.*}} -> tensor<2x2x8xf32>
 // CHECK-NEXT: %[[X:.*]] = shard.all_gather %[[H]] on @grid grid_axes = [2] gather_axis = 1 : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
 // CHECK-NEXT: kiln.linear %[[X]], {{.*}}fqn = "layers.0.feed_forward.w1"{{.*}} -> tensor<2x4x6xf32>
 // CHECK-NEXT: %[[PART:.*]] = kiln.linear {{.*}}fqn = "layers.0.feed_forward.w2"{{.*}} -> tensor<2x4x8xf32>
@@ -28,8 +29,12 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // The loss over this rank's positions; labels are sliced locally.
 // CHECK: shard.all_slice %{{.*}} slice_axis = 1 : tensor<2x4xi64> -> tensor<2x2xi64>
 // CHECK-NEXT: kiln.cross_entropy {{.*}}total_positions = 8 : i64
-// Backward: gather before w2's input gradient, scatter after w1's.
-// CHECK: shard.all_gather %{{.*}} gather_axis = 1 : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
-// CHECK-NEXT: kiln.linear_backward_data {{.*}}fqn = "layers.0.feed_forward.w2"
+// Backward: gather before w2's input gradient, scatter after w1's. As in
+// Megatron, w2's weight gradient takes the gathered output gradient and the
+// local input features: it is this rank's [8, 6] shard, with no collective.
+// CHECK: %[[DY:.*]] = shard.all_gather %{{.*}} gather_axis = 1 : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: kiln.linear_backward_data %[[DY]], {{.*}}fqn = "layers.0.feed_forward.w2"
+// CHECK-NEXT: %[[DW2:.*]] = kiln.linear_backward_weight %[[DY]], {{.*}}fqn = "layers.0.feed_forward.w2"{{.*}} -> tensor<8x6xf32>
 // CHECK: kiln.linear_backward_data {{.*}}fqn = "layers.0.feed_forward.w1"{{.*}} -> tensor<2x4x8xf32>
 // CHECK: shard.reduce_scatter %{{.*}} scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+// CHECK: kiln.adamw %{{.*}}, %[[DW2]],
