@@ -103,10 +103,19 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     Operation *where = b.getBlock()->getParentOp();
     auto typeFor = [&](const Sharding &s) { return localType(where, global, s); };
     StringAttr fqn = b.getStringAttr("fsdp.padding");
-    // Uneven FSDP shards: pad a whole dimension before it is split (or a
-    // pending sum is scattered into it).
+    // The product of the grid's sizes along `axes`.
+    auto groupSize = [&](ArrayRef<int16_t> axes) {
+      int64_t n = 1;
+      for (int16_t a : axes)
+        n *= grid.getShape()[a];
+      return n;
+    };
+    // Uneven FSDP shards: pad each block of the split over all but the last
+    // wanted axis (the whole dimension, or a tp shard) before the last axis
+    // splits it (or a pending sum is scattered into it).
     for (size_t d = 0; d < to.dims.size(); ++d) {
-      if (!to.padding(d) || from.padding(d) || !from.dims[d].empty())
+      ArrayRef<int16_t> blockAxes = ArrayRef<int16_t>(to.dims[d]).drop_back();
+      if (!to.padding(d) || from.padding(d) || ArrayRef<int16_t>(from.dims[d]) != blockAxes)
         continue;
       Sharding next = from;
       next.paddedTo.resize(to.dims.size(), 0);
@@ -114,8 +123,8 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       FailureOr<RankedTensorType> type = typeFor(next);
       if (failed(type))
         return failure();
-      v = PadOp::create(b, loc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(to.padding(d)),
-                        fqn);
+      v = PadOp::create(b, loc, v, b.getI64IntegerAttr(d),
+                        b.getI64IntegerAttr(type->getDimSize(d)), fqn);
       from = next;
     }
     // Pending sums: scattered into the dimensions that want them, the rest
@@ -161,20 +170,30 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       if (axes.size() < from.dims[d].size() &&
           llvm::equal(axes, ArrayRef<int16_t>(from.dims[d]).take_front(axes.size())))
         keep = axes;
-      GridAxes gathered(from.dims[d].begin() + keep.size(), from.dims[d].end());
-      Sharding next = from;
-      next.dims[d] = keep;
-      FailureOr<RankedTensorType> type = typeFor(next);
-      if (failed(type))
-        return failure();
-      v = shard::AllGatherOp::create(b, loc, *type, gridName, gathered, v, APInt(64, d));
-      from = next;
-      // Whole again: drop the padding unless the target keeps it.
-      if (keep.empty() && from.padding(d) && !to.padding(d)) {
-        int64_t size = cast<RankedTensorType>(global).getDimSize(d);
+      auto gatherTo = [&](const GridAxes &remaining) -> LogicalResult {
+        GridAxes gathered(from.dims[d].begin() + remaining.size(), from.dims[d].end());
+        Sharding next = from;
+        next.dims[d] = remaining;
+        FailureOr<RankedTensorType> type = typeFor(next);
+        if (failed(type))
+          return failure();
+        v = shard::AllGatherOp::create(b, loc, *type, gridName, gathered, v, APInt(64, d));
+        from = next;
+        return success();
+      };
+      // A padded split is gathered over its last axis first: that leaves
+      // each padded block whole, and the padding is dropped before the
+      // blocks are gathered further (unless the target keeps it).
+      if (from.padding(d) && !to.padding(d)) {
+        GridAxes blockAxes(from.dims[d].begin(), from.dims[d].end() - 1);
+        if (failed(gatherTo(blockAxes)))
+          return failure();
+        int64_t size = cast<RankedTensorType>(global).getDimSize(d) / groupSize(blockAxes);
         v = NarrowOp::create(b, loc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(size), fqn);
         from.paddedTo[d] = 0;
       }
+      if (from.dims[d] != keep && failed(gatherTo(keep)))
+        return failure();
     }
     for (auto [d, axes] : llvm::enumerate(to.dims)) {
       if (from.dims[d] == axes)

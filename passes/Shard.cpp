@@ -223,14 +223,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
         int64_t tpDim0 = tpLayout.dims[0].empty() ? 1 : int64_t(tp);
         if (!fsdp.empty() && (dim0 / tpDim0) % dpShard) {
-          // Uneven shards: FSDP2 pads dim 0 to a multiple of the degree.
-          if (tpDim0 > 1)
-            return fn.emitError() << "kiln-shard: parameter '" << p.key << "' has dim 0 = "
-                                  << dim0 << ", not divisible by dp-shard=" << int64_t(dpShard)
-                                  << " within each tp shard (padding a tensor-parallel "
-                                     "shard is not supported)";
+          // Uneven shards: FSDP2 pads dim 0 (of each tp shard) to a
+          // multiple of the degree.
+          int64_t block = dim0 / tpDim0;
           storage[arg].paddedTo.assign(rankOf(arg), 0);
-          storage[arg].paddedTo[0] = (dim0 + dpShard - 1) / dpShard * dpShard;
+          storage[arg].paddedTo[0] = tpDim0 * ((block + dpShard - 1) / dpShard * dpShard);
         }
         storage[arg].dims[0].append(fsdp.begin(), fsdp.end());
       }

@@ -342,21 +342,33 @@ Tensor Trainer::overSplitDims(Tensor t, unsigned arg, StepFn step) const {
   return t;
 }
 
+// Uneven FSDP shards (Sharding::paddedTo): each block of the split over all
+// but the last axis (the whole dimension, or a tp shard) is zero-padded at
+// its end, then the last axis splits it.
 Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
   return overSplitDims(std::move(full), arg,
                        [&](Tensor t, std::vector<int16_t> axes, int64_t d, int64_t padded) {
-                         if (padded) // uneven FSDP shards: zero rows at the end
-                           t = kernels::padDim(t, d, padded);
-                         return grid_->slice(t, axes, d);
+                         if (!padded)
+                           return grid_->slice(t, axes, d);
+                         std::vector<int16_t> last{axes.back()};
+                         axes.pop_back();
+                         if (!axes.empty())
+                           t = grid_->slice(t, axes, d);
+                         t = kernels::padDim(t, d, padded / grid_->groupSize(axes));
+                         return grid_->slice(t, last, d);
                        });
 }
 
 Tensor Trainer::gathered(Tensor local, unsigned arg) const {
   return overSplitDims(std::move(local), arg,
                        [&](Tensor t, std::vector<int16_t> axes, int64_t d, int64_t padded) {
-                         Tensor whole = grid_->allGather(t, axes, d);
-                         return padded ? kernels::narrowDim(whole, d, globalShapes_.at(arg)[d])
-                                       : whole;
+                         if (!padded)
+                           return grid_->allGather(t, axes, d);
+                         std::vector<int16_t> last{axes.back()};
+                         axes.pop_back();
+                         int64_t block = globalShapes_.at(arg)[d] / grid_->groupSize(axes);
+                         t = kernels::narrowDim(grid_->allGather(t, last, d), d, block);
+                         return axes.empty() ? t : grid_->allGather(t, axes, d);
                        });
 }
 

@@ -27,3 +27,17 @@ func.func @loss(%ids: tensor<3x2xi64> {kiln.input = "input_ids"},
 // CHECK-NEXT: %[[DTS:.*]] = shard.reduce_scatter %[[DT]] {{.*}} : tensor<18x8xf32> -> tensor<6x8xf32>
 // CHECK: kiln.adamw %[[TABLE]], %[[DTS]], {{.*}} -> (tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>)
 // CHECK: kiln.adamw %[[NORM]], %[[DWS]], {{.*}} -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+
+// FSDP2 over 3 ranks of each tp shard (TP2, the table vocabulary-parallel):
+// each 8-row tp shard is padded to 9 as FSDP2 pads a TP parameter's local
+// shard, 3 rows per rank (18 = 2 x 9 rows in all); gathers over dp_shard give
+// the 9-row block, cut to the 8 rows of the tp shard.
+// RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=3 tp=2 sequence-parallel=false tp-plan=tok_embeddings=rowwise" --kiln-partition | FileCheck %s --check-prefix=TP
+// TP-LABEL: func.func @train_step(
+// TP-SAME: %[[TABLE:.*]]: tensor<3x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[}}["tp", "dp_shard"], []], padded_to = array<i64: 18, 0>}}
+// TP: %[[G:.*]] = shard.all_gather %[[TABLE]] on @grid grid_axes = [1] gather_axis = 0 : tensor<3x8xf32> -> tensor<9x8xf32>
+// TP-NEXT: %[[T:.*]] = kiln.narrow %[[G]] {dim = 0 : i64, fqn = "fsdp.padding", size = 8 : i64} : (tensor<9x8xf32>) -> tensor<8x8xf32>
+// TP-NEXT: kiln.embedding %[[T]], {{.*}}vocab_axes = array<i16: 2>
+// TP: %[[DT:.*]] = kiln.pad %{{.*}} size = 9 : i64} : (tensor<8x8xf32>) -> tensor<9x8xf32>
+// TP-NEXT: %[[DTS:.*]] = shard.reduce_scatter %[[DT]] on @grid grid_axes = [1] scatter_axis = 0 : tensor<9x8xf32> -> tensor<3x8xf32>
+// TP: kiln.adamw %[[TABLE]], %[[DTS]], {{.*}} -> (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>)

@@ -31,8 +31,12 @@ using GridAxes = llvm::SmallVector<int16_t>;
 struct Sharding {
   llvm::SmallVector<GridAxes> dims; ///< per tensor dimension
   GridAxes partial;                 ///< pending-sum axes
-  /// Per dimension, the size it is zero-padded to before it is split (FSDP2's
-  /// uneven shards: dim 0 padded to a multiple of the degree); 0: unpadded.
+  /// Per dimension, the size it takes once zero-padded for an uneven split
+  /// (FSDP2's shards); 0: unpadded. Padding goes at the end of each block
+  /// of the split over all the dimension's axes but the last, before the
+  /// last axis splits it: the whole dimension when it is split over one axis
+  /// (dim 0 over dp_shard), each tensor-parallel shard when split over
+  /// [tp, dp_shard] (FSDP2 pads the local shard of a TP parameter).
   llvm::SmallVector<int64_t> paddedTo;
 
   static Sharding replicated(int64_t rank) { return {llvm::SmallVector<GridAxes>(rank), {}, {}}; }
