@@ -22,11 +22,13 @@ namespace kiln {
 OpClass classifyOp(Operation *op) {
   StringRef name = op->getName().getStringRef();
   if (name == "kiln.kernel" || name == "kiln.kernel_backward") {
-    // A substituted kernel runs at the class of the op it replaced.
-    StringRef target = op->getAttrOfType<StringAttr>("target")
-                           ? op->getAttrOfType<StringAttr>("target").getValue()
-                           : StringRef();
-    name = target;
+    // A substituted kernel runs at the class of the op it replaced; a kernel
+    // replacing the loss fuses the output projection into it (the chunked
+    // cross-entropy), so its work is a GEMM's.
+    auto target = op->getAttrOfType<StringAttr>("target");
+    name = target ? target.getValue() : StringRef();
+    if (name == "kiln.cross_entropy")
+      return OpClass::Matmul;
   }
   return llvm::StringSwitch<OpClass>(name)
       .Cases({"kiln.linear", "kiln.linear_backward_data", "kiln.linear_backward_weight",
