@@ -195,6 +195,9 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
   t.efficiency.collective = r.fraction("efficiency.collective");
   t.efficiency.opOverheadSeconds = r.number("efficiency.op_overhead_seconds", true);
   r.finish(t.sources);
+  if (t.ranksPerNode % t.ranksPerDevice != 0)
+    fail("{}: field 'ranks_per_device' ({}) must divide 'ranks_per_node' ({})", source,
+         t.ranksPerDevice, t.ranksPerNode);
   if (t.runtimeReserveBytes >= t.memoryBytes)
     fail("{}: field 'runtime_reserve_bytes' ({}) leaves nothing of 'memory_bytes_per_rank' ({})",
          source, t.runtimeReserveBytes, t.memoryBytes);

@@ -342,6 +342,12 @@ TEST(PlannerTest, MalformedProfilesNameTheFileAndTheField) {
   dtype["precision"]["compute"] = "fp8";
   EXPECT_EQ(parse(dtype),
             "my.json: field 'precision.compute' must be \"f32\", \"bf16\" or \"f16\", got \"fp8\"");
+  EXPECT_EQ(parse(profileJson(6, 4)),
+            "my.json: field 'ranks_per_device' (4) must divide 'ranks_per_node' (6)");
+  nlohmann::json reserve = profileJson(4);
+  reserve["runtime_reserve_bytes"] = 2147483648;
+  EXPECT_EQ(parse(reserve), "my.json: field 'runtime_reserve_bytes' (2147483648) leaves nothing "
+                            "of 'memory_bytes_per_rank' (1073741824)");
   nlohmann::json measured = profileJson(4);
   measured["interconnect"]["inter_node"]["bandwidth"] = "measured";
   EXPECT_EQ(parse(measured),
