@@ -3,6 +3,7 @@
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Analysis/BufferLiveness.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Planner/ModulePath.h"
 #include "kiln/Planner/Precision.h"
 #include "kiln/Support/Diagnostics.h"
 
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 using namespace mlir;
 
@@ -177,6 +179,14 @@ MemoryPlan planMemory(func::FuncOp fn, const ValuePrecision *precision, size_t c
     for (size_t i = 0; i < ids.size() && i < contributors; ++i)
       plan.topContributors.push_back({describe(fn, liveness->buffer(ids[i]).creator),
                                       table.category[ids[i]], table.bytes[ids[i]]});
+    std::map<std::string, int64_t> byModule;
+    for (unsigned id : ids) {
+      std::string key = moduleKeyOf(liveness->buffer(id).creator);
+      byModule[key.empty() ? "(inputs)" : key] += table.bytes[id];
+    }
+    plan.peakByModule.assign(byModule.begin(), byModule.end());
+    std::stable_sort(plan.peakByModule.begin(), plan.peakByModule.end(),
+                     [](const auto &a, const auto &b) { return a.second > b.second; });
   }
   return plan;
 }

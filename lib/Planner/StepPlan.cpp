@@ -72,6 +72,9 @@ nlohmann::json planToJson(const StepPlan &plan) {
   for (const MemoryPlan::Contributor &c : plan.memory.topContributors)
     contributors.push_back(
         {{"what", c.what}, {"category", memoryCategoryName(c.category)}, {"bytes", c.bytes}});
+  json byModule = json::object();
+  for (const auto &[module, bytes] : plan.memory.peakByModule)
+    byModule[module] = bytes;
   const PlanSetting &s = plan.setting;
   return json{
       {"model", s.model},
@@ -87,6 +90,7 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"memory_capacity_bytes", plan.target.memoryBytes},
       {"memory_peak_at", plan.peakAt},
       {"memory_top_contributors", contributors},
+      {"memory_by_module", byModule},
       {"step_seconds", plan.stepSeconds},
       {"compute_seconds", plan.schedule.computeSeconds},
       {"communication_seconds", plan.schedule.communicationSeconds},
@@ -130,7 +134,11 @@ std::string formatPlan(const StepPlan &plan) {
   for (size_t c = 0; c < kNumMemoryCategories; ++c)
     row(memoryCategoryName(MemoryCategory(c)), plan.memory.peakByCategory[c]);
   row("runtime_reserve", t.runtimeReserveBytes);
-  out += fmt::format("  (peak after {})\n", plan.peakAt);
+  out += fmt::format("  (peak after {}; by module:", plan.peakAt);
+  for (size_t i = 0; i < plan.memory.peakByModule.size() && i < 4; ++i)
+    out += fmt::format("{} {} {}", i ? "," : "", plan.memory.peakByModule[i].first,
+                       gib(plan.memory.peakByModule[i].second));
+  out += plan.memory.peakByModule.size() > 4 ? ", ...)\n" : ")\n";
   if (!plan.fits) {
     out += fmt::format("  over by {}; largest buffers at the peak:\n",
                        gib(plan.totalBytes - t.memoryBytes));

@@ -2,6 +2,7 @@
 
 #include "kiln/Planner/StepSchedule.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Planner/ModulePath.h"
 #include "kiln/Planner/Precision.h"
 #include "kiln/Support/Error.h"
 
@@ -62,16 +63,6 @@ double rooflineSeconds(int64_t flops, int64_t bytes, OpClass opClass,
 }
 
 namespace {
-
-/// The module an op belongs to for prefetching: "layers.N" for anything
-/// under a transformer block, else the first component of its fqn.
-std::string moduleKey(StringRef fqn) {
-  if (fqn.starts_with("layers.")) {
-    size_t dot = fqn.find('.', 7);
-    return fqn.substr(0, dot).str();
-  }
-  return fqn.substr(0, fqn.find('.')).str();
-}
 
 StringRef fqnOf(Operation *op) {
   if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))

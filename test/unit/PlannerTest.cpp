@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Frontend/Capture.h"
@@ -204,6 +205,31 @@ TEST(PlannerTest, MemoryCategoriesSumToThePeak) {
   EXPECT_EQ(fromJson, json["memory_per_rank_bytes"]["total"].get<int64_t>());
   EXPECT_TRUE(plan.fits);
   EXPECT_FALSE(plan.memory.topContributors.empty());
+  // By module too: every layer of the fixture holds something at the peak.
+  int64_t byModule = 0;
+  for (const auto &[module, bytes] : plan.memory.peakByModule)
+    byModule += bytes;
+  EXPECT_EQ(byModule, plan.memory.peakBytes);
+  for (const char *layer : {"layers.0", "layers.1", "layers.2"})
+    EXPECT_TRUE(json["memory_by_module"].contains(layer)) << layer;
+}
+
+TEST(PlannerTest, AllF32IsTheExecutorsExactPlan) {
+  // The cpu target's precision (f32 throughout) sizes every buffer as its IR
+  // type: the plan the CPU executor's measured peak equals by construction.
+  mlir::MLIRContext context;
+  Qwen3Config model = Qwen3Config::resolve(test::dataPath("qwen3-dense-tiny"));
+  ParallelLayout layout = ParallelLayout::resolve(fixtureRun().parallelism, model, 16, 1);
+  CaptureOptions shape;
+  shape.batch = 2;
+  shape.seq = 16;
+  auto module = captureTrainingStep(context, model, shape, OptimizerSettings{}, &layout);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ValuePrecision f32(step, PrecisionPolicy{});
+  MemoryPlan exact = planMemory(step), planned = planMemory(step, &f32);
+  EXPECT_EQ(planned.peakBytes, exact.peakBytes);
+  EXPECT_EQ(planned.savedActivationBytes, exact.savedActivationBytes);
+  EXPECT_EQ(planned.gradientBytes, exact.gradientBytes);
 }
 
 TEST(PlannerTest, ParameterBytesPerRankAreTheModelOverTheFsdpDegree) {

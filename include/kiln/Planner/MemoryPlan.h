@@ -66,6 +66,9 @@ struct MemoryPlan {
     int64_t bytes;
   };
   std::vector<Contributor> topContributors;
+  /// The live bytes at the peak by module (moduleKeyOf each buffer's
+  /// creator: "layers.N", "tok_embeddings", "output", ...), largest first.
+  std::vector<std::pair<std::string, int64_t>> peakByModule;
 };
 
 /// Throws kiln::Error for a function without a single-block body. Buffers are
