@@ -1,9 +1,10 @@
 # Kiln: the two commands a newcomer needs.
 #   make run   installs what is missing, fetches the tokenizer and corpus,
-#              builds, then trains a small Qwen3 on the Brown corpus on 2 CPU
-#              ranks with FSDP2 under MPI (the embedded default,
-#              configs/brown.json) and reloads the checkpoint it saved with
-#              kiln eval
+#              builds, plans the seeds' Qwen3-4B job on a trn2.48xlarge
+#              and on 8 x H100 (kiln plan), then trains a small Qwen3 on the
+#              Brown corpus on 2 CPU ranks with FSDP2 under MPI (the embedded
+#              default, configs/brown.json) and reloads the checkpoint it
+#              saved with kiln eval
 #   make test  the same set-up, then every test (lit + GoogleTest via ctest)
 
 BUILD ?= build
@@ -40,6 +41,9 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
+	@echo "== kiln plan: the seeds' job (Qwen3-4B, seq 4096, FSDP over the 64 ranks of a trn2.48xlarge), then the same job on 8 x H100 (docs/planner.md) =="
+	$(KILN) plan --model qwen3-4b --target trn2.48xlarge --training.seq_len=4096 --training.local_batch_size=1
+	$(KILN) plan --model qwen3-4b --target p5.48xlarge --training.seq_len=4096 --training.local_batch_size=1
 	@echo "== kiln capture: the small Qwen3 of configs/qwen3-tiny (real Qwen3 vocabulary) =="
 	$(KILN) capture --model configs/qwen3-tiny --batch 8 --seq 128 --summary
 	@echo "== kiln train: Brown corpus, FSDP2 on $(RANKS) CPU ranks, configs/brown.json, the same global batch (Ctrl-C stops after the current step) =="

@@ -392,10 +392,13 @@ void Trainer::checkTokens(const Tensor &tokens) const {
          seq, batch, seq + 1);
 }
 
-double Trainer::flopsPerToken() const {
-  const Qwen3Config &m = model_;
+double torchtitanFlopsPerToken(const Qwen3Config &m, int64_t seqLen) {
   return 6.0 * double(m.activeMatmulParameterCount()) +
-         12.0 * double(m.numLayers * m.numHeads * m.headDim * config_.training.seqLen);
+         12.0 * double(m.numLayers) * double(m.numHeads) * double(m.headDim) * double(seqLen);
+}
+
+double Trainer::flopsPerToken() const {
+  return torchtitanFlopsPerToken(model_, config_.training.seqLen);
 }
 
 StepMetrics Trainer::step(const Tensor &tokens) {

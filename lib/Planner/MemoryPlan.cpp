@@ -3,68 +3,191 @@
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Analysis/BufferLiveness.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Planner/ModulePath.h"
+#include "kiln/Planner/Precision.h"
 #include "kiln/Support/Diagnostics.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
 
 using namespace mlir;
 
 namespace kiln {
 
-MemoryPlan planMemory(func::FuncOp fn) {
+const char *memoryCategoryName(MemoryCategory category) {
+  static constexpr const char *names[kNumMemoryCategories] = {
+      "parameters",  "gradients",          "optimizer_state", "activations",
+      "temporaries", "collective_buffers", "inputs"};
+  return names[size_t(category)];
+}
+
+namespace {
+
+/// Sizes and categories of a function's buffers.
+struct BufferTable {
+  std::vector<int64_t> bytes;
+  std::vector<MemoryCategory> category;
+};
+
+BufferTable classify(func::FuncOp fn, const BufferLiveness &liveness,
+                     const ValuePrecision *precision,
+                     const llvm::DenseSet<Value> &gradients) {
+  BufferTable table;
+  llvm::DenseSet<Value> saved;
+  for (Operation &op : liveness.body().without_terminator())
+    if (auto indices = op.getAttrOfType<DenseI64ArrayAttr>(kSavedAttr))
+      for (int64_t index : indices.asArrayRef())
+        saved.insert(op.getResult(index));
+  for (unsigned id = 0, e = liveness.numBuffers(); id < e; ++id) {
+    const BufferLiveness::Buffer &buffer = liveness.buffer(id);
+    Value creator = buffer.creator;
+    table.bytes.push_back(precision ? precision->bytes(creator) : buffer.bytes);
+    MemoryCategory category = MemoryCategory::Temporaries;
+    if (auto arg = dyn_cast<BlockArgument>(creator)) {
+      category = fn.getArgAttr(arg.getArgNumber(), kParamAttr)   ? MemoryCategory::Parameters
+                 : fn.getArgAttr(arg.getArgNumber(), kStateAttr) ? MemoryCategory::OptimizerState
+                                                                 : MemoryCategory::Inputs;
+    } else if (gradients.contains(creator)) {
+      category = MemoryCategory::Gradients;
+    } else if (saved.contains(creator)) {
+      category = MemoryCategory::Activations;
+    } else if (isa<shard::ShardDialect>(creator.getDefiningOp()->getDialect())) {
+      category = MemoryCategory::CollectiveBuffers;
+    }
+    table.category.push_back(category);
+  }
+  return table;
+}
+
+std::string describe(func::FuncOp fn, Value value) {
+  std::string shape;
+  if (auto type = dyn_cast<RankedTensorType>(value.getType()))
+    for (int64_t d : type.getShape())
+      shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  std::string what;
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    for (StringRef role : {kParamAttr.data(), kStateAttr.data(), kInputAttr.data()})
+      if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), role))
+        what = name.getValue().str();
+  } else {
+    Operation *op = value.getDefiningOp();
+    what = op->getName().getStringRef().str();
+    if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))
+      what += " " + fqn.getValue().str();
+    else if (StringRef owner = owningModule(op->getOperand(0)); !owner.empty())
+      what += " of " + owner.str();
+  }
+  return what + " [" + shape + "]";
+}
+
+} // namespace
+
+MemoryPlan planMemory(func::FuncOp fn, const ValuePrecision *precision, size_t contributors) {
   FailureOr<BufferLiveness> liveness = failure();
   succeedOrFail(*fn->getContext(), "no memory plan for @" + fn.getName().str(), [&] {
     liveness = BufferLiveness::compute(fn);
     return LogicalResult(liveness);
   });
+  llvm::DenseSet<Value> gradients = stepGradients(fn);
+  BufferTable table = classify(fn, *liveness, precision, gradientValues(fn));
+
   MemoryPlan plan;
   int64_t live = 0, liveIntermediate = 0;
+  std::array<int64_t, kNumMemoryCategories> liveByCategory{};
+  // The peak is first reached after buffer `peakCount` buffers were acquired.
+  int64_t acquired = 0, peakCount = 0;
+  Operation *current = nullptr;
   auto acquire = [&](unsigned id) {
-    const BufferLiveness::Buffer &buffer = liveness->buffer(id);
-    live += buffer.bytes;
-    if (!buffer.isArgument)
-      liveIntermediate += buffer.bytes;
-    plan.peakBytes = std::max(plan.peakBytes, live);
+    live += table.bytes[id];
+    liveByCategory[size_t(table.category[id])] += table.bytes[id];
+    if (!liveness->buffer(id).isArgument)
+      liveIntermediate += table.bytes[id];
+    ++acquired;
+    if (live > plan.peakBytes) {
+      plan.peakBytes = live;
+      plan.peakByCategory = liveByCategory;
+      plan.peakOp = current;
+      peakCount = acquired;
+    }
     plan.peakIntermediateBytes = std::max(plan.peakIntermediateBytes, liveIntermediate);
+  };
+  auto release = [&](unsigned id) {
+    live -= table.bytes[id];
+    liveByCategory[size_t(table.category[id])] -= table.bytes[id];
+    if (!liveness->buffer(id).isArgument)
+      liveIntermediate -= table.bytes[id];
   };
 
   for (unsigned id : liveness->argumentBuffers()) {
     acquire(id);
     auto arg = cast<BlockArgument>(liveness->buffer(id).creator);
-    int64_t bytes = liveness->buffer(id).bytes;
-    plan.argumentBytes += bytes;
+    plan.argumentBytes += table.bytes[id];
     if (fn.getArgAttr(arg.getArgNumber(), kParamAttr))
-      plan.parameterBytes += bytes;
+      plan.parameterBytes += table.bytes[id];
     if (fn.getArgAttr(arg.getArgNumber(), kStateAttr))
-      plan.stateBytes += bytes;
+      plan.stateBytes += table.bytes[id];
   }
-
-  // Gradients: those a function returns (kiln.grad results) and those an
-  // optimizer update consumes, each value counted once.
-  llvm::DenseSet<Value> gradients;
-  auto ret = cast<func::ReturnOp>(liveness->body().getTerminator());
-  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
-    if (fn.getResultAttr(i, kGradAttr))
-      gradients.insert(ret.getOperand(i));
-
   llvm::DenseSet<unsigned> saved;
   for (Operation &op : liveness->body().without_terminator()) {
+    current = &op;
     const BufferLiveness::Step &step = liveness->step(&op);
     for (unsigned id : step.created)
       acquire(id);
-    if (auto adamw = dyn_cast<AdamWOp>(op))
-      gradients.insert(adamw.getGrad());
     if (auto indices = op.getAttrOfType<DenseI64ArrayAttr>(kSavedAttr))
       for (int64_t index : indices.asArrayRef())
         if (std::optional<unsigned> id = liveness->bufferOf(op.getResult(index)))
           if (!liveness->buffer(*id).isArgument && saved.insert(*id).second)
-            plan.savedActivationBytes += liveness->buffer(*id).bytes;
-    for (unsigned id : step.released) {
-      live -= liveness->buffer(id).bytes;
-      if (!liveness->buffer(id).isArgument)
-        liveIntermediate -= liveness->buffer(id).bytes;
-    }
+            plan.savedActivationBytes += table.bytes[*id];
+    for (unsigned id : step.released)
+      release(id);
   }
   for (Value gradient : gradients)
-    plan.gradientBytes += tensorBytes(gradient.getType());
+    plan.gradientBytes += precision ? precision->bytes(gradient) : tensorBytes(gradient.getType());
+
+  // Replay up to the peak to name its largest buffers.
+  if (contributors > 0) {
+    llvm::DenseSet<unsigned> liveSet;
+    int64_t count = 0;
+    auto replay = [&](unsigned id) {
+      if (count < peakCount) {
+        liveSet.insert(id);
+        ++count;
+      }
+    };
+    for (unsigned id : liveness->argumentBuffers())
+      replay(id);
+    for (Operation &op : liveness->body().without_terminator()) {
+      if (count >= peakCount)
+        break;
+      const BufferLiveness::Step &step = liveness->step(&op);
+      for (unsigned id : step.created)
+        replay(id);
+      if (count >= peakCount)
+        break;
+      for (unsigned id : step.released)
+        liveSet.erase(id);
+    }
+    std::vector<unsigned> ids(liveSet.begin(), liveSet.end());
+    std::sort(ids.begin(), ids.end(), [&](unsigned a, unsigned b) {
+      return table.bytes[a] != table.bytes[b] ? table.bytes[a] > table.bytes[b] : a < b;
+    });
+    for (size_t i = 0; i < ids.size() && i < contributors; ++i)
+      plan.topContributors.push_back({describe(fn, liveness->buffer(ids[i]).creator),
+                                      table.category[ids[i]], table.bytes[ids[i]]});
+    std::map<std::string, int64_t> byModule;
+    for (unsigned id : ids) {
+      std::string key = moduleKeyOf(liveness->buffer(id).creator);
+      byModule[key.empty() ? "(inputs)" : key] += table.bytes[id];
+    }
+    plan.peakByModule.assign(byModule.begin(), byModule.end());
+    std::stable_sort(plan.peakByModule.begin(), plan.peakByModule.end(),
+                     [](const auto &a, const auto &b) { return a.second > b.second; });
+  }
   return plan;
 }
 

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <vector>
 
+#include <unistd.h>
+
 namespace kiln {
 
 namespace {
@@ -33,6 +35,28 @@ double measureCpuPeakFlops() {
   // probe also runs 2048^3, where OpenBLAS is at its blocking's full rate.
   static const double peak = std::max(bestSgemmRate(1024, 4), bestSgemmRate(2048, 3));
   return peak;
+}
+
+double measureCpuMemoryBandwidth() {
+  static const double bandwidth = [] {
+    const size_t n = size_t(256) << 20 >> 2; // 256 MiB of floats
+    std::vector<float> from(n, 1.0f), to(n, 0.0f);
+    double best = 0;
+    for (int rep = 0; rep < 4; ++rep) {
+      auto start = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+      for (size_t i = 0; i < n; ++i)
+        to[i] = from[i] + float(rep);
+      std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+      best = std::max(best, 2.0 * double(n * sizeof(float)) / elapsed.count());
+    }
+    return best;
+  }();
+  return bandwidth;
+}
+
+int64_t physicalMemoryBytes() {
+  return int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE));
 }
 
 std::string describeMfu(double mfu, double peakFlops) {

@@ -7,11 +7,11 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Frontend/Capture.h"
+#include "kiln/Planner/Collective.h"
 #include "kiln/Planner/ProgramCost.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Json.h"
 
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -88,30 +88,16 @@ void printSummary(mlir::ModuleOp module, const Qwen3Config &c) {
 }
 
 /// Bytes each collective of a per-rank program sends from one rank, by the
-/// grid axes it runs over (ring algorithms: (n-1)/n of the data per rank).
+/// op and the grid axes it runs over (ring algorithms, Planner/Collective.h).
 std::map<std::string, std::pair<int64_t, int64_t>> collectiveTraffic(mlir::func::FuncOp fn) {
   std::map<std::string, std::pair<int64_t, int64_t>> byAxes; // count, bytes
-  mlir::ModuleOp module = fn->getParentOfType<mlir::ModuleOp>();
-  auto grid = module.lookupSymbol<mlir::shard::GridOp>("grid");
-  llvm::SmallVector<std::string> names = gridAxisNames(module);
   fn.walk([&](mlir::Operation *op) {
-    auto axesAttr = op->getAttrOfType<mlir::DenseI16ArrayAttr>("grid_axes");
-    if (!grid || !axesAttr || op->getDialect()->getNamespace() != "shard")
+    std::optional<Collective> c = describeCollective(op);
+    if (!c)
       return;
-    std::string key = op->getName().getStringRef().str() + " on ";
-    int64_t n = 1;
-    for (auto [i, a] : llvm::enumerate(axesAttr.asArrayRef())) {
-      key += (i ? "+" : "") + names[a];
-      n *= grid.getShape()[a];
-    }
-    int64_t in = tensorBytes(op->getOperandTypes()), out = tensorBytes(op->getResultTypes());
-    int64_t bytes = mlir::isa<mlir::shard::AllGatherOp>(op)      ? out * (n - 1) / n
-                    : mlir::isa<mlir::shard::ReduceScatterOp>(op) ? in * (n - 1) / n
-                    : mlir::isa<mlir::shard::AllReduceOp>(op)     ? 2 * in * (n - 1) / n
-                                                                  : 0;
-    auto &entry = byAxes[key];
+    auto &entry = byAxes[op->getName().getStringRef().str() + " on " + c->axes];
     ++entry.first;
-    entry.second += bytes;
+    entry.second += c->bytesSent;
   });
   return byAxes;
 }

@@ -28,6 +28,10 @@ commands:
   train   --config <run.json> [--section.key=value ...]
           capture the whole training step (forward, loss, backward, AdamW) and
           train on CPU; torchtitan-style config sections, see docs/cli.md
+  plan    --target <name|profile.json> [--config run.json] [--model <dir|flavor>]
+          [--section.key=value ...] [--nodes N] [--json] [--trace trace.json]
+          memory per rank, step time, MFU and cost of the run's per-rank
+          program on a target (trn2.48xlarge, p5.48xlarge, cpu, ...)
   tokenize --tokenizer <tokenizer.json> [--decode] [--input <file>]
           Qwen3 byte-level BPE: text to ids, or ids back to text (stdin default)
   ckpt diff <checkpoint-a> <checkpoint-b>
@@ -53,6 +57,8 @@ int main(int argc, char **argv) {
       return kiln::runEval(args);
     if (command == "train")
       return kiln::runTrain(args);
+    if (command == "plan")
+      return kiln::runPlan(args);
     if (command == "ckpt")
       return kiln::runCheckpoint(args);
     if (command == "tokenize")

@@ -77,6 +77,12 @@ mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context
 mlir::OwningOpRef<mlir::ModuleOp> partitionLoss(mlir::ModuleOp module, const Qwen3Config &model,
                                                 const ParallelLayout &layout);
 
+/// FLOPs per token by torchtitan's formula (get_num_flop_per_token):
+/// 6 * matmul parameters a token uses (a MoE layer's k routed experts, not
+/// all; the input embedding only when tied to the output) + 12 * layers *
+/// heads * head_dim * seq_len.
+double torchtitanFlopsPerToken(const Qwen3Config &model, int64_t seqLen);
+
 /// Random initial weights by HF key: normal(0, 0.02) for linear and embedding
 /// weights, ones for norm weights. Each tensor's stream is seeded from `seed`
 /// and its key, so the result does not depend on order.
@@ -152,9 +158,7 @@ public:
   const Qwen3Config &model() const { return model_; }
   const OptimizerSettings &optimizer() const { return optimizer_; }
   int64_t updatesDone() const { return updates_; }
-  /// FLOPs per token by torchtitan's formula: 6 * matmul parameters a token
-  /// uses (a MoE layer's k routed experts, not all) + 12 * layers * heads *
-  /// head_dim * seq.
+  /// torchtitanFlopsPerToken of the model at the run's sequence length.
   double flopsPerToken() const;
   /// Peak FLOP/s used for MFU: this machine's measured sgemm rate
   /// (measureCpuPeakFlops), since a CPU has no published bf16 peak to use.

@@ -5,15 +5,39 @@
 // so with the arguments moved in (as the Trainer does) the peak predicted
 // here is exactly what its ExecutionStats::peakLiveBytes measures.
 //
+// With a ValuePrecision the same events are sized at a target's precision
+// (each buffer at the width of the value that creates it), and the peak is
+// broken down by what its live buffers hold.
+//
 //===----------------------------------------------------------------------===//
 #ifndef KILN_PLANNER_MEMORYPLAN_H
 #define KILN_PLANNER_MEMORYPLAN_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <array>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace kiln {
+
+class ValuePrecision;
+
+/// What a buffer holds, from the value that creates it.
+enum class MemoryCategory {
+  Parameters,     ///< kiln.param arguments (and the updates that overwrite them)
+  Gradients,      ///< gradients, reduced or in flight (gradientValues)
+  OptimizerState, ///< kiln.state arguments
+  Activations,    ///< forward results the backward reads (kiln.saved)
+  Temporaries,    ///< every other intermediate value
+  CollectiveBuffers, ///< results of shard collectives (gathered parameters, ...)
+  Inputs,         ///< data arguments (token ids, labels)
+};
+inline constexpr size_t kNumMemoryCategories = 7;
+/// "parameters", "gradients", "optimizer_state", "activations",
+/// "temporaries", "collective_buffers", "inputs".
+const char *memoryCategoryName(MemoryCategory category);
 
 struct MemoryPlan {
   int64_t peakBytes = 0;        ///< all live buffers at the worst point
@@ -28,10 +52,29 @@ struct MemoryPlan {
   /// Bytes of the forward results the backward reads (tagged kiln.saved by
   /// kiln-autodiff), each buffer counted once: the activation memory.
   int64_t savedActivationBytes = 0;
+
+  /// The live bytes at the first point the peak is reached, by category
+  /// (summing to peakBytes).
+  std::array<int64_t, kNumMemoryCategories> peakByCategory{};
+  /// The op after whose results the peak is reached (null: before the first
+  /// op, the arguments alone).
+  mlir::Operation *peakOp = nullptr;
+  /// The largest buffers live at the peak, largest first.
+  struct Contributor {
+    std::string what; ///< "<category> <fqn or argument role> <shape>"
+    MemoryCategory category;
+    int64_t bytes;
+  };
+  std::vector<Contributor> topContributors;
+  /// The live bytes at the peak by module (moduleKeyOf each buffer's
+  /// creator: "layers.N", "tok_embeddings", "output", ...), largest first.
+  std::vector<std::pair<std::string, int64_t>> peakByModule;
 };
 
-/// Throws kiln::Error for a function without a single-block body.
-MemoryPlan planMemory(mlir::func::FuncOp fn);
+/// Throws kiln::Error for a function without a single-block body. Buffers are
+/// sized by their IR types, or at `precision` when given.
+MemoryPlan planMemory(mlir::func::FuncOp fn, const ValuePrecision *precision = nullptr,
+                      size_t contributors = 8);
 
 } // namespace kiln
 

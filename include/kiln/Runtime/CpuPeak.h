@@ -2,6 +2,7 @@
 #ifndef KILN_RUNTIME_CPUPEAK_H
 #define KILN_RUNTIME_CPUPEAK_H
 
+#include <cstdint>
 #include <string>
 
 namespace kiln {
@@ -12,6 +13,14 @@ namespace kiln {
 /// it: a CPU has no single published peak that its vector units, clocks and
 /// core count would all agree with.
 double measureCpuPeakFlops();
+
+/// Best sustained memory bandwidth of this machine in bytes/s (read plus
+/// write), from a threaded copy between two 256 MiB buffers; measured once
+/// per process and cached.
+double measureCpuMemoryBandwidth();
+
+/// Physical memory of this machine in bytes (sysconf).
+int64_t physicalMemoryBytes();
 
 /// "12.34%", and when `mfu` exceeds 1 the reason it can: the measured probe
 /// is not a hardware bound. Never prints an MFU above 100% without it.

@@ -1,0 +1,29 @@
+//===- Planning.h - Plan a training run on a target --------------*- C++ -*-===//
+//
+// `kiln plan` end to end: the run config's model and layout resolved for the
+// target's world (ranks per node x nodes), the training step captured,
+// sharded and partitioned into the per-rank program the CPU runtime would
+// run, and that program planned on the target (Planner/StepPlan.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_PLANNING_H
+#define KILN_DRIVER_PLANNING_H
+
+#include "kiln/Driver/TrainConfig.h"
+#include "kiln/Planner/StepPlan.h"
+#include "kiln/Planner/TargetProfile.h"
+
+namespace kiln {
+
+/// This machine's sgemm rate, memory bandwidth and memory, for the profile
+/// fields marked "measured" (the cpu target).
+MachineProbe thisMachine();
+
+/// Plans `config` on `nodes` nodes of `target`. Throws kiln::Error for
+/// nodes < 1, a parallelism.world_size other than the target's world, and
+/// anything the capture or the layout refuses.
+StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes);
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_PLANNING_H

@@ -1,0 +1,83 @@
+//===- StepPlan.h - A training step planned on a target ----------*- C++ -*-===//
+//
+// The planner's answer for one per-rank program on one target: memory per
+// rank by category against the target's memory, the predicted step
+// (StepSchedule), throughput, TFLOPS and MFU by torchtitan's formula, the
+// price of a million tokens and the traffic of every collective kind and
+// axis. Plain data: nothing refers back to the IR, so it outlives the module.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_PLANNER_STEPPLAN_H
+#define KILN_PLANNER_STEPPLAN_H
+
+#include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Planner/StepSchedule.h"
+#include "kiln/Planner/TargetProfile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
+
+namespace kiln {
+
+/// What the planner needs to know of the job beyond its per-rank program.
+struct PlanSetting {
+  std::string model;          ///< "qwen3-4b"
+  int64_t parameters = 0;     ///< of the whole model
+  double flopsPerToken = 0;   ///< torchtitan: 6 N + 12 L H Q T
+  int64_t tokensPerStep = 0;  ///< the global batch, in tokens
+  int64_t nodes = 1;
+  std::string layout;         ///< "dp_replicate 1 x dp_shard 64 x tp 1"
+};
+
+struct CollectiveTotals {
+  int64_t count = 0;
+  int64_t bytesSent = 0; ///< per rank
+  double seconds = 0;    ///< on the communication stream
+};
+
+struct StepPlan {
+  PlanSetting setting;
+  TargetProfile target;
+  int64_t worldSize = 1;
+
+  MemoryPlan memory;        ///< at the target's precision (peakOp cleared)
+  std::string peakAt;       ///< the op after which the peak is reached
+  int64_t totalBytes = 0;   ///< the peak plus the runtime reserve
+  bool fits = false;        ///< totalBytes <= the target's memory per rank
+
+  StepSchedule schedule;
+  double stepSeconds = 0;
+  /// Step time the communication stream adds beyond the compute stream's
+  /// busy time: communication not hidden behind compute (plus compute
+  /// waiting for it).
+  double exposedCommunicationSeconds = 0;
+  double tokensPerSecondPerDevice = 0; ///< a device is a rank
+  double tflopsPerDevice = 0;          ///< flopsPerToken x tokens/s per device
+  double mfu = 0;                      ///< tflopsPerDevice / the matmul peak
+  double usdPerMillionTokens = 0;
+  /// (kind, axes) -> totals, e.g. ("all_gather", "dp_shard").
+  std::map<std::pair<std::string, std::string>, CollectiveTotals> collectives;
+};
+
+/// Plans `perRankStep` (the partitioned @train_step) on `target`.
+StepPlan planStep(mlir::func::FuncOp perRankStep, const TargetProfile &target,
+                  const PlanSetting &setting);
+
+/// The plan as one JSON object (docs/planner.md lists the fields).
+nlohmann::json planToJson(const StepPlan &plan);
+
+/// The human report: a memory bar per category, time, throughput, cost and
+/// collectives; the top contributors when the step does not fit.
+std::string formatPlan(const StepPlan &plan);
+
+/// A Chrome / Perfetto trace of the predicted step: a compute and a
+/// communication track for the rank class (every rank runs the same program
+/// on its own shards). Written to a temporary name, then renamed.
+void writeChromeTrace(const StepPlan &plan, const std::string &path);
+
+} // namespace kiln
+
+#endif // KILN_PLANNER_STEPPLAN_H

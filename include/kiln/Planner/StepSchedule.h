@@ -1,0 +1,71 @@
+//===- StepSchedule.h - Predicted timeline of a per-rank step ----*- C++ -*-===//
+//
+// Times every op of a per-rank program on a target and lays them on two
+// streams, as a runtime overlaps communication with compute:
+//
+//   * a compute op takes the roofline time max(FLOPs / achieved peak of its
+//     class, bytes / achieved memory bandwidth) plus the profile's per-op
+//     overhead (CostOpInterface FLOPs and bytes, bytes at the target's
+//     precision); compute ops run one after another in program order;
+//   * a collective takes its alpha-beta ring time (Collective.h) on the one
+//     communication stream, which takes collectives in the order they become
+//     ready (program order among equals);
+//   * an op starts once its operands are ready; an all-gather of a parameter
+//     shard (FSDP) may start no earlier than the first compute op of the
+//     module before its consumer's (FSDP2 prefetches one module ahead).
+//
+// The step's time is the critical path: when the last op ends.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_PLANNER_STEPSCHEDULE_H
+#define KILN_PLANNER_STEPSCHEDULE_H
+
+#include "kiln/Planner/Collective.h"
+#include "kiln/Planner/TargetProfile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class ValuePrecision;
+
+/// The class whose achieved peak an op runs at: GEMMs (linear and its
+/// backward, grouped experts), attention and everything else.
+OpClass classifyOp(mlir::Operation *op);
+const char *opClassName(OpClass opClass);
+
+struct ScheduledOp {
+  enum class Stream { Compute, Communication } stream = Stream::Compute;
+  std::string name; ///< the op's name: "kiln.linear", "shard.all_gather"
+  std::string fqn;  ///< its module (a collective: its consumer's or producer's)
+  double start = 0, seconds = 0;
+  int64_t flops = 0, bytes = 0; ///< compute: FLOPs and bytes read + written
+  OpClass opClass = OpClass::Vector;
+  bool memoryBound = false;
+  std::optional<Collective> collective;
+};
+
+struct StepSchedule {
+  std::vector<ScheduledOp> ops; ///< ops that take time, in program order
+  double seconds = 0;           ///< the critical path
+  double computeSeconds = 0;    ///< busy time of the compute stream
+  double communicationSeconds = 0; ///< busy time of the communication stream
+  int64_t flops = 0;
+};
+
+/// Schedules the body of `fn` (a per-rank program) on `target`, tensors sized
+/// by `precision`.
+StepSchedule scheduleStep(mlir::func::FuncOp fn, const TargetProfile &target,
+                          const ValuePrecision &precision);
+
+/// Roofline seconds of `flops` and `bytes` for an op of class `opClass`.
+double rooflineSeconds(int64_t flops, int64_t bytes, OpClass opClass,
+                       const TargetProfile &target, bool *memoryBound = nullptr);
+
+} // namespace kiln
+
+#endif // KILN_PLANNER_STEPSCHEDULE_H

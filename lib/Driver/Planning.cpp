@@ -1,0 +1,60 @@
+//===- Planning.cpp - Plan a training run on a target ---------------------===//
+
+#include "kiln/Driver/Planning.h"
+#include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Driver/Training.h"
+#include "kiln/Runtime/CpuPeak.h"
+#include "kiln/Support/Error.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <fmt/format.h>
+
+namespace kiln {
+
+MachineProbe thisMachine() {
+  MachineProbe probe;
+  probe.sgemmFlops = measureCpuPeakFlops;
+  probe.memoryBandwidth = measureCpuMemoryBandwidth;
+  probe.memoryBytes = physicalMemoryBytes;
+  return probe;
+}
+
+StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes) {
+  if (nodes < 1)
+    fail("plan: --nodes must be at least 1, got {}", nodes);
+  int64_t world = target.ranksPerNode * nodes;
+  TrainConfig train = config;
+  if (train.parallelism.worldSize > 0 && train.parallelism.worldSize != world)
+    fail("plan: parallelism.world_size={} but {} node{} of {} hold{} {} ranks",
+         train.parallelism.worldSize, nodes, nodes == 1 ? "" : "s", target.name,
+         nodes == 1 ? "s" : "", world);
+  train.parallelism.worldSize = world;
+  Qwen3Config model = train.model.resolve();
+  int64_t seq = train.training.seqLen;
+  ParallelLayout layout = ParallelLayout::resolve(train.parallelism, model, seq, 1);
+
+  CaptureOptions shape;
+  shape.seq = seq;
+  shape.batch = train.training.localBatchSize * layout.dataParallelDegree();
+  KernelSubstitution kernels = KernelSubstitution::fromConfig(train);
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = captureTrainingStep(
+      context, model, shape, OptimizerSettings::fromConfig(train), &layout, &kernels);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!step)
+    fail("plan: the captured module has no @train_step");
+
+  PlanSetting setting;
+  setting.model = model.name;
+  setting.parameters = model.parameterCount();
+  setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
+  setting.tokensPerStep = shape.batch * seq;
+  setting.nodes = nodes;
+  setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}", layout.dpReplicate,
+                               layout.dpShard, layout.tp,
+                               layout.sequenceParallel ? " (sequence parallel)" : "");
+  return planStep(step, target, setting);
+}
+
+} // namespace kiln

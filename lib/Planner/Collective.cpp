@@ -1,0 +1,124 @@
+//===- Collective.cpp - Collectives of a per-rank program and their cost --===//
+
+#include "kiln/Planner/Collective.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
+#include "kiln/Planner/Precision.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace mlir;
+
+namespace kiln {
+
+const char *collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
+  case CollectiveKind::Local:
+    return "local";
+  }
+  return "local";
+}
+
+std::optional<Collective> describeCollective(Operation *op, const ValuePrecision *precision) {
+  auto axesAttr = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+  if (!axesAttr || !isa<shard::ShardDialect>(op->getDialect()))
+    return std::nullopt;
+  auto module = op->getParentOfType<ModuleOp>();
+  auto grid = module ? module.lookupSymbol<shard::GridOp>("grid") : nullptr;
+  if (!grid)
+    return std::nullopt;
+  llvm::SmallVector<std::string> names = gridAxisNames(module);
+  Collective c;
+  for (auto [i, a] : llvm::enumerate(axesAttr.asArrayRef())) {
+    c.axes += (i ? "+" : "") + (size_t(a) < names.size() ? names[a] : std::to_string(a));
+    c.groupSize *= grid.getShape()[a];
+  }
+  auto bytesOf = [&](ValueRange values) {
+    return precision ? precision->bytes(values) : tensorBytes(values.getTypes());
+  };
+  int64_t in = bytesOf(op->getOperands()), out = bytesOf(op->getResults());
+  int64_t n = c.groupSize;
+  if (isa<shard::AllGatherOp>(op)) {
+    c.kind = CollectiveKind::AllGather;
+    c.messageBytes = out;
+  } else if (isa<shard::ReduceScatterOp>(op)) {
+    c.kind = CollectiveKind::ReduceScatter;
+    c.messageBytes = in;
+  } else if (isa<shard::AllReduceOp>(op)) {
+    c.kind = CollectiveKind::AllReduce;
+    c.messageBytes = in;
+  } else if (isa<shard::AllToAllOp>(op)) {
+    c.kind = CollectiveKind::AllToAll;
+    c.messageBytes = in;
+  } else {
+    c.kind = CollectiveKind::Local; // all_slice and the like: no traffic
+    c.messageBytes = in;
+  }
+  if (n > 1 && c.kind != CollectiveKind::Local) {
+    int64_t passes = c.kind == CollectiveKind::AllReduce ? 2 : 1;
+    c.bytesSent = passes * c.messageBytes * (n - 1) / n;
+    c.steps = passes * (n - 1);
+  }
+  return c;
+}
+
+GroupPlacement placeGroup(ArrayRef<int64_t> gridShape, ArrayRef<int16_t> axes,
+                          const TargetProfile &target) {
+  // Ranks of rank 0's group: every combination of coordinates along `axes`.
+  std::vector<int64_t> ranks{0};
+  for (int16_t axis : axes) {
+    int64_t stride = 1;
+    for (size_t a = axis + 1; a < gridShape.size(); ++a)
+      stride *= gridShape[a];
+    std::vector<int64_t> next;
+    for (int64_t base : ranks)
+      for (int64_t k = 0; k < gridShape[axis]; ++k)
+        next.push_back(base + k * stride);
+    ranks = std::move(next);
+  }
+  std::set<int64_t> nodes, devices;
+  for (int64_t r : ranks) {
+    nodes.insert(r / target.ranksPerNode);
+    devices.insert(r / target.ranksPerDevice);
+  }
+  GroupPlacement p;
+  p.nodes = int64_t(nodes.size());
+  p.membersPerNode = int64_t(ranks.size()) / p.nodes;
+  p.membersPerDevice = int64_t(ranks.size()) / int64_t(devices.size());
+  return p;
+}
+
+double ringSeconds(int64_t steps, int64_t bytesSent, double latencySeconds, double bandwidth) {
+  return double(steps) * latencySeconds + double(bytesSent) / bandwidth;
+}
+
+double collectiveSeconds(const Collective &c, const GroupPlacement &placement,
+                         const TargetProfile &target) {
+  if (c.kind == CollectiveKind::Local || c.groupSize < 2)
+    return 0;
+  double share = std::min(1.0, double(placement.membersPerDevice) / double(target.ranksPerDevice));
+  double bandwidth = target.intraNode.bandwidth * share;
+  double latency = target.intraNode.latencySeconds;
+  if (placement.nodes > 1) {
+    double nodeShare =
+        std::min(1.0, double(placement.membersPerNode) / double(target.ranksPerNode));
+    bandwidth = std::min(bandwidth, target.interNode.bandwidth * nodeShare);
+    latency = std::max(latency, target.interNode.latencySeconds);
+  }
+  return ringSeconds(c.steps, c.bytesSent, latency, bandwidth * target.efficiency.collective);
+}
+
+} // namespace kiln

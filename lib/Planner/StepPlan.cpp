@@ -1,0 +1,169 @@
+//===- StepPlan.cpp - A training step planned on a target -----------------===//
+
+#include "kiln/Planner/StepPlan.h"
+#include "kiln/Planner/Precision.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace kiln {
+
+StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
+                  const PlanSetting &setting) {
+  StepPlan plan;
+  plan.setting = setting;
+  plan.target = target;
+  plan.worldSize = target.ranksPerNode * setting.nodes;
+
+  ValuePrecision precision(perRankStep, target.precision);
+  plan.memory = planMemory(perRankStep, &precision);
+  if (Operation *op = plan.memory.peakOp) {
+    plan.peakAt = op->getName().getStringRef().str();
+    if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))
+      plan.peakAt += " " + fqn.getValue().str();
+  } else {
+    plan.peakAt = "the arguments";
+  }
+  plan.memory.peakOp = nullptr;
+  plan.totalBytes = plan.memory.peakBytes + target.runtimeReserveBytes;
+  plan.fits = plan.totalBytes <= target.memoryBytes;
+
+  plan.schedule = scheduleStep(perRankStep, target, precision);
+  plan.stepSeconds = plan.schedule.seconds;
+  plan.exposedCommunicationSeconds =
+      std::max(0.0, plan.schedule.seconds - plan.schedule.computeSeconds);
+  for (const ScheduledOp &op : plan.schedule.ops)
+    if (op.collective) {
+      CollectiveTotals &totals =
+          plan.collectives[{collectiveKindName(op.collective->kind), op.collective->axes}];
+      ++totals.count;
+      totals.bytesSent += op.collective->bytesSent;
+      totals.seconds += op.seconds;
+    }
+  if (plan.stepSeconds > 0) {
+    double tokensPerSecond = double(setting.tokensPerStep) / plan.stepSeconds;
+    plan.tokensPerSecondPerDevice = tokensPerSecond / double(plan.worldSize);
+    plan.tflopsPerDevice = setting.flopsPerToken * plan.tokensPerSecondPerDevice / 1e12;
+    plan.mfu = plan.tflopsPerDevice * 1e12 / target.matmulPeakFlops;
+    plan.usdPerMillionTokens =
+        target.pricePerHourUsd * double(setting.nodes) / 3600.0 / tokensPerSecond * 1e6;
+  }
+  return plan;
+}
+
+nlohmann::json planToJson(const StepPlan &plan) {
+  using nlohmann::json;
+  json memory = json::object();
+  for (size_t c = 0; c < kNumMemoryCategories; ++c)
+    memory[memoryCategoryName(MemoryCategory(c))] = plan.memory.peakByCategory[c];
+  memory["runtime_reserve"] = plan.target.runtimeReserveBytes;
+  memory["total"] = plan.totalBytes;
+  json collectives = json::array();
+  for (const auto &[key, totals] : plan.collectives)
+    collectives.push_back({{"kind", key.first},
+                           {"axes", key.second},
+                           {"count", totals.count},
+                           {"bytes_sent_per_rank", totals.bytesSent},
+                           {"seconds", totals.seconds}});
+  json contributors = json::array();
+  for (const MemoryPlan::Contributor &c : plan.memory.topContributors)
+    contributors.push_back(
+        {{"what", c.what}, {"category", memoryCategoryName(c.category)}, {"bytes", c.bytes}});
+  json byModule = json::object();
+  for (const auto &[module, bytes] : plan.memory.peakByModule)
+    byModule[module] = bytes;
+  const PlanSetting &s = plan.setting;
+  return json{
+      {"model", s.model},
+      {"target", plan.target.name},
+      {"nodes", s.nodes},
+      {"world_size", plan.worldSize},
+      {"layout", s.layout},
+      {"parameters", s.parameters},
+      {"tokens_per_step", s.tokensPerStep},
+      {"flops_per_token", s.flopsPerToken},
+      {"fits", plan.fits},
+      {"memory_per_rank_bytes", memory},
+      {"memory_capacity_bytes", plan.target.memoryBytes},
+      {"memory_peak_at", plan.peakAt},
+      {"memory_top_contributors", contributors},
+      {"memory_by_module", byModule},
+      {"step_seconds", plan.stepSeconds},
+      {"compute_seconds", plan.schedule.computeSeconds},
+      {"communication_seconds", plan.schedule.communicationSeconds},
+      {"exposed_communication_seconds", plan.exposedCommunicationSeconds},
+      {"flops_per_rank", plan.schedule.flops},
+      {"tokens_per_second_per_device", plan.tokensPerSecondPerDevice},
+      {"tflops_per_device", plan.tflopsPerDevice},
+      {"mfu", plan.mfu},
+      {"price_per_hour_usd", plan.target.pricePerHourUsd},
+      {"usd_per_million_tokens", plan.usdPerMillionTokens},
+      {"collectives", collectives},
+  };
+}
+
+namespace {
+std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / (1ll << 30)); }
+
+std::string bar(int64_t bytes, int64_t capacity, int width = 40) {
+  int filled = capacity > 0 ? int(std::min<double>(width, double(bytes) / capacity * width + 0.5))
+                            : 0;
+  if (bytes > 0 && filled == 0)
+    filled = 1;
+  return std::string(filled, '#') + std::string(width - filled, '.');
+}
+
+std::string seconds(double s) {
+  return s >= 1 ? fmt::format("{:.3f} s", s) : fmt::format("{:.2f} ms", s * 1e3);
+}
+} // namespace
+
+std::string formatPlan(const StepPlan &plan) {
+  const PlanSetting &s = plan.setting;
+  const TargetProfile &t = plan.target;
+  std::string out = fmt::format("plan: {} on {} x{} ({} ranks: {})\n", s.model, t.name, s.nodes,
+                                plan.worldSize, s.layout);
+  out += fmt::format("memory per rank: {} of {} -> {}\n", gib(plan.totalBytes),
+                     gib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
+  auto row = [&](const char *name, int64_t bytes) {
+    out += fmt::format("  {:<19} {:>10}  {}\n", name, gib(bytes), bar(bytes, t.memoryBytes));
+  };
+  for (size_t c = 0; c < kNumMemoryCategories; ++c)
+    row(memoryCategoryName(MemoryCategory(c)), plan.memory.peakByCategory[c]);
+  row("runtime_reserve", t.runtimeReserveBytes);
+  out += fmt::format("  (peak after {}; by module:", plan.peakAt);
+  for (size_t i = 0; i < plan.memory.peakByModule.size() && i < 4; ++i)
+    out += fmt::format("{} {} {}", i ? "," : "", plan.memory.peakByModule[i].first,
+                       gib(plan.memory.peakByModule[i].second));
+  out += plan.memory.peakByModule.size() > 4 ? ", ...)\n" : ")\n";
+  if (!plan.fits) {
+    out += fmt::format("  over by {}; largest buffers at the peak:\n",
+                       gib(plan.totalBytes - t.memoryBytes));
+    for (const MemoryPlan::Contributor &c : plan.memory.topContributors)
+      out += fmt::format("    {:>10}  {:<18} {}\n", gib(c.bytes), memoryCategoryName(c.category),
+                         c.what);
+  }
+  out += fmt::format("step: {} (compute {}, communication {}, exposed {})\n",
+                     seconds(plan.stepSeconds), seconds(plan.schedule.computeSeconds),
+                     seconds(plan.schedule.communicationSeconds),
+                     seconds(plan.exposedCommunicationSeconds));
+  out += fmt::format("throughput: {:.1f} tokens/s per device, {:.1f} TFLOPS per device, "
+                     "MFU {:.1f}% ({:.4g} FLOPs/token, {} tokens per step)\n",
+                     plan.tokensPerSecondPerDevice, plan.tflopsPerDevice, 100 * plan.mfu,
+                     s.flopsPerToken, s.tokensPerStep);
+  out += fmt::format("cost: ${:.2f}/hour x {} -> ${:.3f} per million tokens\n", t.pricePerHourUsd,
+                     s.nodes, plan.usdPerMillionTokens);
+  if (!plan.collectives.empty()) {
+    out += "collectives per rank and step:\n";
+    for (const auto &[key, totals] : plan.collectives)
+      out += fmt::format("  {:<15} on {:<24} {:>6} ops {:>12} sent {:>12}\n", key.first,
+                         key.second, totals.count, gib(totals.bytesSent),
+                         seconds(totals.seconds));
+  }
+  return out;
+}
+
+} // namespace kiln

@@ -1,0 +1,268 @@
+//===- StepSchedule.cpp - Predicted timeline of a per-rank step -----------===//
+
+#include "kiln/Planner/StepSchedule.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Planner/ModulePath.h"
+#include "kiln/Planner/Precision.h"
+#include "kiln/Support/Error.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+
+using namespace mlir;
+
+namespace kiln {
+
+OpClass classifyOp(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  if (name == "kiln.kernel" || name == "kiln.kernel_backward") {
+    // A substituted kernel runs at the class of the op it replaced; a kernel
+    // replacing the loss fuses the output projection into it (the chunked
+    // cross-entropy), so its work is a GEMM's.
+    auto target = op->getAttrOfType<StringAttr>("target");
+    name = target ? target.getValue() : StringRef();
+    if (name == "kiln.cross_entropy")
+      return OpClass::Matmul;
+  }
+  return llvm::StringSwitch<OpClass>(name)
+      .Cases({"kiln.linear", "kiln.linear_backward_data", "kiln.linear_backward_weight",
+              "kiln.grouped_experts", "kiln.grouped_experts_backward"},
+             OpClass::Matmul)
+      .Cases({"kiln.attention", "kiln.attention_backward"}, OpClass::Attention)
+      .Default(OpClass::Vector);
+}
+
+const char *opClassName(OpClass opClass) {
+  switch (opClass) {
+  case OpClass::Matmul:
+    return "matmul";
+  case OpClass::Attention:
+    return "attention";
+  case OpClass::Vector:
+    return "vector";
+  }
+  return "vector";
+}
+
+double rooflineSeconds(int64_t flops, int64_t bytes, OpClass opClass,
+                       const TargetProfile &target, bool *memoryBound) {
+  double compute = double(flops) / target.achievedFlops(opClass);
+  double memory = double(bytes) / target.achievedMemoryBandwidth();
+  if (memoryBound)
+    *memoryBound = memory > compute;
+  if (flops == 0 && bytes == 0)
+    return 0;
+  return std::max(compute, memory) + target.efficiency.opOverheadSeconds;
+}
+
+namespace {
+
+StringRef fqnOf(Operation *op) {
+  if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))
+    return fqn.getValue();
+  return {};
+}
+
+/// Bytes an op reads and writes at the target's precision: its cost
+/// interface's bytes, scaled by how its operands' (results') bytes change
+/// from IR types to `precision`.
+int64_t scaledBytes(CostOpInterface cost, const ValuePrecision &precision) {
+  Operation *op = cost.getOperation();
+  auto scale = [](int64_t bytes, int64_t target, int64_t ir) {
+    return ir == 0 ? bytes : int64_t(double(bytes) * double(target) / double(ir));
+  };
+  return scale(cost.getBytesRead(), precision.bytes(op->getOperands()),
+               tensorBytes(op->getOperandTypes())) +
+         scale(cost.getBytesWritten(), precision.bytes(op->getResults()),
+               tensorBytes(op->getResultTypes()));
+}
+
+struct Node {
+  Operation *op;
+  bool communication = false;
+  double seconds = 0;
+  double start = 0, end = 0;
+  bool scheduled = false;
+  int pending = 0;           ///< unscheduled ops it waits for (communication)
+  double release = 0;        ///< earliest start from dependencies scheduled so far
+  llvm::SmallVector<unsigned> dependents; ///< communication ops waiting for it
+  ScheduledOp record;
+};
+
+} // namespace
+
+StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
+                          const ValuePrecision &precision) {
+  Block &body = fn.getBody().front();
+  auto module = fn->getParentOfType<ModuleOp>();
+  auto grid = module ? module.lookupSymbol<shard::GridOp>("grid") : nullptr;
+  llvm::SmallVector<int64_t> gridShape;
+  if (grid)
+    gridShape.assign(grid.getShape().begin(), grid.getShape().end());
+
+  std::vector<Node> nodes;
+  llvm::DenseMap<Operation *, unsigned> index;
+  for (Operation &op : body.without_terminator()) {
+    index[&op] = nodes.size();
+    nodes.push_back(Node{&op});
+  }
+
+  // Cost every op; modules in program order for the prefetch rule.
+  std::vector<int> segmentOf(nodes.size(), -1);
+  std::vector<unsigned> segmentFirst; // first compute op of each module run
+  std::string lastKey;
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    Node &n = nodes[i];
+    Operation *op = n.op;
+    n.record.name = op->getName().getStringRef().str();
+    n.record.fqn = fqnOf(op).str();
+    if (std::optional<Collective> c = describeCollective(op, &precision)) {
+      n.communication = true;
+      n.record.stream = ScheduledOp::Stream::Communication;
+      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes").asArrayRef();
+      n.seconds = collectiveSeconds(*c, placeGroup(gridShape, axes, target), target);
+      n.record.collective = c;
+      continue;
+    }
+    if (auto cost = dyn_cast<CostOpInterface>(op)) {
+      n.record.opClass = classifyOp(op);
+      n.record.flops = cost.getFlops();
+      n.record.bytes = scaledBytes(cost, precision);
+      n.seconds = rooflineSeconds(n.record.flops, n.record.bytes, n.record.opClass, target,
+                                  &n.record.memoryBound);
+    }
+    if (!n.record.fqn.empty()) {
+      std::string key = moduleKey(n.record.fqn);
+      if (segmentFirst.empty() || key != lastKey) {
+        segmentFirst.push_back(i);
+        lastKey = key;
+      }
+    }
+    segmentOf[i] = segmentFirst.empty() ? -1 : int(segmentFirst.size()) - 1;
+  }
+
+  // Dependencies of the communication ops: their operands' producers and,
+  // for a parameter's all-gather, the op that opens the module before.
+  auto addDependency = [&](unsigned from, unsigned to) {
+    nodes[from].dependents.push_back(to);
+    ++nodes[to].pending;
+  };
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    Node &n = nodes[i];
+    if (!n.communication)
+      continue;
+    bool ofArgument = false;
+    for (Value operand : n.op->getOperands()) {
+      if (Operation *def = operand.getDefiningOp())
+        addDependency(index[def], i);
+      else
+        ofArgument = true;
+    }
+    if (ofArgument && isa<shard::AllGatherOp>(n.op)) {
+      Operation *consumer = nullptr;
+      for (Operation *user : n.op->getUsers())
+        if (user->getBlock() == &body && (!consumer || user->isBeforeInBlock(consumer)))
+          consumer = user;
+      if (consumer && segmentOf[index[consumer]] > 0) {
+        unsigned anchor = segmentFirst[segmentOf[index[consumer]] - 1];
+        if (anchor < i)
+          addDependency(anchor, i);
+      }
+      if (consumer && n.record.fqn.empty())
+        n.record.fqn = fqnOf(consumer).str();
+    }
+    if (n.record.fqn.empty())
+      if (Operation *def = n.op->getNumOperands() ? n.op->getOperand(0).getDefiningOp() : nullptr)
+        n.record.fqn = fqnOf(def).str();
+  }
+
+  auto readyTime = [&](Operation *op) {
+    double ready = 0;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp()) {
+        const Node &producer = nodes[index[def]];
+        if (!producer.scheduled)
+          return std::numeric_limits<double>::infinity();
+        ready = std::max(ready, producer.end);
+      }
+    return ready;
+  };
+
+  // Released communication ops by (release time, program order).
+  using Entry = std::pair<double, unsigned>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> released;
+  auto finish = [&](unsigned i, double start) {
+    Node &n = nodes[i];
+    n.scheduled = true;
+    n.start = start;
+    n.end = start + n.seconds;
+    for (unsigned d : n.dependents) {
+      Node &dependent = nodes[d];
+      // An all-gather's anchor releases it when the anchor starts; operands
+      // when they end.
+      bool isOperand = llvm::any_of(dependent.op->getOperands(),
+                                    [&](Value v) { return v.getDefiningOp() == n.op; });
+      dependent.release = std::max(dependent.release, isOperand ? n.end : n.start);
+      if (--dependent.pending == 0)
+        released.push({dependent.release, d});
+    }
+  };
+  for (unsigned i = 0; i < nodes.size(); ++i)
+    if (nodes[i].communication && nodes[i].pending == 0)
+      released.push({0.0, i});
+
+  StepSchedule schedule;
+  double computeFree = 0, commFree = 0;
+  unsigned next = 0; // next compute op in program order
+  auto skipCommunication = [&] {
+    while (next < nodes.size() && nodes[next].communication)
+      ++next;
+  };
+  skipCommunication();
+  const double inf = std::numeric_limits<double>::infinity();
+  while (next < nodes.size() || !released.empty()) {
+    double computeStart = inf;
+    if (next < nodes.size()) {
+      double ready = readyTime(nodes[next].op);
+      computeStart = nodes[next].seconds > 0 ? std::max(ready, computeFree) : ready;
+    }
+    double commStart = released.empty() ? inf : std::max(commFree, released.top().first);
+    if (!released.empty() && commStart <= computeStart) {
+      unsigned i = released.top().second;
+      released.pop();
+      finish(i, commStart);
+      commFree = nodes[i].end;
+      schedule.communicationSeconds += nodes[i].seconds;
+    } else if (computeStart < inf) {
+      finish(next, computeStart);
+      if (nodes[next].seconds > 0)
+        computeFree = nodes[next].end;
+      schedule.computeSeconds += nodes[next].seconds;
+      schedule.flops += nodes[next].record.flops;
+      ++next;
+      skipCommunication();
+    } else {
+      fail("planner: @{} cannot be scheduled: {} waits for a collective that never becomes "
+           "ready",
+           fn.getName().str(), nodes[next].record.name);
+    }
+  }
+  for (Node &n : nodes) {
+    schedule.seconds = std::max(schedule.seconds, n.end);
+    if (n.seconds > 0) {
+      n.record.start = n.start;
+      n.record.seconds = n.seconds;
+      schedule.ops.push_back(std::move(n.record));
+    }
+  }
+  return schedule;
+}
+
+} // namespace kiln

@@ -1,0 +1,223 @@
+//===- TargetProfile.cpp - A machine the planner plans for ----------------===//
+
+#include "kiln/Planner/TargetProfile.h"
+#include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+
+namespace kiln {
+
+const std::map<std::string, std::string> &builtinTargetTexts(); // BuiltinTargets.cpp
+
+namespace {
+
+/// Reads a profile by dotted field paths, naming the file and the path in
+/// every error, and refuses fields it does not know (a misspelt efficiency
+/// would otherwise be silently ignored).
+class ProfileReader {
+public:
+  ProfileReader(const nlohmann::json &root, std::string source)
+      : root_(root), source_(std::move(source)) {}
+
+  const nlohmann::json &field(const std::string &path) {
+    known_.insert(path);
+    const nlohmann::json *node = &root_;
+    size_t start = 0;
+    while (true) {
+      size_t dot = path.find('.', start);
+      std::string key = path.substr(start, dot == std::string::npos ? dot : dot - start);
+      if (!node->is_object() || !node->contains(key))
+        fail("{}: missing field '{}'", source_, path);
+      node = &(*node)[key];
+      if (dot == std::string::npos)
+        return *node;
+      start = dot + 1;
+    }
+  }
+
+  std::string string(const std::string &path) {
+    const nlohmann::json &v = field(path);
+    if (!v.is_string())
+      fail("{}: field '{}' must be a string, got {}", source_, path, briefJson(v));
+    return v.get<std::string>();
+  }
+
+  /// A number > 0 (>= 0 with `allowZero`), or "measured" where `measured`
+  /// can supply it.
+  double number(const std::string &path, bool allowZero = false,
+                const std::function<double()> &measured = {}) {
+    const nlohmann::json &v = field(path);
+    if (v.is_string() && v.get<std::string>() == "measured") {
+      if (!measured)
+        fail("{}: field '{}' cannot be \"measured\"; give a number", source_, path);
+      return measured();
+    }
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
+        (!allowZero && v.get<double>() == 0))
+      fail("{}: field '{}' must be a {} number{}, got {}", source_, path,
+           allowZero ? "non-negative" : "positive", measured ? " or \"measured\"" : "",
+           briefJson(v));
+    return v.get<double>();
+  }
+
+  int64_t integer(const std::string &path, const std::function<double()> &measured = {}) {
+    const nlohmann::json &v = field(path);
+    if (v.is_string() && measured)
+      return int64_t(number(path, false, measured));
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+      fail("{}: field '{}' must be a positive integer{}, got {}", source_, path,
+           measured ? " or \"measured\"" : "", briefJson(v));
+    return v.get<int64_t>();
+  }
+
+  double fraction(const std::string &path) {
+    double value = number(path);
+    if (value > 1)
+      fail("{}: field '{}' is an achieved fraction of peak, in (0, 1]; got {}", source_, path,
+           value);
+    return value;
+  }
+
+  int64_t dtypeBytes(const std::string &path) {
+    std::string name = string(path);
+    if (name == "f32")
+      return 4;
+    if (name == "bf16" || name == "f16")
+      return 2;
+    fail("{}: field '{}' must be \"f32\", \"bf16\" or \"f16\", got \"{}\"", source_, path, name);
+  }
+
+  /// Every field of the file was read (sources aside).
+  void finish(std::map<std::string, std::string> &sources) {
+    if (root_.contains("sources")) {
+      const nlohmann::json &s = root_["sources"];
+      if (!s.is_object())
+        fail("{}: field 'sources' must be an object of field path -> source text", source_);
+      for (auto &[key, value] : s.items()) {
+        if (!value.is_string())
+          fail("{}: field 'sources.{}' must be a string, got {}", source_, key, briefJson(value));
+        sources[key] = value.get<std::string>();
+      }
+    }
+    checkKnown(root_, "");
+  }
+
+private:
+  void checkKnown(const nlohmann::json &node, const std::string &prefix) {
+    for (auto &[key, value] : node.items()) {
+      std::string path = prefix.empty() ? key : prefix + "." + key;
+      if (path == "sources")
+        continue;
+      if (known_.count(path))
+        continue;
+      if (value.is_object()) {
+        bool anyKnown = false;
+        for (const std::string &k : known_)
+          anyKnown |= k.rfind(path + ".", 0) == 0;
+        if (anyKnown) {
+          checkKnown(value, path);
+          continue;
+        }
+      }
+      fail("{}: unknown field '{}'", source_, path);
+    }
+  }
+
+  const nlohmann::json &root_;
+  std::string source_;
+  std::set<std::string> known_;
+};
+
+Link readLink(ProfileReader &r, const std::string &path, const std::function<double()> &measured) {
+  Link link;
+  link.name = r.string(path + ".name");
+  link.bandwidth = r.number(path + ".bandwidth", false, measured);
+  link.latencySeconds = r.number(path + ".latency_seconds", true);
+  return link;
+}
+
+} // namespace
+
+double TargetProfile::achievedFlops(OpClass opClass) const {
+  switch (opClass) {
+  case OpClass::Matmul:
+    return matmulPeakFlops * efficiency.matmul;
+  case OpClass::Attention:
+    return matmulPeakFlops * efficiency.attention;
+  case OpClass::Vector:
+    return vectorPeakFlops * efficiency.vector;
+  }
+  return vectorPeakFlops;
+}
+
+std::vector<std::string> builtinTargetNames() {
+  std::vector<std::string> names;
+  for (const auto &[name, text] : builtinTargetTexts())
+    names.push_back(name);
+  return names;
+}
+
+TargetProfile parseTargetProfile(const std::string &text, const std::string &source,
+                                 const MachineProbe &probe) {
+  nlohmann::json root = parseJson(text, source);
+  if (!root.is_object())
+    fail("{}: expected a JSON object (a target profile) at the top level", source);
+  ProfileReader r(root, source);
+  TargetProfile t;
+  t.source = source;
+  t.name = r.string("name");
+  t.description = r.string("description");
+  t.ranksPerNode = r.integer("ranks_per_node");
+  t.ranksPerDevice = r.integer("ranks_per_device");
+  t.pricePerHourUsd = r.number("price_per_hour_usd", /*allowZero=*/true);
+  t.precision.computeBytes = r.dtypeBytes("precision.compute");
+  t.precision.masterBytes = r.dtypeBytes("precision.master");
+  t.precision.reduceBytes = r.dtypeBytes("precision.reduce");
+  t.precision.optimizerBytes = r.dtypeBytes("precision.optimizer");
+  t.matmulPeakFlops = r.number("peak_flops_per_rank.matmul", false, probe.sgemmFlops);
+  t.vectorPeakFlops = r.number("peak_flops_per_rank.vector", false, probe.sgemmFlops);
+  std::function<double()> memoryBytes;
+  if (probe.memoryBytes)
+    memoryBytes = [&] { return double(probe.memoryBytes()); };
+  t.memoryBytes = r.integer("memory_bytes_per_rank", memoryBytes);
+  t.memoryBandwidth = r.number("memory_bandwidth_per_rank", false, probe.memoryBandwidth);
+  t.runtimeReserveBytes = int64_t(r.number("runtime_reserve_bytes", /*allowZero=*/true));
+  t.intraNode = readLink(r, "interconnect.intra_node", probe.memoryBandwidth);
+  t.interNode = readLink(r, "interconnect.inter_node", {});
+  t.efficiency.matmul = r.fraction("efficiency.matmul");
+  t.efficiency.attention = r.fraction("efficiency.attention");
+  t.efficiency.vector = r.fraction("efficiency.vector");
+  t.efficiency.memory = r.fraction("efficiency.memory");
+  t.efficiency.collective = r.fraction("efficiency.collective");
+  t.efficiency.opOverheadSeconds = r.number("efficiency.op_overhead_seconds", true);
+  r.finish(t.sources);
+  if (t.ranksPerNode % t.ranksPerDevice != 0)
+    fail("{}: field 'ranks_per_device' ({}) must divide 'ranks_per_node' ({})", source,
+         t.ranksPerDevice, t.ranksPerNode);
+  if (t.runtimeReserveBytes >= t.memoryBytes)
+    fail("{}: field 'runtime_reserve_bytes' ({}) leaves nothing of 'memory_bytes_per_rank' ({})",
+         source, t.runtimeReserveBytes, t.memoryBytes);
+  return t;
+}
+
+TargetProfile loadTargetProfile(const std::string &nameOrPath, const MachineProbe &probe) {
+  const auto &texts = builtinTargetTexts();
+  auto it = texts.find(nameOrPath);
+  if (it != texts.end())
+    return parseTargetProfile(it->second, "targets/" + it->first + ".json", probe);
+  bool looksLikeFile = nameOrPath.find('/') != std::string::npos ||
+                       nameOrPath.find(".json") != std::string::npos;
+  if (!looksLikeFile) {
+    std::string names;
+    for (const std::string &name : builtinTargetNames())
+      names += (names.empty() ? "" : ", ") + name;
+    fail("unknown target '{}': give a profile JSON file or one of {}", nameOrPath, names);
+  }
+  return parseTargetProfile(readFile(nameOrPath), nameOrPath, probe);
+}
+
+} // namespace kiln

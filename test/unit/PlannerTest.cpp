@@ -1,0 +1,399 @@
+//===- PlannerTest.cpp - kiln plan's model against hand computations ------===//
+//
+// Each figure the planner produces is checked against a figure worked out
+// here from first principles (the ring formula, torchtitan's FLOPs formula,
+// parameter counts divided by the FSDP degree), or against a relation it
+// must satisfy (categories summing to the total, overlap bounds).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+#include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Driver/Planning.h"
+#include "kiln/Driver/Training.h"
+#include "kiln/Frontend/Capture.h"
+#include "kiln/Planner/Collective.h"
+#include "kiln/Planner/Precision.h"
+#include "kiln/Support/Json.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace kiln;
+
+namespace {
+
+MachineProbe fakeProbe() {
+  MachineProbe probe;
+  probe.sgemmFlops = [] { return 1e11; };
+  probe.memoryBandwidth = [] { return 1e10; };
+  probe.memoryBytes = [] { return int64_t(64) << 30; };
+  return probe;
+}
+
+/// A small valid profile: `ranksPerNode` ranks, `ranksPerDevice` per device,
+/// every figure round so that times can be worked out by hand.
+nlohmann::json profileJson(int64_t ranksPerNode, int64_t ranksPerDevice = 1,
+                           const std::string &compute = "bf16") {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "name": "test", "description": "hand-checkable", "ranks_per_node": 8,
+    "ranks_per_device": 1, "price_per_hour_usd": 36,
+    "precision": {"compute": "bf16", "master": "f32", "reduce": "f32", "optimizer": "f32"},
+    "peak_flops_per_rank": {"matmul": 1e12, "vector": 1e11},
+    "memory_bytes_per_rank": 1073741824, "memory_bandwidth_per_rank": 1e11,
+    "runtime_reserve_bytes": 1048576,
+    "interconnect": {"intra_node": {"name": "link", "bandwidth": 1e10, "latency_seconds": 1e-6},
+                     "inter_node": {"name": "net", "bandwidth": 1e9, "latency_seconds": 1e-5}},
+    "efficiency": {"matmul": 0.5, "attention": 0.5, "vector": 0.5, "memory": 0.5,
+                   "collective": 0.5, "op_overhead_seconds": 0}})");
+  j["ranks_per_node"] = ranksPerNode;
+  j["ranks_per_device"] = ranksPerDevice;
+  j["precision"]["compute"] = compute;
+  return j;
+}
+
+TargetProfile profile(int64_t ranksPerNode, int64_t ranksPerDevice = 1,
+                      const std::string &compute = "bf16") {
+  return parseTargetProfile(profileJson(ranksPerNode, ranksPerDevice, compute).dump(),
+                            "test.json", fakeProbe());
+}
+
+TrainConfig fixtureRun(int64_t localBatch = 1, int64_t seq = 16) {
+  return TrainConfig::load("", {"--model.hf_path=" + test::dataPath("qwen3-dense-tiny"),
+                                "--training.local_batch_size=" + std::to_string(localBatch),
+                                "--training.seq_len=" + std::to_string(seq)});
+}
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+} // namespace
+
+TEST(PlannerTest, RingTimeIsTheAlphaBetaFormula) {
+  // 1 GiB gathered over 8 ranks at 10 GB/s x 0.5 with 1 us per step:
+  // 7 us + 7/8 GiB / 5 GB/s.
+  Collective gather;
+  gather.kind = CollectiveKind::AllGather;
+  gather.groupSize = 8;
+  gather.messageBytes = int64_t(1) << 30;
+  gather.bytesSent = gather.messageBytes * 7 / 8;
+  gather.steps = 7;
+  TargetProfile t = profile(8);
+  GroupPlacement inNode = placeGroup({1, 8, 1}, {1}, t);
+  EXPECT_EQ(inNode.nodes, 1);
+  double expected = 7 * 1e-6 + (7.0 / 8.0) * double(int64_t(1) << 30) / 5e9;
+  EXPECT_DOUBLE_EQ(collectiveSeconds(gather, inNode, t), expected);
+  EXPECT_DOUBLE_EQ(ringSeconds(7, gather.bytesSent, 1e-6, 5e9), expected);
+
+  // An all-reduce is a reduce-scatter and an all-gather: twice the steps and
+  // the bytes.
+  Collective reduce = gather;
+  reduce.kind = CollectiveKind::AllReduce;
+  reduce.bytesSent *= 2;
+  reduce.steps *= 2;
+  EXPECT_DOUBLE_EQ(collectiveSeconds(reduce, inNode, t),
+                   14 * 1e-6 + 2 * (7.0 / 8.0) * double(int64_t(1) << 30) / 5e9);
+
+  // Across two nodes of 4 ranks the group crosses the network: the slower
+  // link and the larger latency. Every rank of a node is in the group, so it
+  // gets the whole of the node's network bandwidth.
+  TargetProfile four = profile(4);
+  GroupPlacement twoNodes = placeGroup({1, 8, 1}, {1}, four);
+  EXPECT_EQ(twoNodes.nodes, 2);
+  EXPECT_EQ(twoNodes.membersPerNode, 4);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(gather, twoNodes, four),
+                   7 * 1e-5 + (7.0 / 8.0) * double(int64_t(1) << 30) / 0.5e9);
+}
+
+TEST(PlannerTest, RanksOfADeviceShareItsLinks) {
+  // 16 ranks, 4 per device, grid [1, 4, 4]: a dp_shard group (stride 4) has
+  // one rank on each device, so the device's 4 concurrent groups each get a
+  // quarter of its link; a tp group lives on one device.
+  TargetProfile t = profile(16, 4);
+  GroupPlacement dp = placeGroup({1, 4, 4}, {1}, t);
+  EXPECT_EQ(dp.membersPerDevice, 1);
+  GroupPlacement tp = placeGroup({1, 4, 4}, {2}, t);
+  EXPECT_EQ(tp.membersPerDevice, 4);
+  Collective c;
+  c.kind = CollectiveKind::ReduceScatter;
+  c.groupSize = 4;
+  c.bytesSent = 3000000;
+  c.steps = 3;
+  EXPECT_DOUBLE_EQ(collectiveSeconds(c, dp, t), 3e-6 + 3e6 / (1e10 * 0.25 * 0.5));
+  EXPECT_DOUBLE_EQ(collectiveSeconds(c, tp, t), 3e-6 + 3e6 / (1e10 * 0.5));
+}
+
+TEST(PlannerTest, CollectiveBytesFollowTheRingAndThePrecision) {
+  mlir::MLIRContext context;
+  loadKilnDialects(context);
+  context.loadDialect<mlir::shard::ShardDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
+      shard.grid @grid(shape = 1x4x1)
+      func.func @f(%a: tensor<8x16xf32>) -> (tensor<32x16xf32>, tensor<2x16xf32>, tensor<8x16xf32>) {
+        %0 = shard.all_gather %a on @grid grid_axes = [1] gather_axis = 0 : tensor<8x16xf32> -> tensor<32x16xf32>
+        %1 = shard.reduce_scatter %a on @grid grid_axes = [1] scatter_axis = 0 : tensor<8x16xf32> -> tensor<2x16xf32>
+        %2 = shard.all_reduce %a on @grid grid_axes = [1] : tensor<8x16xf32> -> tensor<8x16xf32>
+        return %0, %1, %2 : tensor<32x16xf32>, tensor<2x16xf32>, tensor<8x16xf32>
+      }
+    })mlir",
+                                                        &context);
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  std::vector<Collective> found;
+  fn.walk([&](mlir::Operation *op) {
+    if (std::optional<Collective> c = describeCollective(op))
+      found.push_back(*c);
+  });
+  ASSERT_EQ(found.size(), 3u);
+  // all_gather: S = 32 x 16 x 4 bytes, each rank sends 3/4 of it in 3 steps.
+  EXPECT_EQ(found[0].kind, CollectiveKind::AllGather);
+  EXPECT_EQ(found[0].axes, "dp_shard");
+  EXPECT_EQ(found[0].groupSize, 4);
+  EXPECT_EQ(found[0].messageBytes, 2048);
+  EXPECT_EQ(found[0].bytesSent, 1536);
+  EXPECT_EQ(found[0].steps, 3);
+  // reduce_scatter: S is the input, 8 x 16 x 4.
+  EXPECT_EQ(found[1].messageBytes, 512);
+  EXPECT_EQ(found[1].bytesSent, 384);
+  // all_reduce: twice the traffic and the steps.
+  EXPECT_EQ(found[2].bytesSent, 768);
+  EXPECT_EQ(found[2].steps, 6);
+
+  // At bf16 compute precision a gathered (non-gradient) value is 2 bytes an
+  // element; the argument, not a parameter here, keeps its IR width.
+  ValuePrecision bf16(fn, profile(4).precision);
+  mlir::Operation *gather = &fn.getBody().front().front();
+  EXPECT_EQ(describeCollective(gather, &bf16)->messageBytes, 1024);
+}
+
+TEST(PlannerTest, FlopsPerTokenIsTorchtitansFormula) {
+  // Qwen3-4B (tied): per layer q 2560x4096, k and v 2560x1024, o 4096x2560,
+  // the MLP 3 x 2560x9728; the output projection 151936x2560 (the tied
+  // embedding counted once, as the output); norms excluded.
+  const Qwen3Config &m = Qwen3Config::flavor("qwen3-4b");
+  int64_t perLayer = 2560 * 4096 + 2 * 2560 * 1024 + 4096 * 2560 + 3 * 2560 * 9728;
+  int64_t matmul = 36 * perLayer + int64_t(151936) * 2560;
+  EXPECT_EQ(matmul, 4022272000);
+  double expected = 6.0 * double(matmul) + 12.0 * 36 * 32 * 128 * 4096;
+  EXPECT_DOUBLE_EQ(torchtitanFlopsPerToken(m, 4096), expected);
+  EXPECT_DOUBLE_EQ(expected, 31381389312.0);
+}
+
+TEST(PlannerTest, MemoryCategoriesSumToThePeak) {
+  StepPlan plan = planTrainingRun(fixtureRun(), profile(4), 1);
+  int64_t sum = 0;
+  for (int64_t bytes : plan.memory.peakByCategory)
+    sum += bytes;
+  EXPECT_EQ(sum, plan.memory.peakBytes);
+  EXPECT_EQ(plan.totalBytes, plan.memory.peakBytes + plan.target.runtimeReserveBytes);
+  nlohmann::json json = planToJson(plan);
+  int64_t fromJson = 0;
+  for (auto &[key, value] : json["memory_per_rank_bytes"].items())
+    if (key != "total")
+      fromJson += value.get<int64_t>();
+  EXPECT_EQ(fromJson, json["memory_per_rank_bytes"]["total"].get<int64_t>());
+  EXPECT_TRUE(plan.fits);
+  EXPECT_FALSE(plan.memory.topContributors.empty());
+  // By module too: every layer of the fixture holds something at the peak.
+  int64_t byModule = 0;
+  for (const auto &[module, bytes] : plan.memory.peakByModule)
+    byModule += bytes;
+  EXPECT_EQ(byModule, plan.memory.peakBytes);
+  for (const char *layer : {"layers.0", "layers.1", "layers.2"})
+    EXPECT_TRUE(json["memory_by_module"].contains(layer)) << layer;
+}
+
+TEST(PlannerTest, AllF32IsTheExecutorsExactPlan) {
+  // The cpu target's precision (f32 throughout) sizes every buffer as its IR
+  // type: the plan the CPU executor's measured peak equals by construction.
+  mlir::MLIRContext context;
+  Qwen3Config model = Qwen3Config::resolve(test::dataPath("qwen3-dense-tiny"));
+  ParallelLayout layout = ParallelLayout::resolve(fixtureRun().parallelism, model, 16, 1);
+  CaptureOptions shape;
+  shape.batch = 2;
+  shape.seq = 16;
+  auto module = captureTrainingStep(context, model, shape, OptimizerSettings{}, &layout);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ValuePrecision f32(step, PrecisionPolicy{});
+  MemoryPlan exact = planMemory(step), planned = planMemory(step, &f32);
+  EXPECT_EQ(planned.peakBytes, exact.peakBytes);
+  EXPECT_EQ(planned.savedActivationBytes, exact.savedActivationBytes);
+  EXPECT_EQ(planned.gradientBytes, exact.gradientBytes);
+}
+
+TEST(PlannerTest, ParameterBytesPerRankAreTheModelOverTheFsdpDegree) {
+  // The fixture's 143,904 parameters: every dimension divides by 2 and 4, so
+  // FSDP stores exactly 1/n of them, as f32 master weights; AdamW's two f32
+  // moments twice that, plus the i64 update count.
+  for (int64_t n : {2, 4}) {
+    StepPlan plan = planTrainingRun(fixtureRun(), profile(n), 1);
+    EXPECT_EQ(plan.memory.parameterBytes, 143904 / n * 4) << n;
+    EXPECT_EQ(plan.memory.stateBytes, 2 * 143904 / n * 4 + 8) << n;
+    EXPECT_EQ(plan.memory.gradientBytes, 143904 / n * 4) << n;
+  }
+}
+
+TEST(PlannerTest, DoublingTheFsdpDegreeHalvesTheShardedState) {
+  StepPlan two = planTrainingRun(fixtureRun(2), profile(2), 1);
+  StepPlan four = planTrainingRun(fixtureRun(1), profile(4), 1); // same global batch
+  EXPECT_EQ(two.memory.parameterBytes, 2 * four.memory.parameterBytes);
+  EXPECT_EQ(two.memory.gradientBytes, 2 * four.memory.gradientBytes);
+  EXPECT_EQ(two.memory.stateBytes - 8, 2 * (four.memory.stateBytes - 8));
+  EXPECT_EQ(two.setting.tokensPerStep, four.setting.tokensPerStep);
+}
+
+TEST(PlannerTest, MixedPrecisionHalvesTheActivations) {
+  StepPlan bf16 = planTrainingRun(fixtureRun(), profile(2, 1, "bf16"), 1);
+  StepPlan f32 = planTrainingRun(fixtureRun(), profile(2, 1, "f32"), 1);
+  EXPECT_EQ(f32.memory.savedActivationBytes, 2 * bf16.memory.savedActivationBytes);
+  // Master weights and moments stay f32 either way.
+  EXPECT_EQ(f32.memory.parameterBytes, bf16.memory.parameterBytes);
+  EXPECT_EQ(f32.memory.stateBytes, bf16.memory.stateBytes);
+}
+
+TEST(PlannerTest, StepTimeIsBetweenOverlapAndSerialisation) {
+  StepPlan plan = planTrainingRun(fixtureRun(), profile(4), 1);
+  const StepSchedule &s = plan.schedule;
+  EXPECT_GT(s.communicationSeconds, 0);
+  EXPECT_GE(plan.stepSeconds, std::max(s.computeSeconds, s.communicationSeconds) - 1e-12);
+  EXPECT_LE(plan.stepSeconds, s.computeSeconds + s.communicationSeconds + 1e-12);
+  // No op starts before the ones it reads have ended: ops are listed in
+  // program order, and each stream runs one op at a time.
+  double computeEnd = 0, commEnd = 0;
+  for (const ScheduledOp &op : s.ops) {
+    double &end = op.collective ? commEnd : computeEnd;
+    if (!op.collective) { // compute runs in program order
+      EXPECT_GE(op.start, end - 1e-12) << op.name << " " << op.fqn;
+      end = op.start + op.seconds;
+    }
+  }
+  // A free interconnect leaves the compute stream alone on the critical path.
+  nlohmann::json fast = profileJson(4);
+  fast["interconnect"]["intra_node"] = {{"name", "free"}, {"bandwidth", 1e30},
+                                        {"latency_seconds", 0}};
+  StepPlan free = planTrainingRun(fixtureRun(),
+                                  parseTargetProfile(fast.dump(), "fast.json", fakeProbe()), 1);
+  EXPECT_NEAR(free.stepSeconds, free.schedule.computeSeconds, 1e-12);
+}
+
+TEST(PlannerTest, ThroughputMfuAndCostFollowFromTheStep) {
+  StepPlan plan = planTrainingRun(fixtureRun(), profile(4), 1);
+  double tokensPerSecond = double(plan.setting.tokensPerStep) / plan.stepSeconds;
+  EXPECT_DOUBLE_EQ(plan.tokensPerSecondPerDevice, tokensPerSecond / 4);
+  EXPECT_DOUBLE_EQ(plan.mfu, plan.setting.flopsPerToken * tokensPerSecond / 4 / 1e12);
+  // $36 an hour is a cent a second.
+  EXPECT_DOUBLE_EQ(plan.usdPerMillionTokens, 0.01 / tokensPerSecond * 1e6);
+  // Each collective's seconds add up to the communication stream's.
+  double seconds = 0;
+  for (const auto &[key, totals] : plan.collectives)
+    seconds += totals.seconds;
+  EXPECT_NEAR(seconds, plan.schedule.communicationSeconds, 1e-12);
+}
+
+TEST(PlannerTest, BuiltinProfilesParseAndCiteEveryFigure) {
+  std::vector<std::string> names = builtinTargetNames();
+  for (const char *expected :
+       {"cpu", "p5.48xlarge", "p5e.48xlarge", "p6-b200.48xlarge", "trn1.32xlarge",
+        "trn2.48xlarge"})
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  for (const std::string &name : names) {
+    TargetProfile t = loadTargetProfile(name, fakeProbe());
+    EXPECT_EQ(t.name, name);
+    // Every field (or a section above it) names its source.
+    nlohmann::json text = nlohmann::json::parse(readFile(std::string(KILN_TARGETS_DIR) + "/" +
+                                                         name + ".json"));
+    std::function<void(const nlohmann::json &, const std::string &)> check =
+        [&](const nlohmann::json &node, const std::string &path) {
+          if (node.is_object()) {
+            for (auto &[key, value] : node.items())
+              if (path.empty() && (key == "sources" || key == "name" || key == "description"))
+                continue;
+              else
+                check(value, path.empty() ? key : path + "." + key);
+            return;
+          }
+          if (path.size() > 5 && path.substr(path.size() - 5) == ".name")
+            return;
+          bool cited = false;
+          for (std::string prefix = path; !prefix.empty();
+               prefix = prefix.find('.') == std::string::npos
+                            ? ""
+                            : prefix.substr(0, prefix.rfind('.')))
+            cited |= t.sources.count(prefix) > 0;
+          EXPECT_TRUE(cited) << name << ": no source for " << path;
+        };
+    check(text, "");
+  }
+  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
+  EXPECT_EQ(trn2.ranksPerNode, 64);
+  EXPECT_DOUBLE_EQ(trn2.matmulPeakFlops * 4, 667e12); // per chip, LNC=2
+  EXPECT_EQ(trn2.memoryBytes * 4, int64_t(96) << 30);
+  TargetProfile cpu = loadTargetProfile("cpu", fakeProbe());
+  EXPECT_DOUBLE_EQ(cpu.matmulPeakFlops, 1e11); // measured
+  EXPECT_EQ(cpu.precision.computeBytes, 4);
+}
+
+TEST(PlannerTest, MalformedProfilesNameTheFileAndTheField) {
+  auto parse = [](nlohmann::json j) {
+    return errorOf([&] { parseTargetProfile(j.dump(), "my.json", fakeProbe()); });
+  };
+  nlohmann::json missing = profileJson(4);
+  missing["interconnect"]["intra_node"].erase("bandwidth");
+  EXPECT_EQ(parse(missing), "my.json: missing field 'interconnect.intra_node.bandwidth'");
+  nlohmann::json negative = profileJson(4);
+  negative["peak_flops_per_rank"]["matmul"] = -1;
+  EXPECT_EQ(parse(negative),
+            "my.json: field 'peak_flops_per_rank.matmul' must be a positive number or "
+            "\"measured\", got -1");
+  nlohmann::json fraction = profileJson(4);
+  fraction["efficiency"]["matmul"] = 1.5;
+  EXPECT_EQ(parse(fraction),
+            "my.json: field 'efficiency.matmul' is an achieved fraction of peak, in (0, 1]; got "
+            "1.5");
+  nlohmann::json unknown = profileJson(4);
+  unknown["efficiency"]["matmull"] = 0.5;
+  EXPECT_EQ(parse(unknown), "my.json: unknown field 'efficiency.matmull'");
+  nlohmann::json dtype = profileJson(4);
+  dtype["precision"]["compute"] = "fp8";
+  EXPECT_EQ(parse(dtype),
+            "my.json: field 'precision.compute' must be \"f32\", \"bf16\" or \"f16\", got \"fp8\"");
+  EXPECT_EQ(parse(profileJson(6, 4)),
+            "my.json: field 'ranks_per_device' (4) must divide 'ranks_per_node' (6)");
+  nlohmann::json reserve = profileJson(4);
+  reserve["runtime_reserve_bytes"] = 2147483648;
+  EXPECT_EQ(parse(reserve), "my.json: field 'runtime_reserve_bytes' (2147483648) leaves nothing "
+                            "of 'memory_bytes_per_rank' (1073741824)");
+  nlohmann::json measured = profileJson(4);
+  measured["interconnect"]["inter_node"]["bandwidth"] = "measured";
+  EXPECT_EQ(parse(measured),
+            "my.json: field 'interconnect.inter_node.bandwidth' cannot be \"measured\"; give a "
+            "number");
+  EXPECT_EQ(errorOf([] { parseTargetProfile("{\"name\": ", "my.json", fakeProbe()); })
+                .rfind("my.json: malformed JSON", 0),
+            0u);
+  EXPECT_EQ(errorOf([] { loadTargetProfile("trn9.huge", fakeProbe()); }).rfind(
+                "unknown target 'trn9.huge': give a profile JSON file or one of cpu, ", 0),
+            0u);
+}
+
+TEST(PlannerTest, TheWorldIsTheTargets) {
+  EXPECT_EQ(errorOf([] { planTrainingRun(fixtureRun(), profile(4), 0); }),
+            "plan: --nodes must be at least 1, got 0");
+  TrainConfig eight = fixtureRun();
+  eight.parallelism.worldSize = 8;
+  EXPECT_EQ(errorOf([&] { planTrainingRun(eight, profile(4), 1); }),
+            "plan: parallelism.world_size=8 but 1 node of test holds 4 ranks");
+  StepPlan twoNodes = planTrainingRun(fixtureRun(), profile(2), 2);
+  EXPECT_EQ(twoNodes.worldSize, 4);
+}
