@@ -398,11 +398,17 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         if (auto it = target.find(result); it != target.end()) {
           s = it->second;
         } else if (!s.partial.empty()) {
+          // A single reader resolves the sum itself, into the layout its
+          // loops need (a reduce-scatter into a sequence-parallel norm's
+          // shards rather than an all-reduce); several readers share one
+          // resolution here.
           bool onlySums = llvm::all_of(result.getUsers(), [](Operation *user) {
             auto r = dyn_cast<ShardingRuleOpInterface>(user);
             return r && r.getShardingRule().sumsPartials;
           });
-          if (!onlySums || result.use_empty())
+          bool oneReader = result.hasOneUse() &&
+                           isa<ShardingRuleOpInterface>(*result.getUsers().begin());
+          if ((!onlySums && !oneReader) || result.use_empty())
             s.partial.clear();
         }
         visible[result] = s;

@@ -51,8 +51,8 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // CHECK-NOT: kiln.vocab_parallel_max
 // CHECK: %[[DL:.*]] = kiln.vocab_parallel_loss_backward %[[LOGITS]], %{{.*}}, %{{.*}}, %[[GM]], %[[GS]] {{.*}}vocab_axes = array<i16: 2>{{.*}} -> tensor<2x4x8xf32>
 // CHECK-NEXT: %[[DX:.*]] = kiln.linear_backward_data %[[DL]]
-// CHECK-NEXT: shard.all_reduce %[[DX]] on @grid grid_axes = [2]
 // CHECK-NEXT: kiln.linear_backward_weight %[[DL]], {{.*}} -> tensor<8x8xf32>
+// CHECK-NEXT: shard.all_reduce %[[DX]] on @grid grid_axes = [2]
 // The table's gradient: this rank's 8 rows, no collective.
 // CHECK: kiln.embedding_backward {{.*}}vocab_axes = array<i16: 2>, vocab_size = 8 : i64} {{.*}} -> tensor<8x8xf32>
 

@@ -50,9 +50,10 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // intermediate features, so both are all-reduced over tp; the router's
 // backward reads the summed one.
 // CHECK: %[[DX:[^,]+]], %[[DW:[^,]+]], %[[DW1:[^,]+]], %[[DW3:[^,]+]], %[[DW2:[^ ]+]] = kiln.grouped_experts_backward {{.*}}, %[[W1]], %[[W3]], %[[W2]] {fqn = "layers.0.moe.experts"} : {{.*}} -> (tensor<2x3x8xf32>, tensor<2x3x2xf32>, tensor<4x3x8xf32>, tensor<4x3x8xf32>, tensor<4x8x3xf32>)
-// CHECK-DAG: %[[DWSUM:.*]] = shard.all_reduce %[[DW]] on @grid grid_axes = [2] : tensor<2x3x2xf32> -> tensor<2x3x2xf32>
-// CHECK-DAG: %[[DXSUM:.*]] = shard.all_reduce %[[DX]] on @grid grid_axes = [2] : tensor<2x3x8xf32> -> tensor<2x3x8xf32>
-// CHECK: kiln.add %{{.*}}, %[[DXSUM]] {fqn = "tok_embeddings.grad_accum"}
+// Each sum is resolved by its one reader, just before it.
+// CHECK-NEXT: %[[DXSUM:.*]] = shard.all_reduce %[[DX]] on @grid grid_axes = [2] : tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+// CHECK-NEXT: kiln.add %{{.*}}, %[[DXSUM]] {fqn = "tok_embeddings.grad_accum"}
+// CHECK-NEXT: %[[DWSUM:.*]] = shard.all_reduce %[[DW]] on @grid grid_axes = [2] : tensor<2x3x2xf32> -> tensor<2x3x2xf32>
 // CHECK-NEXT: kiln.router_backward %{{.*}}, %{{.*}}, %[[DWSUM]], %{{.*}} {fqn = "layers.0.moe.router", norm_topk_prob} : (tensor<2x3x4xf32>,
 // The experts' weight gradients are this rank's shards as they come out:
 // the norm sums their squares over tp, AdamW updates the shards directly.
