@@ -14,6 +14,7 @@
 #include "LowerToHlo.h"
 
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Passes.h"
 
@@ -41,50 +42,23 @@ int64_t HloLoweringState::worldSize() const {
   return n;
 }
 
-std::vector<int64_t> HloLoweringState::coordinates(int64_t rank) const {
-  std::vector<int64_t> coords(grid.size());
-  for (int64_t i = int64_t(grid.size()) - 1; i >= 0; --i) {
-    coords[i] = rank % grid[i];
-    rank /= grid[i];
-  }
-  return coords;
-}
-
 DenseIntElementsAttr HloLoweringState::replicaGroups(Builder &b, ArrayRef<int16_t> axes) const {
   std::vector<int16_t> key(axes.begin(), axes.end());
   if (!llvm::is_contained(groupLists, key))
     groupLists.push_back(key);
-  // Group of a rank: its coordinates off `axes` (the colour); position in
-  // the group: its coordinates along `axes`, in the order `axes` lists them.
-  std::map<int64_t, std::map<int64_t, int64_t>> groups;
-  for (int64_t rank = 0, n = worldSize(); rank < n; ++rank) {
-    std::vector<int64_t> c = coordinates(rank);
-    int64_t color = 0, index = 0;
-    for (size_t a = 0; a < grid.size(); ++a)
-      if (!llvm::is_contained(axes, int16_t(a)))
-        color = color * grid[a] + c[a];
-    for (int16_t a : axes)
-      index = index * grid[a] + c[a];
-    groups[color][index] = rank;
-  }
+  std::vector<std::vector<int64_t>> groups = hlo::gridReplicaGroups(grid, axes);
   std::vector<int64_t> ids;
-  for (auto &[color, members] : groups)
-    for (auto &[index, rank] : members)
-      ids.push_back(rank);
-  int64_t size = int64_t(groups.begin()->second.size());
-  auto type = RankedTensorType::get({int64_t(groups.size()), size}, b.getI64Type());
+  for (const std::vector<int64_t> &g : groups)
+    ids.insert(ids.end(), g.begin(), g.end());
+  auto type = RankedTensorType::get({int64_t(groups.size()), int64_t(groups.front().size())},
+                                    b.getI64Type());
   return DenseIntElementsAttr::get(type, ArrayRef<int64_t>(ids));
 }
 
 Value HloLoweringState::groupIndex(HloBuilder &b, ArrayRef<int16_t> axes) const {
   std::vector<int32_t> table;
-  for (int64_t rank = 0, n = worldSize(); rank < n; ++rank) {
-    std::vector<int64_t> c = coordinates(rank);
-    int64_t index = 0;
-    for (int16_t a : axes)
-      index = index * grid[a] + c[a];
-    table.push_back(int32_t(index));
-  }
+  for (int64_t rank = 0, n = worldSize(); rank < n; ++rank)
+    table.push_back(int32_t(hlo::gridGroupIndex(grid, axes, rank)));
   Value rank = b.convert(b.replicaId(), b.i32());
   Value entry = b.dynamicSlice(b.constantI32(table), 0, rank, 1);
   return b.reshape(entry, {});

@@ -39,7 +39,6 @@ public:
   size_t distinctGroupLists() const { return groupLists.size(); }
 
 private:
-  std::vector<int64_t> coordinates(int64_t rank) const;
   std::vector<int64_t> grid;
   int64_t lastChannel = 0;
   mutable std::vector<std::vector<int16_t>> groupLists;

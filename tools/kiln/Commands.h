@@ -13,6 +13,7 @@ int runTrain(const std::vector<std::string> &args);
 int runCheckpoint(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
 int runCheckKernel(const std::vector<std::string> &args);
+int runCompile(const std::vector<std::string> &args);
 } // namespace kiln
 
 #endif // KILN_TOOLS_KILN_COMMANDS_H
