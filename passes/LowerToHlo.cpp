@@ -218,10 +218,8 @@ template <typename OpT>
 FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder &b,
                                           bool backward) {
   std::optional<NeuronKernel> neuron = op.getSpec().neuron();
-  if (!neuron)
-    return op.emitOpError() << "kiln-lower-to-hlo: kernel '" << op.getKernel() << "' (rule '"
-                            << op.getRule() << "', fqn '" << op.getFqn()
-                            << "') has no Neuron custom call: it runs on the CPU only";
+  if (!neuron) // refused with a message by checkLowerable
+    return failure();
   llvm::json::Object config{{"kernel", backward ? neuron->backward : neuron->forward},
                             {"kiln_kernel", op.getKernel().str()},
                             {"rule", op.getRule().str()},
@@ -260,6 +258,16 @@ void populateCollectivesAndKernelsToHlo(RewritePatternSet &patterns, HloLowering
 //===----------------------------------------------------------------------===//
 
 namespace {
+
+/// The kernel of a kernel call that has no Neuron custom call (CPU only).
+const KernelSpec *cpuOnlyKernel(Operation *op) {
+  const KernelSpec *spec = nullptr;
+  if (auto call = dyn_cast<KernelOp>(op))
+    spec = &call.getSpec();
+  else if (auto call = dyn_cast<KernelBackwardOp>(op))
+    spec = &call.getSpec();
+  return spec && !spec->neuron() ? spec : nullptr;
+}
 
 struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
   using LowerToHloBase::LowerToHloBase;
@@ -300,8 +308,8 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
                     b.getI64IntegerAttr(int64_t(state.distinctGroupLists())));
   }
 
-  /// Every op of `func` has a lowering, or an error names the first that
-  /// does not (with its fqn) and every other kind missing.
+  /// Every op of `func` has a lowering, or an error names the first of each
+  /// kind that does not (with its fqn), and every CPU-only kernel call.
   LogicalResult checkLowerable(func::FuncOp func, RewritePatternSet &patterns) {
     llvm::DenseSet<OperationName> lowered;
     for (const std::unique_ptr<RewritePattern> &p : patterns.getNativePatterns())
@@ -310,12 +318,21 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
     LogicalResult result = success();
     llvm::DenseSet<OperationName> reported;
     func.walk([&](Operation *op) {
-      if (isa<func::FuncOp, func::ReturnOp>(op) || isa<hlo::HloDialect>(op->getDialect()) ||
-          lowered.contains(op->getName()) || !reported.insert(op->getName()).second)
+      if (isa<func::FuncOp, func::ReturnOp>(op) || isa<hlo::HloDialect>(op->getDialect()))
         return;
       auto fqn = op->getAttrOfType<StringAttr>("fqn");
-      op->emitOpError() << "kiln-lower-to-hlo: no HLO lowering for '" << op->getName()
-                        << "' yet (fqn '" << (fqn ? fqn.getValue() : "?") << "')";
+      StringRef module = fqn ? fqn.getValue() : "?";
+      if (const KernelSpec *spec = cpuOnlyKernel(op)) {
+        op->emitError() << "kiln-lower-to-hlo: kernel '" << spec->name() << "' (rule '"
+                        << op->getAttrOfType<StringAttr>("rule").getValue() << "', fqn '"
+                        << module << "') has no Neuron custom call: it runs on the CPU only";
+        result = failure();
+        return;
+      }
+      if (lowered.contains(op->getName()) || !reported.insert(op->getName()).second)
+        return;
+      op->emitError() << "kiln-lower-to-hlo: no HLO lowering for '" << op->getName()
+                      << "' (fqn '" << module << "') yet";
       result = failure();
     });
     return result;
