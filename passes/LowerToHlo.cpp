@@ -139,35 +139,44 @@ FailureOr<SmallVector<Value>> lower(shard::AllGatherOp op, shard::AllGatherOp::A
                  .getResult());
 }
 
-FailureOr<SmallVector<Value>> lower(shard::ReduceScatterOp op, shard::ReduceScatterOp::Adaptor a,
-                                    HloBuilder &b, HloLoweringState &state) {
+/// A reducing collective over `op`'s grid axes: nothing to do on a group of
+/// one, else the collective `make` builds, divided by the group size for an
+/// average.
+template <typename OpT>
+FailureOr<SmallVector<Value>>
+lowerReducing(OpT op, Value input, HloBuilder &b, HloLoweringState &state,
+              llvm::function_ref<Value(hlo::Combiner, DenseIntElementsAttr, int64_t)> make) {
   FailureOr<hlo::Combiner> combiner = reductionOf(op);
   if (failed(combiner))
     return failure();
   DenseIntElementsAttr groups = state.replicaGroups(b.builder(), op.getGridAxes());
   int64_t n = groupSize(groups);
   if (n == 1)
-    return one(a.getInput());
-  Value v = hlo::ReduceScatterOp::create(b.builder(), b.location(), op.getType(), a.getInput(),
-                                         op.getScatterAxis().getSExtValue(), *combiner, groups,
-                                         state.nextChannelId(), true)
-                .getResult();
-  return one(averaged(b, v, op.getReduction(), n));
+    return one(input);
+  return one(averaged(b, make(*combiner, groups, state.nextChannelId()), op.getReduction(), n));
+}
+
+FailureOr<SmallVector<Value>> lower(shard::ReduceScatterOp op, shard::ReduceScatterOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  return lowerReducing(op, a.getInput(), b, state,
+                       [&](hlo::Combiner c, DenseIntElementsAttr groups, int64_t channel) {
+                         return hlo::ReduceScatterOp::create(
+                                    b.builder(), b.location(), op.getType(), a.getInput(),
+                                    op.getScatterAxis().getSExtValue(), c, groups, channel,
+                                    /*use_global_device_ids=*/true)
+                             .getResult();
+                       });
 }
 
 FailureOr<SmallVector<Value>> lower(shard::AllReduceOp op, shard::AllReduceOp::Adaptor a,
                                     HloBuilder &b, HloLoweringState &state) {
-  FailureOr<hlo::Combiner> combiner = reductionOf(op);
-  if (failed(combiner))
-    return failure();
-  DenseIntElementsAttr groups = state.replicaGroups(b.builder(), op.getGridAxes());
-  int64_t n = groupSize(groups);
-  if (n == 1)
-    return one(a.getInput());
-  Value v = hlo::AllReduceOp::create(b.builder(), b.location(), op.getType(), a.getInput(),
-                                     *combiner, groups, state.nextChannelId(), true)
-                .getResult();
-  return one(averaged(b, v, op.getReduction(), n));
+  return lowerReducing(op, a.getInput(), b, state,
+                       [&](hlo::Combiner c, DenseIntElementsAttr groups, int64_t channel) {
+                         return hlo::AllReduceOp::create(b.builder(), b.location(), op.getType(),
+                                                         a.getInput(), c, groups, channel,
+                                                         /*use_global_device_ids=*/true)
+                             .getResult();
+                       });
 }
 
 FailureOr<SmallVector<Value>> lower(shard::AllSliceOp op, shard::AllSliceOp::Adaptor a,

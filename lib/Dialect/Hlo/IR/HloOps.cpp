@@ -31,6 +31,14 @@ LogicalResult checkDims(Operation *op, StringRef what, ArrayRef<int64_t> dims, i
   return success();
 }
 
+/// `dim` is a dimension of `type`, or an error naming the attribute.
+LogicalResult checkDim(Operation *op, StringRef attr, int64_t dim, RankedTensorType type) {
+  if (dim < 0 || dim >= type.getRank())
+    return op->emitOpError() << attr << " " << dim << " is outside a rank-" << type.getRank()
+                             << " operand";
+  return success();
+}
+
 LogicalResult checkShape(Operation *op, ArrayRef<int64_t> expected, RankedTensorType actual) {
   if (actual.getShape() != expected) {
     auto diag = op->emitOpError() << "result shape [";
@@ -321,13 +329,10 @@ FailureOr<int64_t> verifyCollective(Operation *op, DenseIntElementsAttr groups, 
 LogicalResult AllGatherOp::verify() {
   FailureOr<int64_t> n = verifyCollective(*this, cast<DenseIntElementsAttr>(getReplicaGroups()),
                                           getChannelId());
-  if (failed(n))
-    return failure();
   auto in = getOperand().getType();
   int64_t dim = getAllGatherDim();
-  if (dim < 0 || dim >= in.getRank())
-    return emitOpError() << "all_gather_dim " << dim << " is outside a rank-" << in.getRank()
-                         << " operand";
+  if (failed(n) || failed(checkDim(*this, "all_gather_dim", dim, in)))
+    return failure();
   SmallVector<int64_t> shape(in.getShape());
   shape[dim] *= *n;
   return checkShape(*this, shape, getType());
@@ -336,13 +341,10 @@ LogicalResult AllGatherOp::verify() {
 LogicalResult ReduceScatterOp::verify() {
   FailureOr<int64_t> n = verifyCollective(*this, cast<DenseIntElementsAttr>(getReplicaGroups()),
                                           getChannelId());
-  if (failed(n))
-    return failure();
   auto in = getOperand().getType();
   int64_t dim = getScatterDimension();
-  if (dim < 0 || dim >= in.getRank())
-    return emitOpError() << "scatter_dimension " << dim << " is outside a rank-" << in.getRank()
-                         << " operand";
+  if (failed(n) || failed(checkDim(*this, "scatter_dimension", dim, in)))
+    return failure();
   if (in.getDimSize(dim) % *n)
     return emitOpError() << "dimension " << dim << " (" << in.getDimSize(dim)
                          << ") does not split into " << *n << " blocks";
