@@ -229,8 +229,14 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   std::optional<NeuronKernel> neuron = op.getSpec().neuron();
   if (!neuron) // refused with a message by checkLowerable
     return failure();
+  // The options twice: as JSON for readers, as MLIR attribute text so that
+  // Kiln's HLO evaluator runs the kernel's CPU implementation with them.
+  std::string optionsText;
+  llvm::raw_string_ostream(optionsText) << op.getOptions();
   llvm::json::Object config{{"kernel", backward ? neuron->backward : neuron->forward},
                             {"kiln_kernel", op.getKernel().str()},
+                            {"kiln_direction", backward ? "backward" : "forward"},
+                            {"kiln_options", optionsText},
                             {"rule", op.getRule().str()},
                             {"fqn", op.getFqn().str()},
                             {"options", toJson(op.getOptions())}};

@@ -8,12 +8,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Backend/Neuron/HloEvaluator.h"
+#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Driver/Training.h"
+#include "kiln/Kernels/Kernels.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -36,12 +42,65 @@ HloArray arrayOf(const Tensor &t) {
     a.type = xla::S64;
     for (int64_t i = 0; i < t.numel(); ++i)
       a.values[i] = double(t.data<int64_t>()[i]);
+  } else if (t.dtype() == DType::I32) {
+    a.type = xla::S32;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      a.values[i] = double(t.data<int32_t>()[i]);
   } else {
     Tensor f = t.to(DType::F32);
     for (int64_t i = 0; i < t.numel(); ++i)
       a.values[i] = f.data<float>()[i];
   }
   return a;
+}
+
+Tensor tensorOf(const HloArray &a) {
+  Shape shape(a.dims.begin(), a.dims.end());
+  if (a.type == xla::S64 || a.type == xla::S32) {
+    Tensor t(a.type == xla::S64 ? DType::I64 : DType::I32, shape);
+    for (int64_t i = 0; i < a.size(); ++i) {
+      if (a.type == xla::S64)
+        t.mutableData<int64_t>()[i] = int64_t(a.values[i]);
+      else
+        t.mutableData<int32_t>()[i] = int32_t(a.values[i]);
+    }
+    return t;
+  }
+  Tensor t(DType::F32, shape);
+  for (int64_t i = 0; i < a.size(); ++i)
+    t.mutableData<float>()[i] = float(a.values[i]);
+  return t;
+}
+
+/// Custom calls run the CPU implementation of the kernel their
+/// backend_config names (kiln_kernel, kiln_direction, kiln_options).
+neuron::HloCustomCall kernelCalls(mlir::MLIRContext &context) {
+  return [&context](const xla::HloInstructionProto &inst,
+                    const std::vector<const HloArray *> &in) {
+    json config = parseJson(inst.backend_config(), inst.name() + " backend_config");
+    std::string kernel = config.value("kiln_kernel", "");
+    const KernelSpec *spec = lookupKernelSpec(kernel);
+    auto *impl = dynamic_cast<const CpuKernelImpl *>(spec);
+    if (!impl)
+      fail("check-hlo: {} calls kernel '{}', which has no CPU implementation", inst.name(),
+           kernel);
+    auto options = llvm::dyn_cast_or_null<mlir::DictionaryAttr>(
+        mlir::parseAttribute(config.value("kiln_options", "{}"), &context));
+    if (!options)
+      fail("check-hlo: {}: kiln_options is not an MLIR dictionary", inst.name());
+    std::vector<Tensor> operands;
+    for (const HloArray *a : in)
+      operands.push_back(tensorOf(*a));
+    llvm::SmallVector<Tensor> results;
+    if (config.value("kiln_direction", "") == "backward")
+      impl->runBackward(options, operands, results);
+    else
+      impl->runForward(options, operands, results);
+    std::vector<HloArray> out;
+    for (const Tensor &t : results)
+      out.push_back(arrayOf(t));
+    return out;
+  };
 }
 
 HloArray zeros(const std::vector<int64_t> &dims, xla::PrimitiveType type) {
@@ -120,7 +179,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   std::string bytes = readFile(dir + "/model.hlo.pb");
   if (!module.ParseFromString(bytes))
     fail("check-hlo: {}/model.hlo.pb is not a serialized xla.HloModuleProto", dir);
-  neuron::checkEvaluable(module);
+  registerKernels();
+  mlir::MLIRContext context;
+  neuron::HloCustomCall customCalls = kernelCalls(context);
   json manifest = parseJson(readFile(dir + "/manifest.json"), dir + "/manifest.json");
   std::vector<int64_t> grid;
   std::vector<std::string> axisNames;
@@ -169,7 +230,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
     for (int64_t r = 0; r < world; ++r)
       args[r].push_back(sliceFor(whole, p, grid, axisNames, r));
   }
-  std::vector<std::vector<HloArray>> results = neuron::evaluateHlo(module, args);
+  std::vector<std::vector<HloArray>> results = neuron::evaluateHlo(module, args, customCalls);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

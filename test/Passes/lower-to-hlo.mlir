@@ -144,9 +144,10 @@ module {
 // -----
 
 // A substituted kernel is a custom call to AwsNeuronCustomNativeKernel whose
-// backend_config names the NKI kernel, its rule, module and options.
+// backend_config names the NKI kernel, Kiln's kernel and direction, its rule,
+// module and options (also as MLIR text, for Kiln's HLO evaluator).
 // CHECK-LABEL: func.func @train_step(
-// CHECK: hlo.custom_call %arg0, %arg1, %arg2 {backend_config = "{\22fqn\22:\22layers.0.attention.rope\22,\22kernel\22:\22rope_fwd\22,\22kiln_kernel\22:\22nki_rope\22,\22options\22:{},\22rule\22:\22rope\22}", call_target_name = "AwsNeuronCustomNativeKernel"}
+// CHECK: hlo.custom_call %arg0, %arg1, %arg2 {backend_config = "{\22fqn\22:\22layers.0.attention.rope\22,\22kernel\22:\22rope_fwd\22,\22kiln_direction\22:\22forward\22,\22kiln_kernel\22:\22nki_rope\22,\22kiln_options\22:\22{}\22,\22options\22:{},\22rule\22:\22rope\22}", call_target_name = "AwsNeuronCustomNativeKernel"}
 // CHECK: hlo.custom_call {{.*}}\22kernel\22:\22rope_bwd\22
 module {
   func.func @train_step(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>, %cache: tensor<4x16xf32>)

@@ -103,8 +103,9 @@ Combine combinerOf(const std::string &opcode) {
 
 class Evaluator {
 public:
-  Evaluator(const xla::HloModuleProto &module, const std::vector<std::vector<HloArray>> &args)
-      : module(module), args(args), world(int64_t(args.size())) {
+  Evaluator(const xla::HloModuleProto &module, const std::vector<std::vector<HloArray>> &args,
+            const HloCustomCall &customCall)
+      : module(module), args(args), world(int64_t(args.size())), customCall(customCall) {
     for (const auto &comp : module.computations()) {
       computations[comp.id()] = &comp;
       for (const auto &inst : comp.instructions())
@@ -122,12 +123,33 @@ public:
         return values.at(inst.operand_ids(i));
       };
       std::vector<HloArray> out(world);
-      if (op == "tuple") {
+      if (op == "tuple" || op == "custom-call") {
         std::vector<std::vector<HloArray>> t(world);
-        for (int64_t r = 0; r < world; ++r)
+        for (int64_t r = 0; r < world; ++r) {
+          if (op == "tuple") {
+            for (int i = 0; i < inst.operand_ids_size(); ++i)
+              t[r].push_back(operand(i)[r]);
+            continue;
+          }
+          std::vector<const HloArray *> in;
           for (int i = 0; i < inst.operand_ids_size(); ++i)
-            t[r].push_back(operand(i)[r]);
+            in.push_back(&operand(i)[r]);
+          t[r] = customCall(inst, in);
+        }
+        if (op == "custom-call" && inst.shape().element_type() != xla::TUPLE) {
+          for (int64_t r = 0; r < world; ++r)
+            out[r] = t[r].at(0);
+          values[inst.id()] = std::move(out);
+          continue;
+        }
         tuples[inst.id()] = std::move(t);
+        continue;
+      }
+      if (op == "get-tuple-element") {
+        const auto &t = tuples.at(inst.operand_ids(0));
+        for (int64_t r = 0; r < world; ++r)
+          out[r] = t[r].at(inst.tuple_index());
+        values[inst.id()] = std::move(out);
         continue;
       }
       if (op == "all-gather" || op == "reduce-scatter" || op == "all-reduce") {
@@ -158,6 +180,7 @@ private:
   const xla::HloModuleProto &module;
   const std::vector<std::vector<HloArray>> &args;
   int64_t world;
+  const HloCustomCall &customCall;
   std::map<int64_t, const xla::HloComputationProto *> computations;
   std::map<int64_t, const xla::HloInstructionProto *> instructions;
 };
@@ -507,20 +530,21 @@ HloArray Evaluator::evaluate(const xla::HloInstructionProto &inst,
 
 } // namespace
 
-void checkEvaluable(const xla::HloModuleProto &module) {
+void checkEvaluable(const xla::HloModuleProto &module, const HloCustomCall &customCall) {
   for (const auto &comp : module.computations())
     for (const auto &inst : comp.instructions())
-      if (inst.opcode() == "custom-call")
-        fail("HLO evaluator: {} ({}) is a custom call: kernels are not evaluated yet",
+      if (inst.opcode() == "custom-call" && !customCall)
+        fail("HLO evaluator: {} ({}) is a custom call and no kernel implementation was given",
              inst.name(), inst.custom_call_target());
 }
 
 std::vector<std::vector<HloArray>> evaluateHlo(const xla::HloModuleProto &module,
-                                               const std::vector<std::vector<HloArray>> &args) {
-  checkEvaluable(module);
+                                               const std::vector<std::vector<HloArray>> &args,
+                                               const HloCustomCall &customCall) {
+  checkEvaluable(module, customCall);
   if (args.empty())
     fail("HLO evaluator: no ranks to evaluate");
-  return Evaluator(module, args).run();
+  return Evaluator(module, args, customCall).run();
 }
 
 } // namespace kiln::neuron

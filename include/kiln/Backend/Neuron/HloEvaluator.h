@@ -16,6 +16,7 @@
 #include "proto/hlo.pb.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace kiln::neuron {
@@ -29,15 +30,20 @@ struct HloArray {
   int64_t size() const;
 };
 
-/// Throws kiln::Error naming the first instruction of the entry computation
-/// the evaluator cannot evaluate (a custom call: kernels are not evaluated).
-void checkEvaluable(const xla::HloModuleProto &module);
+/// Computes a custom call's results from its operands (one rank's).
+using HloCustomCall = std::function<std::vector<HloArray>(
+    const xla::HloInstructionProto &, const std::vector<const HloArray *> &)>;
+
+/// Throws kiln::Error naming the first custom call when there is no
+/// `customCall` to evaluate it with.
+void checkEvaluable(const xla::HloModuleProto &module, const HloCustomCall &customCall = {});
 
 /// `args[rank][i]` is parameter i of `rank`; returns the root tuple's
 /// elements of each rank. Throws kiln::Error on an instruction it cannot
 /// evaluate or arguments of the wrong shape.
 std::vector<std::vector<HloArray>> evaluateHlo(const xla::HloModuleProto &module,
-                                               const std::vector<std::vector<HloArray>> &args);
+                                               const std::vector<std::vector<HloArray>> &args,
+                                               const HloCustomCall &customCall = {});
 
 } // namespace kiln::neuron
 

@@ -67,10 +67,7 @@ LogicalResult ConstantOp::verify() {
 }
 
 LogicalResult IotaOp::verify() {
-  if (getIotaDimension() < 0 || getIotaDimension() >= getType().getRank())
-    return emitOpError() << "iota_dimension " << getIotaDimension()
-                         << " is outside a result of rank " << getType().getRank();
-  return success();
+  return checkDim(*this, "iota_dimension", int64_t(getIotaDimension()), getType());
 }
 
 LogicalResult ConvertOp::verify() {
