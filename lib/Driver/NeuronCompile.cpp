@@ -283,7 +283,10 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   manifest["input_output_alias"] = aliases;
   json collectives = json::object();
   for (const auto &[key, c] : stats.collectives)
-    collectives[key] = {{"ops", c.ops}, {"bytes_sent_per_rank", c.bytesSent}};
+    collectives[key] = {{"ops", c.ops},
+                        {"bytes_sent_per_rank", c.bytesSent},
+                        {"groups", c.groups},
+                        {"group_size", c.groupSize}};
   manifest["hlo"] = {{"instructions", stats.instructions},
                      {"by_opcode", stats.byOpcode},
                      {"collectives", collectives},
@@ -311,10 +314,14 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
              layout.worldSize() > 1 ? "s" : "", grid[0], grid[1], grid[2],
              config.training.localBatchSize * layout.dataParallelDegree(), seq);
   fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
-  for (const auto &[key, c] : stats.collectives)
-    fmt::print("  {:<15} {:>5} ops  {:>12} sent per rank  groups {}\n",
-               key.substr(0, key.find(' ')), c.ops, humanBytes(double(c.bytesSent)),
-               key.substr(key.find(' ') + 1).substr(0, 60));
+  for (const auto &[key, c] : stats.collectives) {
+    std::string groups = key.substr(key.find(' ') + 1);
+    if (groups.size() > 40)
+      groups = groups.substr(0, groups.find('}') + 1) + ",...}";
+    fmt::print("  {:<15} {:>5} ops  {:>10} sent per rank  {} group{} of {}: {}\n",
+               key.substr(0, key.find(' ')), c.ops, humanBytes(double(c.bytesSent)), c.groups,
+               c.groups > 1 ? "s" : "", c.groupSize, groups);
+  }
   fmt::print("distinct replica-group lists: {} (Neuron allows {} per NEFF){}\n",
              stats.replicaGroupLists.size(), neuron::kNeuronMaxReplicaGroupLists,
              int64_t(stats.replicaGroupLists.size()) > neuron::kNeuronMaxReplicaGroupLists

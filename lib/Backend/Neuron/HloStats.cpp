@@ -69,6 +69,8 @@ HloStats HloStats::of(const xla::HloModuleProto &module) {
       Collective &c = stats.collectives[inst.opcode() + " " + groups];
       ++c.ops;
       c.bytesSent += sent;
+      c.groups = inst.replica_groups_size();
+      c.groupSize = n;
       if (std::find(stats.replicaGroupLists.begin(), stats.replicaGroupLists.end(), groups) ==
           stats.replicaGroupLists.end())
         stats.replicaGroupLists.push_back(groups);

@@ -25,6 +25,7 @@ struct HloStats {
   struct Collective {
     int64_t ops = 0;
     int64_t bytesSent = 0; ///< per rank, per step
+    int64_t groups = 0, groupSize = 0;
   };
   int64_t instructions = 0; ///< in the entry computation
   std::map<std::string, int64_t> byOpcode;
