@@ -315,9 +315,13 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
              config.training.localBatchSize * layout.dataParallelDegree(), seq);
   fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
   for (const auto &[key, c] : stats.collectives) {
-    std::string groups = key.substr(key.find(' ') + 1);
-    if (groups.size() > 40)
-      groups = groups.substr(0, groups.find('}') + 1) + ",...}";
+    // The first group, its middle elided when long: {0,1,2,...,63},...
+    std::string first = key.substr(key.find(' ') + 2);
+    first = first.substr(0, first.find('}') + 1);
+    if (first.size() > 24)
+      first = first.substr(0, first.find(',', first.find(',', first.find(',') + 1) + 1) + 1) +
+              "..." + first.substr(first.rfind(','));
+    std::string groups = "{" + first + (c.groups > 1 ? ",...}" : "}");
     fmt::print("  {:<15} {:>5} ops  {:>10} sent per rank  {} group{} of {}: {}\n",
                key.substr(0, key.find(' ')), c.ops, humanBytes(double(c.bytesSent)), c.groups,
                c.groups > 1 ? "s" : "", c.groupSize, groups);
