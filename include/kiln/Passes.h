@@ -8,6 +8,7 @@
 #ifndef KILN_PASSES_H
 #define KILN_PASSES_H
 
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/OverrideRules.h"

@@ -33,7 +33,8 @@ void *run(void *opaque) {
   kiln::registerKilnPassesAndPipelines();
   mlir::registerTransformsPasses();
   mlir::DialectRegistry registry;
-  registry.insert<kiln::KilnDialect, mlir::func::FuncDialect, mlir::shard::ShardDialect>();
+  registry.insert<kiln::KilnDialect, kiln::hlo::HloDialect, mlir::func::FuncDialect,
+                  mlir::shard::ShardDialect>();
   // A failing pass names the op in its message; MLIR would also print the
   // whole module after it ("see current operation"), thousands of lines for
   // a captured model. Off unless asked for on the command line.

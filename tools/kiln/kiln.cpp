@@ -23,6 +23,13 @@ commands:
           --train-step also @loss_grad and @train_step)
   capture --list-flavors
           list the built-in Qwen3 flavors with their parameter counts
+  compile --config <run.json> [--model <dir|flavor>] --target trn2 -o DIR
+          [--section.key=value ...]
+          the per-rank training step as XLA HLO for neuronx-cc (model.hlo.pb,
+          model.hlo.txt, manifest.json, compile.sh); see docs/neuron.md
+  check-hlo DIR --config <run.json> [--tolerance T] [--section.key=value ...]
+          evaluate DIR/model.hlo.pb on every rank on the CPU and compare one
+          step (loss, grad norm, weights) with the CPU runtime's
   eval    --model <dir> --tokens <tokens.json> [--json]
           mean next-token loss of a token batch under a checkpoint
   train   --config <run.json> [--section.key=value ...]
@@ -53,6 +60,10 @@ int main(int argc, char **argv) {
   try {
     if (command == "capture")
       return kiln::runCapture(args);
+    if (command == "compile")
+      return kiln::runCompile(args);
+    if (command == "check-hlo")
+      return kiln::runCheckHlo(args);
     if (command == "eval")
       return kiln::runEval(args);
     if (command == "train")

@@ -1,0 +1,550 @@
+//===- HloEvaluator.cpp - A reference evaluator of emitted HLO ------------===//
+
+#include "kiln/Backend/Neuron/HloEvaluator.h"
+#include "kiln/Support/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+
+namespace kiln::neuron {
+
+int64_t HloArray::size() const {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+namespace {
+
+using Index = std::vector<int64_t>;
+
+Index stridesOf(const Index &dims) {
+  Index s(dims.size(), 1);
+  for (int64_t d = int64_t(dims.size()) - 2; d >= 0; --d)
+    s[d] = s[d + 1] * dims[d + 1];
+  return s;
+}
+
+/// Calls fn(flat, index) for every element of `dims` in row-major order.
+void forEachIndex(const Index &dims, const std::function<void(int64_t, const Index &)> &fn) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  Index idx(dims.size(), 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    fn(flat, idx);
+    for (int64_t d = int64_t(dims.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < dims[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+int64_t offsetOf(const Index &idx, const Index &strides) {
+  int64_t o = 0;
+  for (size_t d = 0; d < idx.size(); ++d)
+    o += idx[d] * strides[d];
+  return o;
+}
+
+/// `v` as a value of `type`: float32 rounding, integer wrap-around, 0/1.
+double rounded(double v, xla::PrimitiveType type) {
+  switch (type) {
+  case xla::F32:
+    return double(float(v));
+  case xla::BF16: {
+    float f = float(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits += 0x7fff + ((bits >> 16) & 1); // round to nearest even
+    bits &= 0xffff0000u;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  case xla::PRED:
+    return v != 0 ? 1 : 0;
+  case xla::S32:
+    return double(int32_t(int64_t(std::trunc(v))));
+  case xla::U32:
+    return double(uint32_t(int64_t(std::trunc(v))));
+  case xla::S64:
+    return double(int64_t(std::trunc(v)));
+  default:
+    return v;
+  }
+}
+
+HloArray arrayOf(const xla::ShapeProto &shape) {
+  HloArray a;
+  a.type = shape.element_type();
+  a.dims.assign(shape.dimensions().begin(), shape.dimensions().end());
+  a.values.assign(size_t(a.size()), 0.0);
+  return a;
+}
+
+using Combine = std::function<double(double, double)>;
+
+Combine combinerOf(const std::string &opcode) {
+  if (opcode == "add")
+    return [](double a, double b) { return a + b; };
+  if (opcode == "maximum")
+    return [](double a, double b) { return std::max(a, b); };
+  if (opcode == "minimum")
+    return [](double a, double b) { return std::min(a, b); };
+  if (opcode == "multiply")
+    return [](double a, double b) { return a * b; };
+  fail("HLO evaluator: no combiner '{}'", opcode);
+}
+
+class Evaluator {
+public:
+  Evaluator(const xla::HloModuleProto &module, const std::vector<std::vector<HloArray>> &args,
+            const HloCustomCall &customCall)
+      : module(module), args(args), world(int64_t(args.size())), customCall(customCall) {
+    for (const auto &comp : module.computations()) {
+      computations[comp.id()] = &comp;
+      for (const auto &inst : comp.instructions())
+        instructions[inst.id()] = &inst;
+    }
+  }
+
+  std::vector<std::vector<HloArray>> run() {
+    const xla::HloComputationProto &entry = *computations.at(module.entry_computation_id());
+    std::map<int64_t, std::vector<HloArray>> values; // by instruction id, per rank
+    std::map<int64_t, std::vector<std::vector<HloArray>>> tuples;
+    for (const auto &inst : entry.instructions()) {
+      const std::string &op = inst.opcode();
+      auto operand = [&](int i) -> const std::vector<HloArray> & {
+        return values.at(inst.operand_ids(i));
+      };
+      std::vector<HloArray> out(world);
+      if (op == "tuple" || op == "custom-call") {
+        std::vector<std::vector<HloArray>> t(world);
+        for (int64_t r = 0; r < world; ++r) {
+          if (op == "tuple") {
+            for (int i = 0; i < inst.operand_ids_size(); ++i)
+              t[r].push_back(operand(i)[r]);
+            continue;
+          }
+          std::vector<const HloArray *> in;
+          for (int i = 0; i < inst.operand_ids_size(); ++i)
+            in.push_back(&operand(i)[r]);
+          t[r] = customCall(inst, in);
+        }
+        if (op == "custom-call" && inst.shape().element_type() != xla::TUPLE) {
+          for (int64_t r = 0; r < world; ++r)
+            out[r] = t[r].at(0);
+          values[inst.id()] = std::move(out);
+          continue;
+        }
+        tuples[inst.id()] = std::move(t);
+        continue;
+      }
+      if (op == "get-tuple-element") {
+        const auto &t = tuples.at(inst.operand_ids(0));
+        for (int64_t r = 0; r < world; ++r)
+          out[r] = t[r].at(inst.tuple_index());
+        values[inst.id()] = std::move(out);
+        continue;
+      }
+      if (op == "all-gather" || op == "reduce-scatter" || op == "all-reduce") {
+        values[inst.id()] = collective(inst, operand(0));
+        continue;
+      }
+      for (int64_t r = 0; r < world; ++r) {
+        std::vector<const HloArray *> in;
+        for (int i = 0; i < inst.operand_ids_size(); ++i)
+          in.push_back(&operand(i)[r]);
+        out[r] = evaluate(inst, in, r);
+      }
+      values[inst.id()] = std::move(out);
+    }
+    return tuples.at(entry.root_id());
+  }
+
+private:
+  HloArray evaluate(const xla::HloInstructionProto &inst, const std::vector<const HloArray *> &in,
+                    int64_t rank);
+  std::vector<HloArray> collective(const xla::HloInstructionProto &inst,
+                                   const std::vector<HloArray> &in);
+  Combine calledCombiner(const xla::HloInstructionProto &inst) const {
+    const xla::HloComputationProto &comp = *computations.at(inst.called_computation_ids(0));
+    return combinerOf(instructions.at(comp.root_id())->opcode());
+  }
+
+  const xla::HloModuleProto &module;
+  const std::vector<std::vector<HloArray>> &args;
+  int64_t world;
+  const HloCustomCall &customCall;
+  std::map<int64_t, const xla::HloComputationProto *> computations;
+  std::map<int64_t, const xla::HloInstructionProto *> instructions;
+};
+
+std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst,
+                                            const std::vector<HloArray> &in) {
+  std::vector<HloArray> out(world);
+  for (const auto &group : inst.replica_groups()) {
+    std::vector<int64_t> members(group.replica_ids().begin(), group.replica_ids().end());
+    int64_t n = int64_t(members.size());
+    for (int64_t m : members)
+      if (m >= world)
+        fail("HLO evaluator: {} names rank {} of a world of {}", inst.name(), m, world);
+    const std::string &op = inst.opcode();
+    if (op == "all-gather") {
+      int64_t dim = inst.dimensions(0);
+      HloArray result = arrayOf(inst.shape());
+      Index rs = stridesOf(result.dims);
+      for (int64_t k = 0; k < n; ++k) {
+        const HloArray &part = in[members[k]];
+        Index ps = stridesOf(part.dims);
+        forEachIndex(part.dims, [&](int64_t flat, const Index &idx) {
+          Index o = idx;
+          o[dim] += k * part.dims[dim];
+          result.values[offsetOf(o, rs)] = part.values[flat];
+        });
+        (void)ps;
+      }
+      for (int64_t m : members)
+        out[m] = result;
+      continue;
+    }
+    Combine combine = calledCombiner(inst);
+    HloArray total = in[members[0]];
+    for (int64_t k = 1; k < n; ++k)
+      for (int64_t i = 0; i < total.size(); ++i)
+        total.values[i] = combine(total.values[i], in[members[k]].values[i]);
+    for (double &v : total.values)
+      v = rounded(v, total.type);
+    if (op == "all-reduce") {
+      for (int64_t m : members)
+        out[m] = total;
+      continue;
+    }
+    // reduce-scatter: block k of the scatter dimension to member k.
+    int64_t dim = inst.dimensions(0);
+    for (int64_t k = 0; k < n; ++k) {
+      HloArray block = arrayOf(inst.shape());
+      Index ts = stridesOf(total.dims);
+      forEachIndex(block.dims, [&](int64_t flat, const Index &idx) {
+        Index o = idx;
+        o[dim] += k * block.dims[dim];
+        block.values[flat] = total.values[offsetOf(o, ts)];
+      });
+      out[members[k]] = std::move(block);
+    }
+  }
+  return out;
+}
+
+HloArray Evaluator::evaluate(const xla::HloInstructionProto &inst,
+                             const std::vector<const HloArray *> &in, int64_t rank) {
+  const std::string &op = inst.opcode();
+  HloArray out = arrayOf(inst.shape());
+  auto finish = [&]() {
+    for (double &v : out.values)
+      v = rounded(v, out.type);
+    return out;
+  };
+  auto elementwise = [&](const std::function<double(double)> &f) {
+    for (int64_t i = 0; i < out.size(); ++i)
+      out.values[i] = f(in[0]->values[i]);
+    return finish();
+  };
+  auto binary = [&](const std::function<double(double, double)> &f) {
+    for (int64_t i = 0; i < out.size(); ++i)
+      out.values[i] = f(in[0]->values[i], in[1]->values[i]);
+    return finish();
+  };
+
+  if (op == "parameter") {
+    const HloArray &a = args[rank].at(inst.parameter_number());
+    if (a.dims != out.dims)
+      fail("HLO evaluator: parameter {} of rank {} has the wrong shape", inst.parameter_number(),
+           rank);
+    out.values = a.values;
+    return finish();
+  }
+  if (op == "constant") {
+    const xla::LiteralProto &lit = inst.literal();
+    std::vector<double> v;
+    for (float x : lit.f32s())
+      v.push_back(x);
+    for (int32_t x : lit.s32s())
+      v.push_back(x);
+    for (int64_t x : lit.s64s())
+      v.push_back(double(x));
+    for (uint32_t x : lit.u32s())
+      v.push_back(x);
+    for (bool x : lit.preds())
+      v.push_back(x);
+    if (int64_t(v.size()) != out.size())
+      fail("HLO evaluator: {} has {} literal values for {} elements", inst.name(), v.size(),
+           out.size());
+    out.values = v;
+    return finish();
+  }
+  if (op == "iota") {
+    int64_t dim = inst.dimensions(0);
+    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) { out.values[flat] = idx[dim]; });
+    return finish();
+  }
+  if (op == "replica-id") {
+    out.values[0] = double(rank);
+    return finish();
+  }
+  if (op == "add")
+    return binary([](double a, double b) { return a + b; });
+  if (op == "subtract")
+    return binary([](double a, double b) { return a - b; });
+  if (op == "multiply")
+    return binary([](double a, double b) { return a * b; });
+  if (op == "divide")
+    return binary([&](double a, double b) {
+      return out.type == xla::S32 || out.type == xla::S64 ? std::trunc(a / b) : a / b;
+    });
+  if (op == "maximum")
+    return binary([](double a, double b) { return std::max(a, b); });
+  if (op == "minimum")
+    return binary([](double a, double b) { return std::min(a, b); });
+  if (op == "power")
+    return binary([](double a, double b) { return std::pow(a, b); });
+  if (op == "and")
+    return binary([](double a, double b) { return double(a != 0 && b != 0); });
+  if (op == "exponential")
+    return elementwise([](double a) { return std::exp(a); });
+  if (op == "log")
+    return elementwise([](double a) { return std::log(a); });
+  if (op == "rsqrt")
+    return elementwise([](double a) { return 1.0 / std::sqrt(a); });
+  if (op == "sqrt")
+    return elementwise([](double a) { return std::sqrt(a); });
+  if (op == "negate")
+    return elementwise([](double a) { return -a; });
+  if (op == "cosine")
+    return elementwise([](double a) { return std::cos(a); });
+  if (op == "sine")
+    return elementwise([](double a) { return std::sin(a); });
+  if (op == "sign")
+    return elementwise([](double a) { return double((a > 0) - (a < 0)); });
+  if (op == "convert")
+    return elementwise([](double a) { return a; });
+  if (op == "compare") {
+    const std::string &dir = inst.comparison_direction();
+    return binary([&](double a, double b) -> double {
+      if (dir == "EQ")
+        return a == b;
+      if (dir == "NE")
+        return a != b;
+      if (dir == "GE")
+        return a >= b;
+      if (dir == "GT")
+        return a > b;
+      if (dir == "LE")
+        return a <= b;
+      return a < b;
+    });
+  }
+  if (op == "select") {
+    for (int64_t i = 0; i < out.size(); ++i)
+      out.values[i] = in[0]->values[i] != 0 ? in[1]->values[i] : in[2]->values[i];
+    return finish();
+  }
+  if (op == "reshape") {
+    out.values = in[0]->values;
+    return finish();
+  }
+  if (op == "broadcast") {
+    Index is = stridesOf(in[0]->dims);
+    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
+      int64_t o = 0;
+      for (int i = 0; i < inst.dimensions_size(); ++i)
+        o += (in[0]->dims[i] == 1 ? 0 : idx[inst.dimensions(i)]) * is[i];
+      out.values[flat] = in[0]->values[o];
+    });
+    return finish();
+  }
+  if (op == "transpose") {
+    Index is = stridesOf(in[0]->dims);
+    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
+      int64_t o = 0;
+      for (int i = 0; i < inst.dimensions_size(); ++i)
+        o += idx[i] * is[inst.dimensions(i)];
+      out.values[flat] = in[0]->values[o];
+    });
+    return finish();
+  }
+  if (op == "concatenate") {
+    int64_t dim = inst.dimensions(0), at = 0;
+    Index os = stridesOf(out.dims);
+    for (const HloArray *part : in) {
+      forEachIndex(part->dims, [&](int64_t flat, const Index &idx) {
+        Index o = idx;
+        o[dim] += at;
+        out.values[offsetOf(o, os)] = part->values[flat];
+      });
+      at += part->dims[dim];
+    }
+    return finish();
+  }
+  if (op == "slice") {
+    Index is = stridesOf(in[0]->dims);
+    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
+      int64_t o = 0;
+      for (size_t d = 0; d < idx.size(); ++d)
+        o += (inst.slice_dimensions(d).start() + idx[d] * inst.slice_dimensions(d).stride()) *
+             is[d];
+      out.values[flat] = in[0]->values[o];
+    });
+    return finish();
+  }
+  if (op == "dynamic-slice") {
+    Index is = stridesOf(in[0]->dims), start(out.dims.size());
+    for (size_t d = 0; d < start.size(); ++d) // clamped into range, as XLA does
+      start[d] = std::clamp<int64_t>(int64_t(in[1 + d]->values[0]), 0,
+                                     in[0]->dims[d] - out.dims[d]);
+    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
+      int64_t o = 0;
+      for (size_t d = 0; d < idx.size(); ++d)
+        o += (start[d] + idx[d]) * is[d];
+      out.values[flat] = in[0]->values[o];
+    });
+    return finish();
+  }
+  if (op == "pad") {
+    std::fill(out.values.begin(), out.values.end(), in[1]->values[0]);
+    Index os = stridesOf(out.dims);
+    forEachIndex(in[0]->dims, [&](int64_t flat, const Index &idx) {
+      Index o = idx;
+      bool inside = true;
+      for (size_t d = 0; d < o.size(); ++d) {
+        const auto &p = inst.padding_config().dimensions(d);
+        o[d] = p.edge_padding_low() + idx[d] * (p.interior_padding() + 1);
+        inside &= o[d] >= 0 && o[d] < out.dims[d];
+      }
+      if (inside)
+        out.values[offsetOf(o, os)] = in[0]->values[flat];
+    });
+    return finish();
+  }
+  if (op == "dot") {
+    const auto &dn = inst.dot_dimension_numbers();
+    const HloArray &l = *in[0], &r = *in[1];
+    Index lb(dn.lhs_batch_dimensions().begin(), dn.lhs_batch_dimensions().end());
+    Index rb(dn.rhs_batch_dimensions().begin(), dn.rhs_batch_dimensions().end());
+    Index lc(dn.lhs_contracting_dimensions().begin(), dn.lhs_contracting_dimensions().end());
+    Index rc(dn.rhs_contracting_dimensions().begin(), dn.rhs_contracting_dimensions().end());
+    auto freeDims = [](const Index &dims, const Index &a, const Index &b) {
+      Index f;
+      for (int64_t d = 0; d < int64_t(dims.size()); ++d)
+        if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end())
+          f.push_back(d);
+      return f;
+    };
+    Index lf = freeDims(l.dims, lb, lc), rf = freeDims(r.dims, rb, rc);
+    Index ls = stridesOf(l.dims), rs = stridesOf(r.dims), cdims;
+    for (int64_t d : lc)
+      cdims.push_back(l.dims[d]);
+    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
+      int64_t lo = 0, ro = 0, k = 0;
+      for (size_t i = 0; i < lb.size(); ++i, ++k) {
+        lo += idx[k] * ls[lb[i]];
+        ro += idx[k] * rs[rb[i]];
+      }
+      for (int64_t d : lf)
+        lo += idx[k++] * ls[d];
+      for (int64_t d : rf)
+        ro += idx[k++] * rs[d];
+      double acc = 0;
+      forEachIndex(cdims, [&](int64_t, const Index &c) {
+        int64_t a = lo, b = ro;
+        for (size_t i = 0; i < c.size(); ++i) {
+          a += c[i] * ls[lc[i]];
+          b += c[i] * rs[rc[i]];
+        }
+        acc += l.values[a] * r.values[b];
+      });
+      out.values[flat] = acc;
+    });
+    return finish();
+  }
+  if (op == "reduce") {
+    Combine combine = calledCombiner(inst);
+    std::fill(out.values.begin(), out.values.end(), in[1]->values[0]);
+    Index os = stridesOf(out.dims);
+    Index kept;
+    for (int64_t d = 0; d < int64_t(in[0]->dims.size()); ++d)
+      if (std::find(inst.dimensions().begin(), inst.dimensions().end(), d) ==
+          inst.dimensions().end())
+        kept.push_back(d);
+    forEachIndex(in[0]->dims, [&](int64_t flat, const Index &idx) {
+      int64_t o = 0;
+      for (size_t i = 0; i < kept.size(); ++i)
+        o += idx[kept[i]] * os[i];
+      out.values[o] = combine(out.values[o], in[0]->values[flat]);
+    });
+    return finish();
+  }
+  // Embedding rows: gather / scatter-add of whole rows at ids [...]
+  // (index_vector_dim = the ids' rank, collapsed/inserted dimension 0).
+  bool rowsForm = false;
+  if (op == "gather") {
+    const auto &g = inst.gather_dimension_numbers();
+    rowsForm = g.collapsed_slice_dims_size() == 1 && g.collapsed_slice_dims(0) == 0 &&
+               g.start_index_map_size() == 1 && g.start_index_map(0) == 0 &&
+               g.index_vector_dim() == int64_t(in[1]->dims.size()) && in[0]->dims.size() == 2;
+  } else if (op == "scatter") {
+    const auto &s = inst.scatter_dimension_numbers();
+    rowsForm = s.inserted_window_dims_size() == 1 && s.inserted_window_dims(0) == 0 &&
+               s.scatter_dims_to_operand_dims_size() == 1 && s.index_vector_dim() == int64_t(in[1]->dims.size()) &&
+               in[0]->dims.size() == 2;
+  }
+  if (rowsForm) {
+    int64_t rows = in[0]->dims[0], width = in[0]->dims[1];
+    if (op == "gather") {
+      for (int64_t i = 0; i < in[1]->size(); ++i) {
+        int64_t id = std::clamp<int64_t>(int64_t(in[1]->values[i]), 0, rows - 1);
+        for (int64_t j = 0; j < width; ++j)
+          out.values[i * width + j] = in[0]->values[id * width + j];
+      }
+      return finish();
+    }
+    Combine combine = calledCombiner(inst);
+    out.values = in[0]->values;
+    for (int64_t i = 0; i < in[1]->size(); ++i) {
+      int64_t id = int64_t(in[1]->values[i]);
+      if (id < 0 || id >= rows) // out of bounds: skipped, as XLA does
+        continue;
+      for (int64_t j = 0; j < width; ++j)
+        out.values[id * width + j] =
+            combine(out.values[id * width + j], in[2]->values[i * width + j]);
+    }
+    return finish();
+  }
+  fail("HLO evaluator: cannot evaluate {} (opcode '{}')", inst.name(), op);
+}
+
+} // namespace
+
+void checkEvaluable(const xla::HloModuleProto &module, const HloCustomCall &customCall) {
+  for (const auto &comp : module.computations())
+    for (const auto &inst : comp.instructions())
+      if (inst.opcode() == "custom-call" && !customCall)
+        fail("HLO evaluator: {} ({}) is a custom call and no kernel implementation was given",
+             inst.name(), inst.custom_call_target());
+}
+
+std::vector<std::vector<HloArray>> evaluateHlo(const xla::HloModuleProto &module,
+                                               const std::vector<std::vector<HloArray>> &args,
+                                               const HloCustomCall &customCall) {
+  checkEvaluable(module, customCall);
+  if (args.empty())
+    fail("HLO evaluator: no ranks to evaluate");
+  return Evaluator(module, args, customCall).run();
+}
+
+} // namespace kiln::neuron

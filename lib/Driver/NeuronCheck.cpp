@@ -1,0 +1,282 @@
+//===- NeuronCheck.cpp - The emitted HLO against the CPU runtime ----------===//
+//
+// Each rank's arguments come from the whole tensors the way the manifest
+// says a trn2 launcher must feed them: rank r holds, along every split
+// dimension, block gridGroupIndex(r, axes) (after zero-padding to
+// padded_to); the updated weights are put back together the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Backend/CPU/CpuKernelImpl.h"
+#include "kiln/Backend/Neuron/HloEvaluator.h"
+#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
+#include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
+#include "kiln/Driver/Training.h"
+#include "kiln/Kernels/Kernels.h"
+#include "kiln/Runtime/TokenBatch.h"
+#include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+
+using json = nlohmann::json;
+
+namespace kiln {
+namespace {
+
+using neuron::HloArray;
+
+HloArray arrayOf(const Tensor &t) {
+  HloArray a;
+  a.dims.assign(t.shape().begin(), t.shape().end());
+  a.values.resize(size_t(t.numel()));
+  if (t.dtype() == DType::I64) {
+    a.type = xla::S64;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      a.values[i] = double(t.data<int64_t>()[i]);
+  } else if (t.dtype() == DType::I32) {
+    a.type = xla::S32;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      a.values[i] = double(t.data<int32_t>()[i]);
+  } else {
+    Tensor f = t.to(DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      a.values[i] = f.data<float>()[i];
+  }
+  return a;
+}
+
+Tensor tensorOf(const HloArray &a) {
+  Shape shape(a.dims.begin(), a.dims.end());
+  if (a.type == xla::S64 || a.type == xla::S32) {
+    Tensor t(a.type == xla::S64 ? DType::I64 : DType::I32, shape);
+    for (int64_t i = 0; i < a.size(); ++i) {
+      if (a.type == xla::S64)
+        t.mutableData<int64_t>()[i] = int64_t(a.values[i]);
+      else
+        t.mutableData<int32_t>()[i] = int32_t(a.values[i]);
+    }
+    return t;
+  }
+  Tensor t(DType::F32, shape);
+  for (int64_t i = 0; i < a.size(); ++i)
+    t.mutableData<float>()[i] = float(a.values[i]);
+  return t;
+}
+
+/// Custom calls run the CPU implementation of the kernel their
+/// backend_config names (kiln_kernel, kiln_direction, kiln_options).
+neuron::HloCustomCall kernelCalls(mlir::MLIRContext &context) {
+  return [&context](const xla::HloInstructionProto &inst,
+                    const std::vector<const HloArray *> &in) {
+    json config = parseJson(inst.backend_config(), inst.name() + " backend_config");
+    std::string kernel = config.value("kiln_kernel", "");
+    const KernelSpec *spec = lookupKernelSpec(kernel);
+    auto *impl = dynamic_cast<const CpuKernelImpl *>(spec);
+    if (!impl)
+      fail("check-hlo: {} calls kernel '{}', which has no CPU implementation", inst.name(),
+           kernel);
+    auto options = llvm::dyn_cast_or_null<mlir::DictionaryAttr>(
+        mlir::parseAttribute(config.value("kiln_options", "{}"), &context));
+    if (!options)
+      fail("check-hlo: {}: kiln_options is not an MLIR dictionary", inst.name());
+    std::vector<Tensor> operands;
+    for (const HloArray *a : in)
+      operands.push_back(tensorOf(*a));
+    llvm::SmallVector<Tensor> results;
+    if (config.value("kiln_direction", "") == "backward")
+      impl->runBackward(options, operands, results);
+    else
+      impl->runForward(options, operands, results);
+    std::vector<HloArray> out;
+    for (const Tensor &t : results)
+      out.push_back(arrayOf(t));
+    return out;
+  };
+}
+
+HloArray zeros(const std::vector<int64_t> &dims, xla::PrimitiveType type) {
+  HloArray a;
+  a.type = type;
+  a.dims = dims;
+  a.values.assign(size_t(a.size()), 0.0);
+  return a;
+}
+
+/// Calls fn(outIndexFlat, inIndexFlat) for the block of `part` dims at
+/// `offset` within `whole` dims.
+template <typename Fn>
+void forBlock(const std::vector<int64_t> &whole, const std::vector<int64_t> &part,
+              const std::vector<int64_t> &offset, Fn fn) {
+  std::vector<int64_t> idx(part.size(), 0), strides(whole.size(), 1);
+  for (int64_t d = int64_t(whole.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * whole[d + 1];
+  int64_t n = 1;
+  for (int64_t p : part)
+    n *= p;
+  for (int64_t flat = 0; flat < n; ++flat) {
+    int64_t o = 0;
+    bool inside = true;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      int64_t at = offset[d] + idx[d];
+      inside &= at < whole[d];
+      o += at * strides[d];
+    }
+    fn(flat, inside ? o : -1);
+    for (int64_t d = int64_t(part.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < part[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Where rank `rank`'s block of a parameter starts in the whole tensor.
+std::vector<int64_t> blockOffset(const json &param, const std::vector<int64_t> &grid,
+                                 const std::vector<std::string> &axisNames, int64_t rank) {
+  std::vector<int64_t> offset(param["shape"].size(), 0);
+  for (const json &s : param["split"]) {
+    llvm::SmallVector<int16_t> axes;
+    for (const json &a : s["axes"])
+      axes.push_back(int16_t(std::find(axisNames.begin(), axisNames.end(), a.get<std::string>()) -
+                             axisNames.begin()));
+    offset[s["dim"].get<int64_t>()] =
+        hlo::gridGroupIndex(grid, axes, rank) * s["block"].get<int64_t>();
+  }
+  return offset;
+}
+
+HloArray sliceFor(const HloArray &whole, const json &param, const std::vector<int64_t> &grid,
+                  const std::vector<std::string> &axisNames, int64_t rank) {
+  HloArray part = zeros(param["shape"].get<std::vector<int64_t>>(), whole.type);
+  // Outside the whole tensor: the zero padding of an uneven shard.
+  forBlock(whole.dims, part.dims, blockOffset(param, grid, axisNames, rank),
+           [&](int64_t p, int64_t w) { part.values[p] = w < 0 ? 0.0 : whole.values[w]; });
+  return part;
+}
+
+double maxAbsDiff(const HloArray &a, const Tensor &b) {
+  Tensor f = b.to(DType::F32);
+  double m = 0;
+  for (int64_t i = 0; i < f.numel(); ++i)
+    m = std::max(m, std::fabs(a.values[i] - double(f.data<float>()[i])));
+  return m;
+}
+
+} // namespace
+
+bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance) {
+  auto start = std::chrono::steady_clock::now();
+  xla::HloModuleProto module;
+  std::string bytes = readFile(dir + "/model.hlo.pb");
+  if (!module.ParseFromString(bytes))
+    fail("check-hlo: {}/model.hlo.pb is not a serialized xla.HloModuleProto", dir);
+  registerKernels();
+  mlir::MLIRContext context;
+  neuron::HloCustomCall customCalls = kernelCalls(context);
+  json manifest = parseJson(readFile(dir + "/manifest.json"), dir + "/manifest.json");
+  std::vector<int64_t> grid;
+  std::vector<std::string> axisNames;
+  for (const json &g : manifest["grid"]) {
+    grid.push_back(g["size"].get<int64_t>());
+    axisNames.push_back(g["axis"].get<std::string>());
+  }
+  int64_t world = manifest["world_size"].get<int64_t>();
+
+  // One step of the CPU runtime on one rank, on the whole batch.
+  TrainConfig cpu = config;
+  cpu.parallelism = TrainConfig::Parallelism{};
+  cpu.training.localBatchSize = manifest["batch"]["global"].get<int64_t>();
+  cpu.training.seqLen = manifest["batch"]["seq_len"].get<int64_t>();
+  cpu.explicitKeys.insert("training.local_batch_size");
+  cpu.explicitKeys.insert("training.seq_len");
+  if (cpu.data.tokensFile.empty())
+    fail("check-hlo: data.tokens_file must name the token batch to evaluate");
+  Tensor tokens = readTokenBatch(cpu.data.tokensFile);
+  InputsAndLabels io = splitInputsAndLabels(tokens);
+  Trainer trainer(cpu);
+  TensorMap initial = trainer.parameters();
+  StepMetrics metrics = trainer.step(tokens);
+  TensorMap updated = trainer.parameters();
+
+  // Every rank's arguments, as the manifest says to feed them.
+  std::vector<std::vector<HloArray>> args(world);
+  for (const json &p : manifest["parameters"]) {
+    std::string role = p.value("role", ""), name = p.value("name", "");
+    auto wholeShape = p["whole_shape"].get<std::vector<int64_t>>();
+    HloArray whole;
+    if (role == "param")
+      whole = arrayOf(initial.at(name));
+    else if (role == "input" && name == "input_ids")
+      whole = arrayOf(io.inputIds);
+    else if (role == "input" && name == "labels")
+      whole = arrayOf(io.labels);
+    else if (role == "state")
+      whole = zeros(wholeShape, name == "step" ? xla::S64 : xla::F32);
+    else
+      fail("check-hlo: manifest parameter {} ('{}') has no value to feed", p["parameter"].dump(),
+           name);
+    if (whole.dims != wholeShape)
+      fail("check-hlo: '{}' is {} here but {} in the manifest", name, json(whole.dims).dump(),
+           json(wholeShape).dump());
+    for (int64_t r = 0; r < world; ++r)
+      args[r].push_back(sliceFor(whole, p, grid, axisNames, r));
+  }
+  std::vector<std::vector<HloArray>> results = neuron::evaluateHlo(module, args, customCalls);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // The outputs: the loss and norm of rank 0, the weights put back together.
+  std::map<std::string, json> paramEntry;
+  for (const json &p : manifest["parameters"])
+    if (p.contains("name"))
+      paramEntry[p["name"].get<std::string>()] = p;
+  double loss = 0, gradNorm = 0, worstWeight = 0;
+  std::string worstKey;
+  for (const json &o : manifest["outputs"]) {
+    int64_t index = o["index"].get<int64_t>();
+    if (o.value("output", "") == "loss")
+      loss = results[0][index].values[0];
+    if (o.value("output", "") == "grad_norm")
+      gradNorm = results[0][index].values[0];
+    if (!o.contains("param"))
+      continue;
+    std::string key = o["param"].get<std::string>();
+    const json &p = paramEntry.at(key);
+    HloArray whole = zeros(p["whole_shape"].get<std::vector<int64_t>>(), xla::F32);
+    for (int64_t r = 0; r < world; ++r)
+      forBlock(whole.dims, results[r][index].dims, blockOffset(p, grid, axisNames, r),
+               [&](int64_t part, int64_t w) {
+                 if (w >= 0)
+                   whole.values[w] = results[r][index].values[part];
+               });
+    double d = maxAbsDiff(whole, updated.at(key));
+    if (d >= worstWeight) {
+      worstWeight = d;
+      worstKey = key;
+    }
+  }
+  double lossDiff = std::fabs(loss - metrics.loss),
+         normDiff = std::fabs(gradNorm - metrics.gradNorm);
+  fmt::print("evaluated {}/model.hlo.pb on {} rank{} in {:.1f} s\n", dir, world,
+             world > 1 ? "s" : "", seconds);
+  fmt::print("loss       HLO {:.8f}  CPU {:.8f}  |diff| {:.2e}\n", loss, metrics.loss, lossDiff);
+  fmt::print("grad_norm  HLO {:.8f}  CPU {:.8f}  |diff| {:.2e}\n", gradNorm, metrics.gradNorm,
+             normDiff);
+  fmt::print("weights after the step: max |diff| {:.2e} ({})\n", worstWeight, worstKey);
+  bool ok = lossDiff <= tolerance * std::max(1.0, std::fabs(metrics.loss)) &&
+            normDiff <= tolerance * std::max(1.0, std::fabs(metrics.gradNorm)) &&
+            worstWeight <= tolerance;
+  fmt::print("{} (tolerance {:g})\n", ok ? "match" : "MISMATCH", tolerance);
+  return ok;
+}
+
+} // namespace kiln

@@ -1,0 +1,347 @@
+//===- NeuronCompile.cpp - kiln compile: Neuron artifacts of a run --------===//
+//
+// capture -> autodiff -> optimizer -> shard -> partition (captureTrainingStep)
+// -> kiln-lower-to-hlo + cse -> HloModuleProto -> HLO text, with the
+// manifest that says how to feed and read the NEFF: every entry parameter's
+// role, per-rank shape and the rule giving each rank's slice of the whole
+// tensor, the aliasing of updated state, the replica groups, the kernels and
+// the per-rank memory plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Driver/NeuronCompile.h"
+#include "kiln/Backend/Neuron/HloExport.h"
+#include "kiln/Backend/Neuron/HloStats.h"
+#include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
+#include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Driver/Training.h"
+#include "kiln/Passes.h"
+#include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Support/Diagnostics.h"
+#include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <sys/stat.h>
+
+using namespace mlir;
+using json = nlohmann::json;
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "float32";
+  if (t.isBF16())
+    return "bfloat16";
+  if (t.isF16())
+    return "float16";
+  if (t.isInteger(64))
+    return "int64";
+  if (t.isInteger(32))
+    return "int32";
+  std::string s;
+  llvm::raw_string_ostream(s) << t;
+  return s;
+}
+
+/// Each argument's role, per-rank shape, whole shape and split.
+json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> grid,
+                        ArrayRef<std::string> axisNames) {
+  std::map<std::string, SmallVector<int64_t>> paramShapes;
+  for (unsigned i = 0; i < loss.getNumArguments(); ++i)
+    if (auto key = loss.getArgAttrOfType<StringAttr>(i, kParamAttr))
+      paramShapes[key.str()] =
+          SmallVector<int64_t>(cast<RankedTensorType>(loss.getArgumentTypes()[i]).getShape());
+  json params = json::array();
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(step.getArgumentTypes()[i]);
+    json p{{"parameter", i}, {"dtype", dtypeName(type.getElementType())},
+           {"shape", type.getShape()}};
+    std::string name;
+    for (StringRef role : {kParamAttr, kStateAttr, kInputAttr})
+      if (auto s = step.getArgAttrOfType<StringAttr>(i, role)) {
+        p["role"] = role.drop_front(5).str(); // "param", "state", "input"
+        p["name"] = name = s.str();
+      }
+    SmallVector<int64_t> whole(type.getShape());
+    std::optional<Sharding> sharding;
+    if (Attribute attr = step.getArgAttr(i, kShardingAttr)) {
+      std::string error;
+      FailureOr<Sharding> s = Sharding::fromAttr(attr, type.getRank(), axisNames, error);
+      if (failed(s))
+        fail("@train_step argument #{}: {}", i, error);
+      sharding = *s;
+    }
+    // The whole shape: a parameter's (and its moments') from the global
+    // @loss, anything else from the split.
+    std::string key = name;
+    for (const char *prefix : {"exp_avg_sq.", "exp_avg."})
+      if (StringRef(name).starts_with(prefix))
+        key = name.substr(strlen(prefix));
+    json split = json::array();
+    if (sharding)
+      for (auto [d, axes] : llvm::enumerate(sharding->dims)) {
+        if (axes.empty())
+          continue;
+        int64_t n = 1;
+        json names = json::array();
+        for (int16_t a : axes) {
+          n *= grid[a];
+          names.push_back(axisNames[a]);
+        }
+        whole[d] = type.getDimSize(d) * n;
+        json entry{{"dim", d}, {"axes", names}, {"block", type.getDimSize(d)}};
+        if (int64_t padded = sharding->padding(d))
+          entry["padded_to"] = padded;
+        split.push_back(entry);
+      }
+    if (auto it = paramShapes.find(key); it != paramShapes.end() && it->second.size() == whole.size())
+      whole = it->second;
+    p["whole_shape"] = whole;
+    p["split"] = split;
+    params.push_back(p);
+  }
+  return params;
+}
+
+json describeKernels(func::FuncOp step) {
+  json kernels = json::array();
+  step.walk([&](KernelOp op) {
+    std::optional<NeuronKernel> neuron = op.getSpec().neuron();
+    std::string options;
+    llvm::raw_string_ostream(options) << op.getOptions();
+    kernels.push_back({{"rule", op.getRule().str()},
+                       {"fqn", op.getFqn().str()},
+                       {"kernel", op.getKernel().str()},
+                       {"replaces", op.getTarget().str()},
+                       {"custom_call_target", neuron ? neuron->customCallTarget : ""},
+                       {"nki_forward", neuron ? neuron->forward : ""},
+                       {"nki_backward", neuron ? neuron->backward : ""},
+                       {"options", options}});
+  });
+  return kernels;
+}
+
+std::string humanBytes(double bytes) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) {
+    bytes /= 1000;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+std::string compileScript(const TrainConfig &config) {
+  return fmt::format(R"sh(#!/bin/sh
+# Compiles model.hlo.pb (written by kiln compile) into one SPMD NEFF that every
+# rank of the {0} grid loads with its own rank id. Needs the AWS Neuron SDK
+# (neuronx-cc); the NKI kernels the custom calls name come with it.
+set -eu
+cd "$(dirname "$0")"
+{1} 2>&1 | tee neuronx-cc.log
+)sh",
+                     config.target.name, neuronxCommand(config.target.name, config.target.lnc));
+}
+
+std::string readme(const TrainConfig &config, const ParallelLayout &layout) {
+  return fmt::format(R"(Kiln's Neuron artifacts of one training step (kiln compile)
+
+model.hlo.pb   xla.HloModuleProto of the per-rank training step (the SPMD program
+               every rank runs: forward, loss, backward, gradient clipping,
+               AdamW, with all-gather / reduce-scatter / all-reduce over the
+               replica groups of the device grid)
+model.hlo.txt  the same module in XLA's HLO text syntax
+manifest.json  world size, grid axes and the replica groups of each axis;
+               every entry parameter (Hugging Face key, optimizer state name
+               or data input), its per-rank shape and which block of the whole
+               tensor each rank holds; the outputs that alias (update in
+               place) each parameter and state; kernels; the memory plan
+compile.sh     the neuronx-cc command for {0} (LNC {1})
+
+Run ./compile.sh on a machine with the Neuron SDK: it writes model.neff and
+neuronx-cc.log. Launch {2} ranks (one per logical NeuronCore,
+NEURON_LOGICAL_NC_CONFIG={1}), each loading model.neff with its rank id as
+replica id, feeding the entry parameters in manifest order: each rank's slice
+of every parameter and optimizer state (manifest "split": rank r holds block
+index r along the listed axes, the grid row-major with the last axis
+fastest), the step count, and its rows of input_ids and labels (int64; the
+graph converts them to int32 where it indexes). The result tuple holds the
+updated parameters and state (aliased to their inputs) and the loss and
+gradient norm.
+)",
+                     config.target.name, config.target.lnc, layout.worldSize());
+}
+
+} // namespace
+
+std::string neuronxCommand(const std::string &target, int64_t lnc) {
+  // --auto-cast=none: the module is float32 and is compiled as such
+  // (neuronx-cc otherwise casts matmuls to bf16 on its own).
+  return fmt::format("neuronx-cc compile model.hlo.pb --framework XLA --target {} -lnc {} "
+                     "--model-type transformer --distribution-strategy llm-training "
+                     "--auto-cast=none --output model.neff",
+                     target, lnc);
+}
+
+void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
+  if (config.target.name != "trn2" && config.target.name != "trn1")
+    fail("compile: target '{}' is not a Neuron target (trn2, trn1)", config.target.name);
+  if (outDir.empty())
+    fail("compile: -o DIR is required (the directory the artifacts go to)");
+  Clock::time_point start = Clock::now();
+  Qwen3Config model = config.model.resolve();
+  int64_t seq = config.training.seqLen;
+  ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, seq, 1);
+  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module = captureTrainingStep(
+      context, model, {config.training.localBatchSize * layout.dataParallelDegree(), seq},
+      OptimizerSettings::fromConfig(config), &layout, &kernels);
+  double captureSeconds = secondsSince(start);
+
+  Clock::time_point t = Clock::now();
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  auto loss = module->lookupSymbol<func::FuncOp>("loss");
+  MemoryPlan plan = planMemory(step);
+  auto gridShape = layout.shape();
+  std::vector<int64_t> grid(gridShape.begin(), gridShape.end());
+  std::vector<std::string> axisNames(ParallelLayout::kAxisNames.begin(),
+                                     ParallelLayout::kAxisNames.end());
+  json manifest;
+  manifest["model"] = model.name;
+  manifest["target"] = {{"name", config.target.name}, {"lnc", config.target.lnc}};
+  manifest["world_size"] = layout.worldSize();
+  manifest["grid"] = json::array();
+  for (size_t a = 0; a < grid.size(); ++a)
+    manifest["grid"].push_back(
+        {{"axis", axisNames[a]},
+         {"size", grid[a]},
+         {"replica_groups", hlo::gridReplicaGroups(grid, {int16_t(a)})}});
+  manifest["batch"] = {{"global", config.training.localBatchSize * layout.dataParallelDegree()},
+                       {"per_data_parallel_rank", config.training.localBatchSize},
+                       {"seq_len", seq}};
+  manifest["parameters"] = describeParameters(step, loss, grid, axisNames);
+  manifest["kernels"] = describeKernels(step);
+  manifest["memory_plan_per_rank"] = {{"peak_bytes", plan.peakBytes},
+                                      {"parameter_bytes", plan.parameterBytes},
+                                      {"optimizer_state_bytes", plan.stateBytes},
+                                      {"gradient_bytes", plan.gradientBytes},
+                                      {"saved_activation_bytes", plan.savedActivationBytes}};
+  json outputs = json::array();
+  for (unsigned i = 0; i < step.getNumResults(); ++i) {
+    json o{{"index", i}};
+    for (StringRef role : {kParamAttr, kStateAttr, kOutputAttr})
+      if (auto s = step.getResultAttrOfType<StringAttr>(i, role))
+        o[role.drop_front(5).str()] = s.str();
+    outputs.push_back(o);
+  }
+  manifest["outputs"] = outputs;
+  double planSeconds = secondsSince(t);
+
+  t = Clock::now();
+  PassManager pm(&context);
+  pm.addPass(createLowerToHlo());
+  pm.addPass(mlir::createCSEPass());
+  succeedOrFail(context, "lowering @train_step of " + model.name + " to HLO failed",
+                [&] { return pm.run(*module); });
+  double lowerSeconds = secondsSince(t);
+
+  t = Clock::now();
+  FailureOr<xla::HloModuleProto> proto;
+  succeedOrFail(context, "exporting the HLO module failed", [&] {
+    proto = neuron::exportHloModule(*module, "train_step");
+    return failure(failed(proto));
+  });
+  std::string bytes = proto->SerializeAsString();
+  std::string text = neuron::printHloText(*proto);
+  neuron::HloStats stats = neuron::HloStats::of(*proto);
+  double exportSeconds = secondsSince(t);
+
+  json aliases = json::array();
+  for (const auto &e : proto->input_output_alias().entries())
+    aliases.push_back({{"output", e.output_shape_index(0)}, {"parameter", e.parameter_number()}});
+  manifest["input_output_alias"] = aliases;
+  json collectives = json::object();
+  for (const auto &[key, c] : stats.collectives)
+    collectives[key] = {{"ops", c.ops},
+                        {"bytes_sent_per_rank", c.bytesSent},
+                        {"groups", c.groups},
+                        {"group_size", c.groupSize}};
+  manifest["hlo"] = {{"instructions", stats.instructions},
+                     {"by_opcode", stats.byOpcode},
+                     {"collectives", collectives},
+                     {"distinct_replica_group_lists", stats.replicaGroupLists.size()},
+                     {"neuron_replica_group_list_limit", neuron::kNeuronMaxReplicaGroupLists}};
+  manifest["compile_command"] = neuronxCommand(config.target.name, config.target.lnc);
+  manifest["token_ids"] = "int64 parameters, converted to int32 in the graph where they index";
+
+  t = Clock::now();
+  std::error_code ec;
+  std::filesystem::create_directories(outDir, ec);
+  if (ec)
+    fail("compile: cannot create the output directory '{}': {}", outDir, ec.message());
+  writeFileAtomic(outDir + "/model.hlo.pb", bytes);
+  writeFileAtomic(outDir + "/model.hlo.txt", text);
+  writeFileAtomic(outDir + "/manifest.json", manifest.dump(2) + "\n");
+  writeFileAtomic(outDir + "/compile.sh", compileScript(config));
+  ::chmod((outDir + "/compile.sh").c_str(), 0755);
+  writeFileAtomic(outDir + "/README.txt", readme(config, layout));
+  double writeSeconds = secondsSince(t);
+
+  fmt::print("compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {} x tp {}), "
+             "batch {} x seq {}\n",
+             model.name, config.target.name, config.target.lnc, layout.worldSize(),
+             layout.worldSize() > 1 ? "s" : "", grid[0], grid[1], grid[2],
+             config.training.localBatchSize * layout.dataParallelDegree(), seq);
+  fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
+  for (const auto &[key, c] : stats.collectives) {
+    // The first group, its middle elided when long: {0,1,2,...,63},...
+    std::string first = key.substr(key.find(' ') + 2);
+    first = first.substr(0, first.find('}') + 1);
+    if (first.size() > 24)
+      first = first.substr(0, first.find(',', first.find(',', first.find(',') + 1) + 1) + 1) +
+              "..." + first.substr(first.rfind(','));
+    std::string groups = "{" + first + (c.groups > 1 ? ",...}" : "}");
+    fmt::print("  {:<15} {:>5} ops  {:>10} sent per rank  {} group{} of {}: {}\n",
+               key.substr(0, key.find(' ')), c.ops, humanBytes(double(c.bytesSent)), c.groups,
+               c.groups > 1 ? "s" : "", c.groupSize, groups);
+  }
+  fmt::print("distinct replica-group lists: {} (Neuron allows {} per NEFF){}\n",
+             stats.replicaGroupLists.size(), neuron::kNeuronMaxReplicaGroupLists,
+             int64_t(stats.replicaGroupLists.size()) > neuron::kNeuronMaxReplicaGroupLists
+                 ? ": OVER THE LIMIT, neuronx-cc will refuse this module"
+                 : "");
+  fmt::print("memory per rank (plan): peak {}, parameters {}, optimizer state {}, saved "
+             "activations {}\n",
+             humanBytes(double(plan.peakBytes)), humanBytes(double(plan.parameterBytes)),
+             humanBytes(double(plan.stateBytes)), humanBytes(double(plan.savedActivationBytes)));
+  fmt::print("time: capture+passes {:.2f} s, plan {:.2f} s, lower {:.2f} s, export {:.2f} s, "
+             "write {:.2f} s\n",
+             captureSeconds, planSeconds, lowerSeconds, exportSeconds, writeSeconds);
+  fmt::print("wrote {}/{{model.hlo.pb, model.hlo.txt, manifest.json, compile.sh, README.txt}}\n",
+             outDir);
+  fmt::print("on a machine with the Neuron SDK: {}/compile.sh  ({})\n", outDir,
+             neuronxCommand(config.target.name, config.target.lnc));
+}
+
+} // namespace kiln

@@ -1,0 +1,118 @@
+//===- LowerToHlo.h - kiln-lower-to-hlo's patterns ---------------*- C++ -*-===//
+//
+// Shared by the files of kiln-lower-to-hlo: the per-module state the
+// lowerings read (the device grid, channel ids), and one conversion pattern
+// template that runs an op's lowering function. Each file lowers one group
+// of ops (forward, backward, loss and optimizer, collectives and kernels)
+// and adds its patterns with populate*.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_PASSES_LOWERTOHLO_H
+#define KILN_PASSES_LOWERTOHLO_H
+
+#include "HloBuilder.h"
+
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <optional>
+#include <vector>
+
+namespace kiln {
+
+/// What every lowering of one module shares: the grid the per-rank program
+/// runs on (row-major, last axis fastest; one rank when there is none) and
+/// the next channel id of a collective.
+class HloLoweringState {
+public:
+  explicit HloLoweringState(std::vector<int64_t> gridShape) : grid(std::move(gridShape)) {}
+
+  int64_t worldSize() const;
+  /// The replica groups of a collective over `axes`: `[groups, size]` global
+  /// rank ids, members ordered by their coordinates along `axes` (DeviceGrid's
+  /// communicator order).
+  mlir::DenseIntElementsAttr replicaGroups(mlir::Builder &b, llvm::ArrayRef<int16_t> axes) const;
+  /// This rank's index within its group along `axes`, as an s32 scalar
+  /// (a table of every rank's index read at replica-id).
+  mlir::Value groupIndex(HloBuilder &b, llvm::ArrayRef<int16_t> axes) const;
+  int64_t nextChannelId() { return ++lastChannel; }
+  /// Distinct replica-group lists used so far (Neuron allows 12 per NEFF).
+  size_t distinctGroupLists() const { return groupLists.size(); }
+
+private:
+  std::vector<int64_t> grid;
+  int64_t lastChannel = 0;
+  mutable std::vector<std::vector<int16_t>> groupLists;
+};
+
+template <typename OpT>
+using HloLowerFn = mlir::FailureOr<llvm::SmallVector<mlir::Value>> (*)(
+    OpT, typename OpT::Adaptor, HloBuilder &, HloLoweringState &);
+
+/// Replaces an op by the values its lowering function builds.
+template <typename OpT> struct LowerToHloPattern : mlir::OpConversionPattern<OpT> {
+  LowerToHloPattern(mlir::MLIRContext *context, HloLoweringState &state, HloLowerFn<OpT> fn)
+      : mlir::OpConversionPattern<OpT>(context), state(state), fn(fn) {}
+
+  mlir::LogicalResult
+  matchAndRewrite(OpT op, typename OpT::Adaptor adaptor,
+                  mlir::ConversionPatternRewriter &rewriter) const override {
+    HloBuilder b(rewriter, op.getLoc());
+    mlir::FailureOr<llvm::SmallVector<mlir::Value>> results = fn(op, adaptor, b, state);
+    if (mlir::failed(results))
+      return mlir::failure();
+    rewriter.replaceOp(op, *results);
+    return mlir::success();
+  }
+
+  HloLoweringState &state;
+  HloLowerFn<OpT> fn;
+};
+
+template <typename OpT>
+void addHloLowering(mlir::RewritePatternSet &patterns, HloLoweringState &state,
+                    HloLowerFn<OpT> fn) {
+  patterns.add<LowerToHloPattern<OpT>>(patterns.getContext(), state, fn);
+}
+
+/// Token ids as s32 indices into a table of `rows` rows; with vocabulary
+/// axes, relative to this rank's block (index along the axes times `rows`)
+/// and `inside` the mask of the ids the block holds (null otherwise), the
+/// outside ones set to row 0.
+struct VocabIds {
+  mlir::Value ids, inside;
+};
+VocabIds localVocabIds(HloBuilder &b, HloLoweringState &state, mlir::Value ids, int64_t rows,
+                       std::optional<llvm::ArrayRef<int16_t>> axes);
+/// This rank's first id of a vocabulary split over `axes` in blocks of
+/// `rows` (s32 scalar), or null without axes.
+mlir::Value vocabOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
+                        std::optional<llvm::ArrayRef<int16_t>> axes);
+
+/// Attention's grouped layout: q [b, s, heads, d] as [b, kv, group, s, d].
+struct AttentionLayout {
+  int64_t batch, seq, heads, kvHeads, group, headDim;
+  static AttentionLayout of(mlir::Value q, mlir::Value k);
+  mlir::Value toGroups(HloBuilder &b, mlir::Value x) const;
+  mlir::Value fromGroups(HloBuilder &b, mlir::Value x) const;
+  /// scale * q k^T: [b, kv, group, s_q, s_k].
+  mlir::Value scores(HloBuilder &b, mlir::Value qGroups, mlir::Value k, double scale) const;
+};
+/// s_q >= s_k over the last two dimensions of `scoresShape`.
+mlir::Value causalMask(HloBuilder &b, llvm::ArrayRef<int64_t> scoresShape);
+/// rsqrt(mean(x^2, -1) + eps): [rows].
+mlir::Value rmsInverse(HloBuilder &b, mlir::Value x, double eps);
+/// RoPE's rotation of x [b, s, heads, d] by cache [s, 2d], or its transpose.
+mlir::Value rotate(HloBuilder &b, mlir::Value x, mlir::Value cache, bool transpose);
+
+/// One value: the usual result of a lowering.
+inline llvm::SmallVector<mlir::Value> one(mlir::Value v) { return {v}; }
+
+void populateForwardToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &state);
+void populateBackwardToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &state);
+void populateLossAndOptimizerToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &state);
+void populateCollectivesAndKernelsToHlo(mlir::RewritePatternSet &patterns,
+                                        HloLoweringState &state);
+
+} // namespace kiln
+
+#endif // KILN_PASSES_LOWERTOHLO_H

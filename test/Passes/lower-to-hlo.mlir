@@ -1,0 +1,160 @@
+// kiln-lower-to-hlo, one function per group of ops: each kiln op becomes the
+// XLA instructions of its CPU kernel's math (lib/Runtime), collectives take
+// replica groups from the grid (row-major, last axis fastest), kernel calls
+// become custom calls, and an op without a lowering is an error naming it.
+// RUN: kiln-opt %s -split-input-file --kiln-lower-to-hlo 2>&1 | FileCheck %s
+
+// The forward: embedding as a gather, RMSNorm, linear as a dot over the
+// weight's `in`, SwiGLU, residual add, reshape.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[IDS:.*]] = hlo.convert %arg1 : (tensor<2x3xi64>) -> tensor<2x3xi32>
+// CHECK: hlo.gather %arg0, %[[IDS]] {collapsed_slice_dims = array<i64: 0>, index_vector_dim = 2 : i64, offset_dims = array<i64: 2>, slice_sizes = array<i64: 1, 8>, start_index_map = array<i64: 0>}
+// CHECK: hlo.reduce {{.*}} {combiner = #hlo<combiner add>, dimensions = array<i64: 2>} : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK: hlo.rsqrt
+// CHECK: hlo.dot_general {{.*}} {lhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 2>, rhs_batching_dimensions = array<i64>, rhs_contracting_dimensions = array<i64: 1>} : (tensor<2x3x8xf32>, tensor<12x8xf32>) -> tensor<2x3x12xf32>
+// CHECK: hlo.exp
+// CHECK: hlo.reshape {{.*}} : (tensor<2x3x12xf32>) -> tensor<6x12xf32>
+// CHECK-NOT: kiln.
+// CHECK: return
+module {
+  func.func @train_step(%table: tensor<16x8xf32>, %ids: tensor<2x3xi64>, %w: tensor<8xf32>,
+                        %w1: tensor<12x8xf32>) -> tensor<6x12xf32> {
+    %h = kiln.embedding %table, %ids {fqn = "tok_embeddings"} : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
+    %n = kiln.rms_norm %h, %w {eps = 1.0e-6 : f32, fqn = "norm"} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+    %a = kiln.linear %n, %w1 {fqn = "w1"} : (tensor<2x3x8xf32>, tensor<12x8xf32>) -> tensor<2x3x12xf32>
+    %s = kiln.swiglu %a, %a {fqn = "swiglu"} : (tensor<2x3x12xf32>, tensor<2x3x12xf32>) -> tensor<2x3x12xf32>
+    %r = kiln.add %s, %a {fqn = "res"} : (tensor<2x3x12xf32>, tensor<2x3x12xf32>) -> tensor<2x3x12xf32>
+    %o = kiln.reshape %r {fqn = "flat", shape = array<i64: 6, 12>} : (tensor<2x3x12xf32>) -> tensor<6x12xf32>
+    return %o : tensor<6x12xf32>
+  }
+}
+
+// -----
+
+// Attention (GQA: 4 query heads on 2 kv heads) on [b, kv, group, s, d]: the
+// causal mask from two iotas, the log-sum-exp [b, heads, s]; its backward
+// recomputes the probabilities from it.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: hlo.transpose {{.*}} {permutation = array<i64: 0, 2, 3, 1, 4>} : (tensor<1x4x2x2x8xf32>) -> tensor<1x2x2x4x8xf32>
+// CHECK: hlo.dot_general {{.*}} {lhs_batching_dimensions = array<i64: 0, 1>, lhs_contracting_dimensions = array<i64: 4>, rhs_batching_dimensions = array<i64: 0, 2>, rhs_contracting_dimensions = array<i64: 3>} : (tensor<1x2x2x4x8xf32>, tensor<1x4x2x8xf32>) -> tensor<1x2x2x4x4xf32>
+// CHECK: hlo.iota {iota_dimension = 0 : i64} : tensor<4x4xi32>
+// CHECK: hlo.compare {{.*}} {comparison_direction = #hlo<comparison_direction GE>}
+// CHECK: hlo.reduce {{.*}} {combiner = #hlo<combiner max>, dimensions = array<i64: 4>}
+// CHECK: hlo.reshape {{.*}} : (tensor<1x2x2x4xf32>) -> tensor<1x4x4xf32>
+// Backward: dV sums over the group and the queries.
+// CHECK: hlo.dot_general {{.*}} {lhs_batching_dimensions = array<i64: 0, 1>, lhs_contracting_dimensions = array<i64: 2, 3>, rhs_batching_dimensions = array<i64: 0, 1>, rhs_contracting_dimensions = array<i64: 2, 3>} : (tensor<1x2x2x4x4xf32>, tensor<1x2x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK-NOT: kiln.attention
+module {
+  func.func @train_step(%q: tensor<1x4x4x8xf32>, %k: tensor<1x4x2x8xf32>, %v: tensor<1x4x2x8xf32>,
+                        %do: tensor<1x4x4x8xf32>)
+      -> (tensor<1x4x4x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) {
+    %o, %lse = kiln.attention %q, %k, %v {causal, fqn = "attn", scale = 0.35 : f32} : (tensor<1x4x4x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4xf32>)
+    %dq, %dk, %dv = kiln.attention_backward %do, %q, %k, %v, %o, %lse {causal, fqn = "attn", scale = 0.35 : f32} : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>)
+    return %dq, %dk, %dv : tensor<1x4x4x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>
+  }
+}
+
+// -----
+
+// Backward ops: the embedding gradient as a scatter-add into zeros, linear's
+// two gradients as dots, RMSNorm's and SwiGLU's.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: hlo.scatter {{.*}} {combiner = #hlo<combiner add>, index_vector_dim = 2 : i64, inserted_window_dims = array<i64: 0>, scatter_dims_to_operand_dims = array<i64: 0>, update_window_dims = array<i64: 2>} : (tensor<16x8xf32>, tensor<2x3xi32>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
+// CHECK: hlo.dot_general {{.*}} lhs_contracting_dimensions = array<i64: 2>{{.*}} rhs_contracting_dimensions = array<i64: 0>} : (tensor<2x3x12xf32>, tensor<12x8xf32>) -> tensor<2x3x8xf32>
+// CHECK: hlo.dot_general {{.*}} lhs_contracting_dimensions = array<i64: 0, 1>{{.*}} rhs_contracting_dimensions = array<i64: 0, 1>} : (tensor<2x3x12xf32>, tensor<2x3x8xf32>) -> tensor<12x8xf32>
+// CHECK: hlo.reduce {{.*}} dimensions = array<i64: 0, 1>} : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<8xf32>
+// CHECK-NOT: kiln.
+module {
+  func.func @train_step(%g: tensor<2x3x8xf32>, %ids: tensor<2x3xi64>, %dy: tensor<2x3x12xf32>,
+                        %w1: tensor<12x8xf32>, %x: tensor<2x3x8xf32>, %w: tensor<8xf32>)
+      -> (tensor<16x8xf32>, tensor<2x3x8xf32>, tensor<12x8xf32>, tensor<2x3x8xf32>, tensor<8xf32>,
+          tensor<2x3x12xf32>) {
+    %dt = kiln.embedding_backward %g, %ids {fqn = "tok_embeddings", vocab_size = 16 : i64} : (tensor<2x3x8xf32>, tensor<2x3xi64>) -> tensor<16x8xf32>
+    %dx = kiln.linear_backward_data %dy, %w1 {fqn = "w1"} : (tensor<2x3x12xf32>, tensor<12x8xf32>) -> tensor<2x3x8xf32>
+    %dw = kiln.linear_backward_weight %dy, %x {fqn = "w1"} : (tensor<2x3x12xf32>, tensor<2x3x8xf32>) -> tensor<12x8xf32>
+    %nx, %nw = kiln.rms_norm_backward %g, %x, %w {eps = 1.0e-6 : f32, fqn = "norm"} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<8xf32>)
+    %dg, %du = kiln.swiglu_backward %dy, %dy, %dy {fqn = "swiglu"} : (tensor<2x3x12xf32>, tensor<2x3x12xf32>, tensor<2x3x12xf32>) -> (tensor<2x3x12xf32>, tensor<2x3x12xf32>)
+    return %dt, %dx, %dw, %nx, %nw, %dg : tensor<16x8xf32>, tensor<2x3x8xf32>, tensor<12x8xf32>, tensor<2x3x8xf32>, tensor<8xf32>, tensor<2x3x12xf32>
+  }
+}
+
+// -----
+
+// Loss and optimizer: cross-entropy with a one-hot of the labels, the global
+// norm, clipping, the warmup/decay schedule as selects on the step, AdamW
+// with bias corrections from power, the step count plus one.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: hlo.iota {iota_dimension = 2 : i64} : tensor<2x3x16xi32>
+// CHECK: hlo.compare {{.*}} {comparison_direction = #hlo<comparison_direction EQ>}
+// CHECK: hlo.sqrt
+// CHECK: hlo.minimum
+// CHECK: hlo.convert %arg3 : (tensor<i64>) -> tensor<f32>
+// CHECK: hlo.cosine
+// CHECK: hlo.select
+// CHECK: hlo.power
+// CHECK: hlo.add {{.*}} -> tensor<i64>
+// CHECK-NOT: kiln.
+module {
+  func.func @train_step(%logits: tensor<2x3x16xf32>, %labels: tensor<2x3xi64>, %p: tensor<8xf32>,
+                        %step: tensor<i64>) -> (tensor<f32>, tensor<2x3x16xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) {
+    %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<2x3x16xf32>, tensor<2x3xi64>) -> tensor<f32>
+    %seed = kiln.constant {fqn = "loss.seed_grad", value = dense<1.0> : tensor<f32>} : tensor<f32>
+    %dl = kiln.cross_entropy_backward %logits, %labels, %seed {fqn = "loss"} : (tensor<2x3x16xf32>, tensor<2x3xi64>, tensor<f32>) -> tensor<2x3x16xf32>
+    %norm = kiln.global_norm %p, %p {fqn = "optimizer.grad_norm"} : (tensor<8xf32>, tensor<8xf32>) -> tensor<f32>
+    %coef = kiln.clip_coef %norm {fqn = "optimizer.clip_grad_norm", max_norm = 1.0 : f64} : (tensor<f32>) -> tensor<f32>
+    %lr = kiln.lr_schedule %step {decay_steps = 10 : i64, decay_type = #kiln.decay_type<cosine>, fqn = "lr_scheduler", lr = 1.0e-3 : f64, min_lr_factor = 0.1 : f64, stable_steps = 5 : i64, warmup_steps = 2 : i64} : (tensor<i64>) -> tensor<f32>
+    %p2, %m2, %v2 = kiln.adamw %p, %p, %p, %p, %step, %lr, %coef {beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, fqn = "norm", weight_decay = 0.1 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %next = kiln.next_step %step {fqn = "optimizer.step"} : (tensor<i64>) -> tensor<i64>
+    return %loss, %dl, %p2, %m2, %v2, %next : tensor<f32>, tensor<2x3x16xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>
+  }
+}
+
+// -----
+
+// Collectives on a 1 x 2 x 2 grid (dp_replicate, dp_shard, tp): ranks
+// 0..3 are (0, s, t) with rank = 2 s + t, so dp_shard groups {0,2},{1,3}
+// and tp groups {0,1},{2,3}; each collective its own channel; all_slice
+// reads this rank's block index from replica-id; the other functions and
+// the grid are dropped.
+// CHECK: module attributes {hlo.distinct_replica_groups = 3 : i64, hlo.replica_count = 4 : i64}
+// CHECK-NOT: shard.grid
+// CHECK-NOT: func.func @other
+// CHECK-LABEL: func.func @train_step(
+// CHECK: hlo.all_gather %arg0 {all_gather_dim = 0 : i64, channel_id = 1 : i64, replica_groups = dense<{{\[}}[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<2x8xf32>) -> tensor<4x8xf32>
+// CHECK: hlo.reduce_scatter {{.*}} {channel_id = 2 : i64, combiner = #hlo<combiner add>, replica_groups = dense<{{\[}}[0, 1], [2, 3]]> : tensor<2x2xi64>, scatter_dimension = 1 : i64, use_global_device_ids} : (tensor<4x8xf32>) -> tensor<4x4xf32>
+// CHECK: hlo.all_reduce {{.*}} {channel_id = 3 : i64, combiner = #hlo<combiner max>, replica_groups = dense<{{\[}}[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-DAG: %[[TABLE:.*]] = hlo.constant {value = dense<[0, 1, 0, 1]> : tensor<4xi32>} : tensor<4xi32>
+// CHECK-DAG: hlo.replica_id : tensor<ui32>
+// CHECK: hlo.dynamic_slice %[[TABLE]], {{.*}} {slice_sizes = array<i64: 1>}
+// CHECK: hlo.dynamic_slice {{.*}} {slice_sizes = array<i64: 4, 2>} : (tensor<4x4xf32>, tensor<i32>, tensor<i32>) -> tensor<4x2xf32>
+module {
+  shard.grid @grid(shape = 1x2x2)
+  func.func @other(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+    return %x : tensor<2x8xf32>
+  }
+  func.func @train_step(%x: tensor<2x8xf32>) -> tensor<4x2xf32> {
+    %g = shard.all_gather %x on @grid grid_axes = [1] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+    %s = shard.reduce_scatter %g on @grid grid_axes = [2] scatter_axis = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+    %r = shard.all_reduce %s on @grid grid_axes = [1, 2] reduction = max : tensor<4x4xf32> -> tensor<4x4xf32>
+    %l = shard.all_slice %r on @grid grid_axes = [2] slice_axis = 1 : tensor<4x4xf32> -> tensor<4x2xf32>
+    return %l : tensor<4x2xf32>
+  }
+}
+
+// -----
+
+// A substituted kernel is a custom call to AwsNeuronCustomNativeKernel whose
+// backend_config names the NKI kernel, Kiln's kernel and direction, its rule,
+// module and options (also as MLIR text, for Kiln's HLO evaluator).
+// CHECK-LABEL: func.func @train_step(
+// CHECK: hlo.custom_call %arg0, %arg1, %arg2 {backend_config = "{\22fqn\22:\22layers.0.attention.rope\22,\22kernel\22:\22rope_fwd\22,\22kiln_direction\22:\22forward\22,\22kiln_kernel\22:\22nki_rope\22,\22kiln_options\22:\22{}\22,\22options\22:{},\22rule\22:\22rope\22}", call_target_name = "AwsNeuronCustomNativeKernel"}
+// CHECK: hlo.custom_call {{.*}}\22kernel\22:\22rope_bwd\22
+module {
+  func.func @train_step(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>, %cache: tensor<4x16xf32>)
+      -> (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) {
+    %qo, %ko = kiln.kernel "nki_rope"(%q, %k, %cache) {fqn = "layers.0.attention.rope", options = {}, rule = "rope", target = "kiln.rope"} : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<4x16xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>)
+    %dq, %dk = kiln.kernel_backward "nki_rope"(%qo, %ko, %cache) {fqn = "layers.0.attention.rope", options = {}, rule = "rope", target = "kiln.rope"} : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<4x16xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>)
+    return %dq, %dk : tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>
+  }
+}
+

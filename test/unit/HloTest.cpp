@@ -1,0 +1,97 @@
+//===- HloTest.cpp - Replica groups, the HLO evaluator, the proto ---------===//
+
+#include "kiln/Backend/Neuron/HloEvaluator.h"
+#include "kiln/Backend/Neuron/HloExport.h"
+#include "kiln/Backend/Neuron/HloStats.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
+#include "kiln/Support/Error.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+using Groups = std::vector<std::vector<int64_t>>;
+
+// The grid [dp_replicate, dp_shard, tp] = [2, 2, 2]: rank = 4 r + 2 s + t.
+TEST(ReplicaGroupsTest, GroupsShareTheOtherCoordinates) {
+  std::vector<int64_t> grid{2, 2, 2};
+  EXPECT_EQ(hlo::gridReplicaGroups(grid, {2}), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(hlo::gridReplicaGroups(grid, {1}), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(hlo::gridReplicaGroups(grid, {0}), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  // Two axes: members ordered by their coordinates along them, in that order.
+  EXPECT_EQ(hlo::gridReplicaGroups(grid, {0, 1}), (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+  EXPECT_EQ(hlo::gridReplicaGroups(grid, {1, 0}), (Groups{{0, 4, 2, 6}, {1, 5, 3, 7}}));
+  EXPECT_EQ(hlo::gridGroupIndex(grid, {1, 2}, 7), 3);
+  EXPECT_EQ(hlo::gridGroupIndex(grid, {2, 1}, 5), 2);
+  EXPECT_EQ(hlo::gridCoordinates(grid, 6), (std::vector<int64_t>{1, 1, 0}));
+}
+
+namespace {
+/// The hlo module `text` exported to a proto.
+xla::HloModuleProto exported(mlir::MLIRContext &context, const char *text) {
+  context.loadDialect<hlo::HloDialect, mlir::func::FuncDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  EXPECT_TRUE(module);
+  mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "m");
+  EXPECT_TRUE(mlir::succeeded(proto));
+  return *proto;
+}
+
+neuron::HloArray array(std::vector<int64_t> dims, std::vector<double> values) {
+  neuron::HloArray a;
+  a.dims = std::move(dims);
+  a.values = std::move(values);
+  return a;
+}
+} // namespace
+
+// Two ranks: each gathers both halves, reduce-scatters the sum back and
+// takes its block of a table at replica-id.
+TEST(HloEvaluatorTest, CollectivesCombineTheRanksOfEachGroup) {
+  mlir::MLIRContext context;
+  xla::HloModuleProto proto = exported(context, R"(
+    func.func @main(%x: tensor<2xf32>) -> (tensor<4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<1xf32>) {
+      %g = hlo.all_gather %x {all_gather_dim = 0 : i64, channel_id = 1 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids} : (tensor<2xf32>) -> tensor<4xf32>
+      %s = hlo.reduce_scatter %g {channel_id = 2 : i64, combiner = #hlo<combiner add>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, scatter_dimension = 0 : i64, use_global_device_ids} : (tensor<4xf32>) -> tensor<2xf32>
+      %m = hlo.all_reduce %x {channel_id = 3 : i64, combiner = #hlo<combiner max>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids} : (tensor<2xf32>) -> tensor<2xf32>
+      %r = hlo.replica_id : tensor<ui32>
+      %i = hlo.convert %r : (tensor<ui32>) -> tensor<i32>
+      %d = hlo.dynamic_slice %x, %i {slice_sizes = array<i64: 1>} : (tensor<2xf32>, tensor<i32>) -> tensor<1xf32>
+      return %g, %s, %m, %d : tensor<4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<1xf32>
+    })");
+  auto out = neuron::evaluateHlo(proto, {{array({2}, {1, 2})}, {array({2}, {10, 20})}});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1][0].values, (std::vector<double>{1, 2, 10, 20}));
+  EXPECT_EQ(out[0][1].values, (std::vector<double>{2, 4}));   // block 0 of twice the gather
+  EXPECT_EQ(out[1][1].values, (std::vector<double>{20, 40})); // block 1
+  EXPECT_EQ(out[0][2].values, (std::vector<double>{10, 20}));
+  EXPECT_EQ(out[1][3].values, (std::vector<double>{20}));
+  neuron::HloStats stats = neuron::HloStats::of(proto);
+  EXPECT_EQ(stats.replicaGroupLists.size(), 1u);
+  EXPECT_EQ(stats.collectives.at("all-gather {{0,1}}").bytesSent, 8); // half of 16 bytes
+}
+
+TEST(HloEvaluatorTest, DotReduceAndRoundTrip) {
+  mlir::MLIRContext context;
+  xla::HloModuleProto proto = exported(context, R"(
+    func.func @main(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> (tensor<2x4xf32>, tensor<2xf32>) {
+      %d = hlo.dot_general %a, %b {lhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_batching_dimensions = array<i64>, rhs_contracting_dimensions = array<i64: 1>} : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<2x4xf32>
+      %z = hlo.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+      %s = hlo.reduce %a, %z {combiner = #hlo<combiner add>, dimensions = array<i64: 1>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+      return %d, %s : tensor<2x4xf32>, tensor<2xf32>
+    })");
+  auto out = neuron::evaluateHlo(
+      proto, {{array({2, 3}, {1, 2, 3, 4, 5, 6}), array({4, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1})}});
+  EXPECT_EQ(out[0][0].values, (std::vector<double>{1, 2, 3, 6, 4, 5, 6, 15}));
+  EXPECT_EQ(out[0][1].values, (std::vector<double>{6, 15}));
+  // The serialized proto parses back to the same text.
+  xla::HloModuleProto back;
+  ASSERT_TRUE(back.ParseFromString(proto.SerializeAsString()));
+  EXPECT_EQ(neuron::printHloText(back), neuron::printHloText(proto));
+  // An argument of the wrong shape is an error, never a crash.
+  EXPECT_THROW(neuron::evaluateHlo(proto, {{array({3}, {1, 2, 3}), array({4, 3}, std::vector<double>(12))}}),
+               kiln::Error);
+}

@@ -1,0 +1,56 @@
+//===- CheckHloCommand.cpp - kiln check-hlo -------------------------------===//
+//
+// kiln check-hlo DIR --config run.json [--model ...] [--tolerance T]
+//                [--section.key=value ...]
+// DIR holds what `kiln compile` wrote for the same run; the run needs
+// data.tokens_file (the batch evaluated). Exit status 1 on a mismatch.
+
+#include "Commands.h"
+#include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Support/Error.h"
+
+#include <optional>
+
+namespace kiln {
+
+int runCheckHlo(const std::vector<std::string> &args) {
+  std::optional<std::string> dir, configPath, model, tolerance;
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    std::optional<std::string> *slot = a == "--config"      ? &configPath
+                                       : a == "--model"     ? &model
+                                       : a == "--tolerance" ? &tolerance
+                                                            : nullptr;
+    if (slot) {
+      if (i + 1 >= args.size())
+        fail("check-hlo: option '{}' needs a value", a);
+      *slot = args[++i];
+    } else if (a.rfind("--", 0) == 0 && a.find('.') != std::string::npos) {
+      overrides.push_back(a);
+    } else if (a.rfind("-", 0) != 0 && !dir) {
+      dir = a;
+    } else {
+      fail("check-hlo: unexpected argument '{}'", a);
+    }
+  }
+  if (!dir)
+    fail("check-hlo: the directory kiln compile wrote is required");
+  if (model) {
+    overrides.push_back("--model.flavor=\"\"");
+    overrides.push_back("--model.hf_path=" + *model);
+  }
+  double tol = 1e-5;
+  if (tolerance) {
+    try {
+      tol = std::stod(*tolerance);
+    } catch (...) {
+      fail("check-hlo: --tolerance needs a number, got '{}'", *tolerance);
+    }
+  }
+  return checkNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides), *dir, tol)
+             ? 0
+             : 1;
+}
+
+} // namespace kiln
