@@ -245,16 +245,6 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
       signature_ = std::move(*sig);
     return LogicalResult(sig);
   });
-  if (layout_.worldSize() > 1) {
-    rankLossModule_ = partitionLoss(*module_, model_, layout_);
-    rankLoss_ = rankLossModule_->lookupSymbol<func::FuncOp>("loss");
-    // Validation binds the step's slices: both must store them alike.
-    Signature sig = *Signature::get(rankLoss_);
-    for (const TrainStepSignature::Param &p : signature_.params)
-      if (rankLoss_.getArgAttr(*sig.argument(kParamAttr, p.key), kShardingAttr) !=
-          trainStep_.getArgAttr(p.arg, kShardingAttr))
-        fail("the per-rank @loss stores parameter '{}' unlike @train_step", p.key);
-  }
 
   // Refuse before allocating anything if the plan cannot fit in this
   // machine's memory (the plan is exact for the executor's live tensors;
@@ -511,9 +501,24 @@ std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const TensorMap &param
 
 double Trainer::evaluate(const Tensor &tokens) { return evaluate(std::vector<Tensor>{tokens}); }
 
+func::FuncOp Trainer::rankLoss() {
+  if (rankLoss_ || layout_.worldSize() == 1)
+    return rankLoss_;
+  // Built at the first validation: runs without one never pay for it.
+  rankLossModule_ = partitionLoss(*module_, model_, layout_);
+  rankLoss_ = rankLossModule_->lookupSymbol<func::FuncOp>("loss");
+  // Validation binds the step's slices: both must store them alike.
+  Signature sig = *Signature::get(rankLoss_);
+  for (const TrainStepSignature::Param &p : signature_.params)
+    if (rankLoss_.getArgAttr(*sig.argument(kParamAttr, p.key), kShardingAttr) !=
+        trainStep_.getArgAttr(p.arg, kShardingAttr))
+      fail("the per-rank @loss stores parameter '{}' unlike @train_step", p.key);
+  return rankLoss_;
+}
+
 double Trainer::evaluate(const std::vector<Tensor> &batches) {
   double sum = 0;
-  if (!rankLoss_) {
+  if (!rankLoss()) {
     TensorMap params = parameterState();
     for (const Tensor &tokens : batches)
       sum += *runFunction(loss_, argumentsOf(loss_, params, tokens)).at(0).data<float>();

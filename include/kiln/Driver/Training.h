@@ -170,6 +170,9 @@ private:
   /// The whole weights by parameter key (experts stacked), gathered.
   TensorMap parameterState() const;
   void checkState() const;
+  /// @loss partitioned for this rank (partitionLoss), built on first use;
+  /// null on one rank.
+  mlir::func::FuncOp rankLoss();
   /// This rank's slice of a whole value of @train_step argument `arg`, and
   /// the whole value from this rank's slice (gathered from every rank).
   Tensor localSlice(Tensor full, unsigned arg) const;
@@ -194,7 +197,7 @@ private:
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp loss_, lossGrad_, trainStep_;
-  /// @loss partitioned for this rank (partitionLoss); null on one rank.
+  /// The module and function rankLoss() built.
   mlir::OwningOpRef<mlir::ModuleOp> rankLossModule_;
   mlir::func::FuncOp rankLoss_;
   TrainStepSignature signature_;

@@ -199,10 +199,10 @@ LogicalResult CrossEntropyBackwardOp::inferReturnTypes(MLIRContext *,
                      {"labels", adaptor.getLabels(), -1, Elt::Id},
                      {"loss_grad", adaptor.getLossGrad(), 0, Elt::F32}})))
     return failure();
-  auto logits = rankedType(adaptor.getLogits()), labels = rankedType(adaptor.getLabels());
-  if (labels.getShape() != logits.getShape().drop_back())
-    return shapeError<CrossEntropyBackwardOp>(loc, fqn, "labels ", labels,
-                                              " must have the leading shape of logits ", logits);
+  auto logits = rankedType(adaptor.getLogits());
+  if (failed(checkLogitRows<CrossEntropyBackwardOp>(loc, fqn, "labels",
+                                                    rankedType(adaptor.getLabels()), logits)))
+    return failure();
   types.push_back(logits);
   return success();
 }

@@ -253,11 +253,9 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
           loc, fqn, {{"logits", adaptor.getLogits(), -1, Elt::Float},
                      {"labels", adaptor.getLabels(), -1, Elt::Id}})))
     return failure();
-  auto logits = rankedType(adaptor.getLogits());
-  auto labels = rankedType(adaptor.getLabels());
-  if (labels.getShape() != logits.getShape().drop_back())
-    return shapeError<CrossEntropyOp>(loc, fqn, "labels ", adaptor.getLabels().getType(),
-                                      " must have the leading shape of logits ", logits);
+  if (failed(checkLogitRows<CrossEntropyOp>(loc, fqn, "labels", rankedType(adaptor.getLabels()),
+                                            rankedType(adaptor.getLogits()))))
+    return failure();
   types.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
 }

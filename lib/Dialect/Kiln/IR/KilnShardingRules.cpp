@@ -258,6 +258,42 @@ ShardingRule CrossEntropyBackwardOp::getShardingRule() {
   return rule;
 }
 
+/// The vocab_parallel ops (loss parallel) run after partitioning, on the
+/// rank's vocabulary shard: rows split freely, the shard stays whole.
+ShardingRule VocabParallelMaxOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = loops(rule, rankOf(getMax()));
+  rule.operands = {concat(rows, {rule.loop(false)})};
+  rule.results = {rows};
+  return rule;
+}
+
+ShardingRule VocabParallelStatsOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = loops(rule, rankOf(getMax()));
+  rule.operands = {concat(rows, {rule.loop(false)}), rows, rows};
+  rule.results = {concat(rows, {-1})};
+  return rule;
+}
+
+ShardingRule VocabParallelLossOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = loops(rule, rankOf(getMax()));
+  rule.operands = {rows, concat(rows, {-1})};
+  rule.results = {{}};
+  rule.reductions = {rows};
+  return rule;
+}
+
+ShardingRule VocabParallelLossBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  Map rows = loops(rule, rankOf(getMax()));
+  Map full = concat(rows, {rule.loop(false)});
+  rule.operands = {full, rows, {}, rows, concat(rows, {-1})};
+  rule.results = {full};
+  return rule;
+}
+
 ShardingRule GlobalNormOp::getShardingRule() {
   // Every element of every operand is its own loop: the norm of split
   // operands is assembled from per-rank sums of squares by the partitioner.

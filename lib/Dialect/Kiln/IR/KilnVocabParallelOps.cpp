@@ -2,7 +2,8 @@
 //
 // The ops kiln-partition emits for a cross-entropy whose vocabulary is split
 // (see KilnVocabParallelOps.td), and the check of `vocab_axes` they share
-// with the vocabulary-parallel embedding.
+// with the vocabulary-parallel embedding. Their sharding rules live with the
+// others, in KilnShardingRules.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,35 +34,10 @@ LogicalResult kiln::detail::verifyVocabAxes(Operation *op,
 
 namespace {
 
-/// The labels (or row statistics) must have the logits' leading shape.
-template <typename OpT>
-LogicalResult checkRows(std::optional<Location> loc, StringRef fqn, StringRef name,
-                        RankedTensorType type, RankedTensorType logits) {
-  if (type.getShape() != logits.getShape().drop_back())
-    return shapeError<OpT>(loc, fqn, name, " ", type, " must have the leading shape of logits ",
-                           logits);
-  return success();
-}
-
 /// Row statistics: [rows..., 2] for rows [rows...].
 bool isStatsOf(RankedTensorType stats, RankedTensorType rows) {
   return stats.getRank() == rows.getRank() + 1 && stats.getShape().drop_back() == rows.getShape() &&
          stats.getShape().back() == 2;
-}
-
-using Map = SmallVector<int64_t>;
-
-/// One splittable loop per row dimension of a rank-`rank` tensor.
-Map rowLoops(ShardingRule &rule, int64_t rank) {
-  Map map;
-  for (int64_t i = 0; i < rank; ++i)
-    map.push_back(rule.loop());
-  return map;
-}
-
-Map with(Map map, int64_t last) {
-  map.push_back(last);
-  return map;
 }
 
 } // namespace
@@ -82,13 +58,6 @@ LogicalResult VocabParallelMaxOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 int64_t VocabParallelMaxOp::getFlops() { return getLogits().getType().getNumElements(); }
-ShardingRule VocabParallelMaxOp::getShardingRule() {
-  ShardingRule rule;
-  Map rows = rowLoops(rule, getMax().getType().getRank());
-  rule.operands = {with(rows, rule.loop(false))};
-  rule.results = {rows};
-  return rule;
-}
 
 //===----------------------------------------------------------------------===//
 // VocabParallelStatsOp
@@ -105,9 +74,9 @@ LogicalResult VocabParallelStatsOp::inferReturnTypes(MLIRContext *context,
                      {"labels", adaptor.getLabels(), -1, Elt::Id}})))
     return failure();
   auto logits = rankedType(adaptor.getLogits());
-  if (failed(checkRows<VocabParallelStatsOp>(loc, fqn, "max", rankedType(adaptor.getMax()),
+  if (failed(checkLogitRows<VocabParallelStatsOp>(loc, fqn, "max", rankedType(adaptor.getMax()),
                                              logits)) ||
-      failed(checkRows<VocabParallelStatsOp>(loc, fqn, "labels",
+      failed(checkLogitRows<VocabParallelStatsOp>(loc, fqn, "labels",
                                              rankedType(adaptor.getLabels()), logits)))
     return failure();
   SmallVector<int64_t> shape(logits.getShape().drop_back());
@@ -117,13 +86,6 @@ LogicalResult VocabParallelStatsOp::inferReturnTypes(MLIRContext *context,
 }
 LogicalResult VocabParallelStatsOp::verify() { return verifyVocabAxes(*this, getVocabAxes()); }
 int64_t VocabParallelStatsOp::getFlops() { return 3 * getLogits().getType().getNumElements(); }
-ShardingRule VocabParallelStatsOp::getShardingRule() {
-  ShardingRule rule;
-  Map rows = rowLoops(rule, getMax().getType().getRank());
-  rule.operands = {with(rows, rule.loop(false)), rows, rows};
-  rule.results = {with(rows, -1)};
-  return rule;
-}
 
 //===----------------------------------------------------------------------===//
 // VocabParallelLossOp
@@ -147,14 +109,6 @@ LogicalResult VocabParallelLossOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 int64_t VocabParallelLossOp::getFlops() { return 3 * getMax().getType().getNumElements(); }
-ShardingRule VocabParallelLossOp::getShardingRule() {
-  ShardingRule rule;
-  Map rows = rowLoops(rule, getMax().getType().getRank());
-  rule.operands = {rows, with(rows, -1)};
-  rule.results = {{}};
-  rule.reductions = {rows};
-  return rule;
-}
 
 //===----------------------------------------------------------------------===//
 // VocabParallelLossBackwardOp
@@ -173,9 +127,9 @@ LogicalResult VocabParallelLossBackwardOp::inferReturnTypes(MLIRContext *,
                      {"stats", adaptor.getStats(), -1, Elt::F32}})))
     return failure();
   auto logits = rankedType(adaptor.getLogits()), max = rankedType(adaptor.getMax());
-  if (failed(checkRows<VocabParallelLossBackwardOp>(loc, fqn, "labels",
+  if (failed(checkLogitRows<VocabParallelLossBackwardOp>(loc, fqn, "labels",
                                                     rankedType(adaptor.getLabels()), logits)) ||
-      failed(checkRows<VocabParallelLossBackwardOp>(loc, fqn, "max", max, logits)))
+      failed(checkLogitRows<VocabParallelLossBackwardOp>(loc, fqn, "max", max, logits)))
     return failure();
   if (!isStatsOf(rankedType(adaptor.getStats()), max))
     return shapeError<VocabParallelLossBackwardOp>(
@@ -189,12 +143,4 @@ LogicalResult VocabParallelLossBackwardOp::verify() {
 }
 int64_t VocabParallelLossBackwardOp::getFlops() {
   return 4 * getLogits().getType().getNumElements();
-}
-ShardingRule VocabParallelLossBackwardOp::getShardingRule() {
-  ShardingRule rule;
-  Map rows = rowLoops(rule, getMax().getType().getRank());
-  Map full = with(rows, rule.loop(false));
-  rule.operands = {full, rows, {}, rows, with(rows, -1)};
-  rule.results = {full};
-  return rule;
 }

@@ -176,6 +176,17 @@ inline int64_t scoredPairs(int64_t seq, bool causal) {
   return causal ? seq * (seq + 1) / 2 : seq * seq;
 }
 
+/// Per-row operands of a loss (labels, row maxima) have the logits' leading
+/// shape: `name` `type` against `logits`.
+template <typename OpT>
+LogicalResult checkLogitRows(std::optional<Location> loc, StringRef fqn, StringRef name,
+                             RankedTensorType type, RankedTensorType logits) {
+  if (type.getShape() != logits.getShape().drop_back())
+    return shapeError<OpT>(loc, fqn, name, " ", type, " must have the leading shape of logits ",
+                           logits);
+  return success();
+}
+
 /// `vocab_axes` (kiln.embedding, the vocab_parallel ops): distinct grid
 /// axes, each an axis of the enclosing module's grid when it has one.
 LogicalResult verifyVocabAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes);
