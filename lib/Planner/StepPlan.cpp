@@ -96,6 +96,8 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"communication_seconds", plan.schedule.communicationSeconds},
       {"exposed_communication_seconds", plan.exposedCommunicationSeconds},
       {"flops_per_rank", plan.schedule.flops},
+      {"recompute_flops_per_rank", plan.schedule.recomputeFlops},
+      {"recompute_seconds", plan.schedule.recomputeSeconds},
       {"tokens_per_second_per_device", plan.tokensPerSecondPerDevice},
       {"tflops_per_device", plan.tflopsPerDevice},
       {"mfu", plan.mfu},
@@ -150,6 +152,11 @@ std::string formatPlan(const StepPlan &plan) {
                      seconds(plan.stepSeconds), seconds(plan.schedule.computeSeconds),
                      seconds(plan.schedule.communicationSeconds),
                      seconds(plan.exposedCommunicationSeconds));
+  if (plan.schedule.recomputeFlops > 0)
+    out += fmt::format("  of the compute, activation checkpointing recomputes {} ({:.4g} FLOPs "
+                       "per rank)\n",
+                       seconds(plan.schedule.recomputeSeconds),
+                       double(plan.schedule.recomputeFlops));
   out += fmt::format("throughput: {:.1f} tokens/s per device, {:.1f} TFLOPS per device, "
                      "MFU {:.1f}% ({:.4g} FLOPs/token, {} tokens per step)\n",
                      plan.tokensPerSecondPerDevice, plan.tflopsPerDevice, 100 * plan.mfu,
