@@ -89,6 +89,7 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"memory_per_rank_bytes", memory},
       {"memory_capacity_bytes", plan.target.memoryBytes},
       {"memory_peak_at", plan.peakAt},
+      {"saved_activation_bytes", plan.memory.savedActivationBytes},
       {"memory_top_contributors", contributors},
       {"memory_by_module", byModule},
       {"step_seconds", plan.stepSeconds},
@@ -141,6 +142,9 @@ std::string formatPlan(const StepPlan &plan) {
     out += fmt::format("{} {} {}", i ? "," : "", plan.memory.peakByModule[i].first,
                        gib(plan.memory.peakByModule[i].second));
   out += plan.memory.peakByModule.size() > 4 ? ", ...)\n" : ")\n";
+  // All of them, live at the peak or not: what activation checkpointing shrinks.
+  out += fmt::format("  activations saved for the backward: {}\n",
+                     gib(plan.memory.savedActivationBytes));
   if (!plan.fits) {
     out += fmt::format("  over by {}; largest buffers at the peak:\n",
                        gib(plan.totalBytes - t.memoryBytes));
