@@ -88,6 +88,15 @@ struct ActivationCheckpointPass
                          << " (run kiln-autodiff first)";
       return signalPassFailure();
     }
+    // Its forward is what computes the loss and metrics; after kiln-optimizer
+    // the gradient norm, an output too, depends on the whole backward.
+    for (unsigned a = 0, e = fn.getNumArguments(); a < e; ++a)
+      if (fn.getArgAttr(a, kStateAttr)) {
+        fn.emitError() << "kiln-activation-checkpoint runs on the function kiln-autodiff made, "
+                          "before kiln-optimizer; @"
+                       << funcName << " holds optimizer state";
+        return signalPassFailure();
+      }
     Block &body = fn.getBody().front();
     for (Operation &op : body.without_terminator())
       if (!isa<KilnDialect>(op.getDialect())) {

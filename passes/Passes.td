@@ -77,8 +77,9 @@ def ActivationCheckpoint : Pass<"kiln-activation-checkpoint", "mlir::ModuleOp"> 
     (linear, attention, grouped experts, and kernels replacing them) and
     recomputes the rest (norms, RoPE, activations, residual adds).
     Runs before kiln-optimizer (so @train_step inherits it) and before
-    kiln-shard; the forward is the part of the function computing its
-    kiln.output results, the rest is the backward.
+    kiln-shard, and refuses a function holding optimizer state or shard
+    collectives; the forward is the part of the function computing its
+    kiln.output results (loss and metrics), the rest is the backward.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"loss_grad\"",

@@ -8,7 +8,8 @@
 // RUN: not kiln-opt %s --kiln-autodiff --kiln-activation-checkpoint="mode=selective selective-option=0" 2>&1 | FileCheck %s --check-prefix=BADOPTION
 // RUN: not kiln-opt %s --kiln-autodiff --kiln-activation-checkpoint="mode=selective selective-option=ops" 2>&1 | FileCheck %s --check-prefix=BADOPTION
 // RUN: not kiln-opt %s --kiln-activation-checkpoint=mode=full 2>&1 | FileCheck %s --check-prefix=NOGRAD
-// RUN: not kiln-opt %s --kiln-training --kiln-shard=dp-shard=2 --kiln-partition --kiln-activation-checkpoint="mode=full func=train_step" 2>&1 | FileCheck %s --check-prefix=SHARDED
+// RUN: not kiln-opt %s --kiln-training --kiln-activation-checkpoint="mode=full func=train_step" 2>&1 | FileCheck %s --check-prefix=OPTIMIZED
+// RUN: not kiln-opt %s --kiln-autodiff --kiln-shard="func=loss_grad dp-shard=2" --kiln-partition=func=loss_grad --kiln-activation-checkpoint=mode=full 2>&1 | FileCheck %s --check-prefix=SHARDED
 
 // Two toy layers (an MLP each) between the embedding and the tied output.
 // kiln-autodiff saves every value a VJP reads; checkpointing a layer trades
@@ -112,4 +113,5 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // BADMODE: error: kiln-activation-checkpoint: mode must be none, selective or full, got 'partial'
 // BADOPTION: error: kiln-activation-checkpoint: selective-option must be 'op' or a positive integer (checkpoint every N-th layer), got
 // NOGRAD: error: kiln-activation-checkpoint: no function @loss_grad (run kiln-autodiff first)
-// SHARDED: error: 'shard.all_gather' op kiln-activation-checkpoint runs on the single-rank @train_step before kiln-shard and kiln-partition; it does not recompute 'shard.all_gather'
+// OPTIMIZED: error: kiln-activation-checkpoint runs on the function kiln-autodiff made, before kiln-optimizer; @train_step holds optimizer state
+// SHARDED: error: 'shard.all_gather' op kiln-activation-checkpoint runs on the single-rank @loss_grad before kiln-shard and kiln-partition; it does not recompute 'shard.all_gather'
