@@ -12,11 +12,12 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
-#include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+
+#include <map>
 
 namespace kiln {
 #define GEN_PASS_DEF_ACTIVATIONCHECKPOINT
