@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Passes.h"
 
@@ -265,19 +266,22 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       globalTypes[v] = arg.getType();
     }
     // Resharded values, reused by later consumers; parameters are gathered
-    // again at each use unless they stay gathered ("never").
+    // again at each use unless they stay gathered ("never"), or were gathered
+    // for a recomputed op: as FSDP2 does for a checkpointed block, one
+    // gather serves the recomputation and the backward after it.
     DenseMap<std::pair<Value, Attribute>, Value> cache;
     bool keepGathered = reshardAfterForward == "never";
 
-    auto bring = [&](Value oldValue, const Sharding &want, Location loc) -> FailureOr<Value> {
+    auto bring = [&](Value oldValue, const Sharding &want, Location loc,
+                     bool forRecompute = false) -> FailureOr<Value> {
       Value v = local.lookup(oldValue);
       if (sharding[v] == want)
         return v;
-      bool cacheable = keepGathered || !params.contains(oldValue);
+      bool cacheable = keepGathered || !params.contains(oldValue) || forRecompute;
       auto key = std::make_pair(v, Attribute(want.toAttr(context, axisNames)));
-      if (cacheable)
-        if (Value hit = cache.lookup(key))
-          return hit;
+      // A parameter is in the cache only if kept gathered or recomputed.
+      if (Value hit = cache.lookup(key))
+        return hit;
       FailureOr<Value> moved = reshard(b, loc, v, sharding[v], want);
       if (failed(moved))
         return failure();
@@ -329,7 +333,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         Sharding want = pendingSum ? *pendingSum
                                    : padded(requiredOperandSharding(rule, *loops, i),
                                             rule.operands[i]);
-        FailureOr<Value> v = bring(operand, want, op.getLoc());
+        FailureOr<Value> v = bring(operand, want, op.getLoc(), isRecomputed(&op));
         if (failed(v))
           return failure();
         operands.push_back(*v);

@@ -56,6 +56,41 @@ def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
 
+def ActivationCheckpoint : Pass<"kiln-activation-checkpoint", "mlir::ModuleOp"> {
+  let summary = "Recompute checkpointed layers in the backward instead of saving them";
+  let description = [{
+    torchtitan's `[activation_checkpoint]` on the function kiln-autodiff
+    built. A layer is the ops whose fqn is `layers.<N>.*`. In a checkpointed
+    layer, every forward value the backward reads is recomputed: its ops
+    (and the layer's ops they depend on) are cloned, tagged
+    `kiln.recomputed`, just before the first backward op that reads one of
+    them, and the backward reads the copies. What a layer's ops take from
+    outside it (the layer's input, parameters, the RoPE table) and what
+    forward ops outside it read from it (its output) stay saved, as do the
+    routers' results (their expert choice is the step's). `kiln.saved` is
+    then set again from the rewritten function.
+
+    `mode` = none, selective or full. full checkpoints every layer: only the
+    layer's input is saved. selective with `selective-option` = N (a
+    positive integer) checkpoints layers N-1, 2N-1, ... (torchtitan's every
+    N-th block); with `op`, every layer saves the results of its matmuls
+    (linear, attention, grouped experts, and kernels replacing them) and
+    recomputes the rest (norms, RoPE, activations, residual adds).
+    Runs before kiln-optimizer (so @train_step inherits it) and before
+    kiln-shard, and refuses a function holding optimizer state or shard
+    collectives; the forward is the part of the function computing its
+    kiln.output results (loss and metrics), the rest is the backward.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"loss_grad\"",
+           "The function kiln-autodiff made">,
+    Option<"mode", "mode", "std::string", "\"none\"", "none, selective or full">,
+    Option<"selectiveOption", "selective-option", "std::string", "\"2\"",
+           "With mode=selective: op, or N to checkpoint every N-th layer">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+}
+
 def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
   let summary = "AdamW with gradient clipping and an LR schedule: builds @train_step";
   let description = [{

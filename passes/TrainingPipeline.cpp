@@ -9,8 +9,11 @@ using namespace mlir;
 
 namespace kiln {
 
-void buildTrainingPipeline(OpPassManager &pm, const OptimizerOptions &optimizer) {
+void buildTrainingPipeline(OpPassManager &pm, const OptimizerOptions &optimizer,
+                           const ActivationCheckpointOptions &checkpoint) {
   pm.addPass(createAutodiff());
+  if (checkpoint.mode != "none")
+    pm.addPass(createActivationCheckpoint(checkpoint));
   pm.addPass(createOptimizer(optimizer));
 }
 

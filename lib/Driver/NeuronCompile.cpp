@@ -207,6 +207,14 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
     fail("compile: target '{}' is not a Neuron target (trn2, trn1)", config.target.name);
   if (outDir.empty())
     fail("compile: -o DIR is required (the directory the artifacts go to)");
+  // XLA merges identical instructions (and the CSE below would too): the
+  // recomputation would fold back into the forward without an optimization
+  // barrier, which the hlo dialect does not have yet.
+  if (config.activationCheckpoint.mode != "none")
+    fail("compile: activation_checkpoint.mode='{}' is not supported by the Neuron backend yet "
+         "(the HLO has no optimization barrier to keep the recomputation from being merged "
+         "into the forward); use mode 'none'",
+         config.activationCheckpoint.mode);
   Clock::time_point start = Clock::now();
   Qwen3Config model = config.model.resolve();
   int64_t seq = config.training.seqLen;

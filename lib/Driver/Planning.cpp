@@ -40,7 +40,8 @@ StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target,
   KernelSubstitution kernels = KernelSubstitution::fromConfig(train);
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module = captureTrainingStep(
-      context, model, shape, OptimizerSettings::fromConfig(train), &layout, &kernels);
+      context, model, shape, OptimizerSettings::fromConfig(train), &layout, &kernels,
+      ActivationCheckpointing::fromConfig(train));
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!step)
     fail("plan: the captured module has no @train_step");

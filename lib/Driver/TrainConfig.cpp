@@ -184,6 +184,19 @@ const std::vector<Field> &fields() {
       field("lr_scheduler", "min_lr_factor", &C::lrScheduler, &C::LrScheduler::minLrFactor,
             unitInterval()),
 
+      field("activation_checkpoint", "mode", &C::activationCheckpoint,
+            &C::ActivationCheckpoint::mode, oneOf({"none", "selective", "full"})),
+      field("activation_checkpoint", "selective_ac_option", &C::activationCheckpoint,
+            &C::ActivationCheckpoint::selectiveAcOption,
+            Rule{"must be \"op\" or a positive integer N (checkpoint every N-th layer)",
+                 [](const json &v) {
+                   std::string s = v.get<std::string>();
+                   return s == "op" ||
+                          (!s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") ==
+                                                              std::string::npos &&
+                           std::stoll(s) > 0);
+                 }}),
+
       field("checkpoint", "enable", &C::checkpoint, &C::Checkpoint::enable),
       field("checkpoint", "folder", &C::checkpoint, &C::Checkpoint::folder),
       field("checkpoint", "initial_load_path", &C::checkpoint, &C::Checkpoint::initialLoadPath),

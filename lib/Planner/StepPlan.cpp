@@ -89,6 +89,7 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"memory_per_rank_bytes", memory},
       {"memory_capacity_bytes", plan.target.memoryBytes},
       {"memory_peak_at", plan.peakAt},
+      {"saved_activation_bytes", plan.memory.savedActivationBytes},
       {"memory_top_contributors", contributors},
       {"memory_by_module", byModule},
       {"step_seconds", plan.stepSeconds},
@@ -96,6 +97,8 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"communication_seconds", plan.schedule.communicationSeconds},
       {"exposed_communication_seconds", plan.exposedCommunicationSeconds},
       {"flops_per_rank", plan.schedule.flops},
+      {"recompute_flops_per_rank", plan.schedule.recomputeFlops},
+      {"recompute_seconds", plan.schedule.recomputeSeconds},
       {"tokens_per_second_per_device", plan.tokensPerSecondPerDevice},
       {"tflops_per_device", plan.tflopsPerDevice},
       {"mfu", plan.mfu},
@@ -139,6 +142,9 @@ std::string formatPlan(const StepPlan &plan) {
     out += fmt::format("{} {} {}", i ? "," : "", plan.memory.peakByModule[i].first,
                        gib(plan.memory.peakByModule[i].second));
   out += plan.memory.peakByModule.size() > 4 ? ", ...)\n" : ")\n";
+  // All of them, live at the peak or not: what activation checkpointing shrinks.
+  out += fmt::format("  activations saved for the backward: {}\n",
+                     gib(plan.memory.savedActivationBytes));
   if (!plan.fits) {
     out += fmt::format("  over by {}; largest buffers at the peak:\n",
                        gib(plan.totalBytes - t.memoryBytes));
@@ -150,6 +156,11 @@ std::string formatPlan(const StepPlan &plan) {
                      seconds(plan.stepSeconds), seconds(plan.schedule.computeSeconds),
                      seconds(plan.schedule.communicationSeconds),
                      seconds(plan.exposedCommunicationSeconds));
+  if (plan.schedule.recomputeFlops > 0)
+    out += fmt::format("  of the compute, activation checkpointing recomputes {} ({:.4g} FLOPs "
+                       "per rank)\n",
+                       seconds(plan.schedule.recomputeSeconds),
+                       double(plan.schedule.recomputeFlops));
   out += fmt::format("throughput: {:.1f} tokens/s per device, {:.1f} TFLOPS per device, "
                      "MFU {:.1f}% ({:.4g} FLOPs/token, {} tokens per step)\n",
                      plan.tokensPerSecondPerDevice, plan.tflopsPerDevice, 100 * plan.mfu,

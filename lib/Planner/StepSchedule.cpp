@@ -2,6 +2,7 @@
 
 #include "kiln/Planner/StepSchedule.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Planner/ModulePath.h"
 #include "kiln/Planner/Precision.h"
 #include "kiln/Support/Error.h"
@@ -246,6 +247,10 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
         computeFree = nodes[next].end;
       schedule.computeSeconds += nodes[next].seconds;
       schedule.flops += nodes[next].record.flops;
+      if (isRecomputed(nodes[next].op)) {
+        schedule.recomputeSeconds += nodes[next].seconds;
+        schedule.recomputeFlops += nodes[next].record.flops;
+      }
       ++next;
       skipCommunication();
     } else {

@@ -340,6 +340,14 @@ func.func @saved_out_of_range(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
 
 // -----
 
+func.func @recomputed_not_unit(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
+  // expected-error@+1 {{'kiln.recomputed' must be a unit attribute on a kiln op}}
+  %0 = kiln.add %x, %y {fqn = "h", kiln.recomputed = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @unknown_kiln_attribute(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
   // expected-error@+1 {{unknown kiln attribute 'kiln.savd'}}
   %0 = kiln.add %x, %y {fqn = "h", kiln.savd = array<i64: 0>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>

@@ -86,6 +86,8 @@ TEST(TrainConfig, DefaultsMatchTorchtitan) {
   EXPECT_EQ(c.checkpoint.keepLatestK, 10);
   EXPECT_EQ(c.checkpoint.loadStep, -1);
   EXPECT_EQ(c.checkpoint.maxShardBytes, 2000000000);
+  EXPECT_EQ(c.activationCheckpoint.mode, "none");
+  EXPECT_EQ(c.activationCheckpoint.selectiveAcOption, "2");
   EXPECT_EQ(c.metrics.logFreq, 10);
   EXPECT_EQ(c.metrics.jsonl, "");
   EXPECT_EQ(c.data.tokensFile, "");
@@ -102,6 +104,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
                   "eps": 1e-8, "weight_decay": 0.1},
     "lr_scheduler": {"warmup_steps": 200, "decay_ratio": null,
                      "decay_type": "linear", "min_lr_factor": 0.0},
+    "activation_checkpoint": {"mode": "none", "selective_ac_option": "2"},
     "checkpoint": {"enable": false, "folder": "checkpoint", "initial_load_path": "",
                    "initial_load_in_hf": false, "last_save_model_only": true,
                    "last_save_in_hf": false, "interval": 500, "keep_latest_k": 10,
@@ -240,6 +243,9 @@ TEST(TrainConfig, RangeErrors) {
       {"checkpoint.load_step=-2", "'checkpoint.load_step' must be -1 (the latest) or >= 0, got -2"},
       {"debug.kill_during_save=-1", "'debug.kill_during_save' must be >= 0"},
       {"metrics.log_freq=0", "'metrics.log_freq' must be > 0"},
+      {"activation_checkpoint.mode=partial",
+       "'activation_checkpoint.mode' must be one of \"none\", \"selective\", \"full\", got "
+       "\"partial\""},
   };
   for (const Case &c : cases)
     expectOverrideError("--" + c.override, {c.message});
@@ -253,6 +259,22 @@ TEST(TrainConfig, RangeErrors) {
                                   "--optimizer.name=ADAMW", "--checkpoint.keep_latest_k=0",
                                   "--checkpoint.load_step=0"});
   EXPECT_EQ(ok.lrScheduler.decayType, "cosine");
+}
+
+TEST(TrainConfig, SelectiveAcOptionIsOpOrAPositiveInteger) {
+  // torchtitan's option is a string: "op", or N to checkpoint every N-th layer.
+  for (std::string bad : {"0", "-1", "ops", "2.5", "", "1e3", "00"})
+    expectOverrideError("--activation_checkpoint.selective_ac_option=" + bad,
+                        {"'activation_checkpoint.selective_ac_option' must be \"op\" or a "
+                         "positive integer N (checkpoint every N-th layer)"});
+  expectFileError(R"({"activation_checkpoint": {"selective_ac_option": 2}})",
+                  {"'activation_checkpoint.selective_ac_option' must be a string, got 2"});
+  TrainConfig op = withOverrides({"--activation_checkpoint.mode=selective",
+                                  "--activation_checkpoint.selective_ac_option=op"});
+  EXPECT_EQ(op.activationCheckpoint.selectiveAcOption, "op");
+  // A command line's "3" stays the string it was typed as.
+  TrainConfig three = withOverrides({"--activation_checkpoint.selective_ac_option=3"});
+  EXPECT_EQ(three.activationCheckpoint.selectiveAcOption, "3");
 }
 
 TEST(TrainConfig, ExactlyOneModelSource) {

@@ -125,11 +125,12 @@ std::string moduleText(mlir::ModuleOp module) {
 } // namespace
 
 int runCapture(const std::vector<std::string> &allArgs) {
-  // --parallelism.*, --override.*, --target.* and --model.<config.json
-  // field>=<value> as `kiln train` takes them.
+  // --parallelism.*, --override.*, --target.*, --activation_checkpoint.* and
+  // --model.<config.json field>=<value> as `kiln train` takes them.
   std::vector<std::string> args, parallelism, trainOptions, modelFields;
   for (const std::string &a : allArgs) {
-    bool isTrainOption = a.rfind("--override.", 0) == 0 || a.rfind("--target.", 0) == 0;
+    bool isTrainOption = a.rfind("--override.", 0) == 0 || a.rfind("--target.", 0) == 0 ||
+                         a.rfind("--activation_checkpoint.", 0) == 0;
     (a.rfind("--parallelism.", 0) == 0 ? parallelism
      : isTrainOption                   ? trainOptions
      : a.rfind("--model.", 0) == 0     ? modelFields
@@ -181,7 +182,7 @@ int runCapture(const std::vector<std::string> &allArgs) {
     layout = ParallelLayout::resolve(train.parallelism, config, seq, 1);
     capture.batch *= layout.dataParallelDegree();
     module = captureTrainingStep(context, config, capture, OptimizerSettings::fromConfig(train),
-                                 &layout, &kernels);
+                                 &layout, &kernels, ActivationCheckpointing::fromConfig(train));
   } else {
     module = captureQwen3(context, config, capture);
     substituteKernels(*module, kernels);

@@ -60,6 +60,14 @@ struct TrainConfig {
     double minLrFactor = 0.0;         ///< final lr as a fraction of lr
   } lrScheduler;
 
+  /// torchtitan's `activation_checkpoint` section (kiln-activation-checkpoint).
+  struct ActivationCheckpoint {
+    std::string mode = "none"; ///< "none", "selective" or "full"
+    /// With mode "selective": "op" (save matmul results, recompute the rest)
+    /// or N, a positive integer: checkpoint every N-th layer.
+    std::string selectiveAcOption = "2";
+  } activationCheckpoint;
+
   struct Checkpoint {
     /// Save the full training state every `interval` steps and at the end,
     /// and resume from the folder's latest such checkpoint at start-up.

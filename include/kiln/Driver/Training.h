@@ -52,6 +52,14 @@ struct KernelSubstitution {
   bool empty() const { return rules.empty(); }
 };
 
+/// Activation checkpointing as kiln-activation-checkpoint takes it.
+struct ActivationCheckpointing {
+  std::string mode = "none";         ///< "none", "selective" or "full"
+  std::string selectiveOption = "2"; ///< "op" or every N-th layer
+
+  static ActivationCheckpointing fromConfig(const TrainConfig &config);
+};
+
 /// Runs kiln-substitute-kernels on `module` (a no-op without rules); throws
 /// kiln::Error with the diagnostics if it fails.
 void substituteKernels(mlir::ModuleOp module, const KernelSubstitution &kernels);
@@ -62,13 +70,14 @@ void substituteKernels(mlir::ModuleOp module, const KernelSubstitution &kernels)
 /// With a `layout` of more than one rank, @train_step is then sharded
 /// (kiln-shard) and partitioned (kiln-partition) into the per-rank program.
 /// With `kernels`, override rules substitute kernels first (before autodiff,
-/// so each kernel brings its backward).
-mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context,
-                                                      const Qwen3Config &model,
-                                                      const CaptureOptions &shape,
-                                                      const OptimizerSettings &optimizer,
-                                                      const ParallelLayout *layout = nullptr,
-                                                      const KernelSubstitution *kernels = nullptr);
+/// so each kernel brings its backward). `checkpoint` recomputes layers in the
+/// backward (kiln-activation-checkpoint, after autodiff).
+mlir::OwningOpRef<mlir::ModuleOp>
+captureTrainingStep(mlir::MLIRContext &context, const Qwen3Config &model,
+                    const CaptureOptions &shape, const OptimizerSettings &optimizer,
+                    const ParallelLayout *layout = nullptr,
+                    const KernelSubstitution *kernels = nullptr,
+                    const ActivationCheckpointing &checkpoint = {});
 
 /// The per-rank program of `module`'s forward-only @loss under `layout`
 /// (kiln-shard and kiln-partition on a copy, in a module of its own): its

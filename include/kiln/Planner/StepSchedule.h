@@ -55,6 +55,10 @@ struct StepSchedule {
   double computeSeconds = 0;    ///< busy time of the compute stream
   double communicationSeconds = 0; ///< busy time of the communication stream
   int64_t flops = 0;
+  /// The part of the compute that recomputes checkpointed activations (ops
+  /// tagged kiln.recomputed).
+  double recomputeSeconds = 0;
+  int64_t recomputeFlops = 0;
 };
 
 /// Schedules the body of `fn` (a per-rank program) on `target`, tensors sized

@@ -2,6 +2,7 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -169,8 +170,14 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     }
     return success();
   }
+  if (name == kRecomputedAttr) {
+    if (!isa<UnitAttr>(attr.getValue()) || op->getDialect() != this)
+      return op->emitOpError() << "'" << name << "' must be a unit attribute on a kiln op";
+    return success();
+  }
   return op->emitOpError() << "unknown kiln attribute '" << name << "' (known on ops: '"
-                           << kSavedAttr << "', '" << kLoopShardingAttr << "', '"
+                           << kSavedAttr << "', '" << kRecomputedAttr << "', '"
+                           << kLoopShardingAttr << "', '"
                            << kResultShardingAttr << "'; on modules: '" << kModelAttr
                            << "', '" << kGridAxesAttr << "')";
 }
