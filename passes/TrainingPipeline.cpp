@@ -9,7 +9,10 @@ using namespace mlir;
 
 namespace kiln {
 
-void buildTrainingPipeline(OpPassManager &pm, const OptimizerOptions &optimizer) {
+void buildTrainingPipeline(OpPassManager &pm, const OptimizerOptions &optimizer,
+                           const MixedPrecisionOptions &precision) {
+  if (precision.param != "float32")
+    pm.addPass(createMixedPrecision(precision));
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer(optimizer));
 }

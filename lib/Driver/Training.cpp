@@ -88,7 +88,8 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
                                           const CaptureOptions &shape,
                                           const OptimizerSettings &o,
                                           const ParallelLayout *layout,
-                                          const KernelSubstitution *kernels) {
+                                          const KernelSubstitution *kernels,
+                                          StringRef mixedPrecisionParam) {
   OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
   if (kernels)
     substituteKernels(*module, *kernels);
@@ -106,7 +107,9 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   options.decayType = o.decayType;
   options.minLrFactor = o.minLrFactor;
   options.loadBalanceCoeff = model.loadBalanceCoeff;
-  buildTrainingPipeline(pm, options);
+  MixedPrecisionOptions precision;
+  precision.param = mixedPrecisionParam.str();
+  buildTrainingPipeline(pm, options, precision);
   if (layout && layout->worldSize() > 1)
     addPartitionPasses(pm, model, *layout, "train_step");
   succeedOrFail(context, "building the training step of " + model.name + " failed",
@@ -235,7 +238,8 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
   kernels_ = KernelSubstitution::fromConfig(config);
   kernels_.log = execution_.rank == 0;
   module_ = captureTrainingStep(context_, model_, {globalBatchSize(), config.training.seqLen},
-                                optimizer_, &layout_, &kernels_);
+                                optimizer_, &layout_, &kernels_,
+                                config.training.paramDtypeOr("float32"));
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
   trainStep_ = module_->lookupSymbol<func::FuncOp>("train_step");
@@ -309,7 +313,8 @@ MemoryPlan Trainer::singleRankPlan() const {
   KernelSubstitution quiet = kernels_;
   quiet.log = false;
   OwningOpRef<ModuleOp> whole = captureTrainingStep(
-      context, model_, {globalBatchSize(), config_.training.seqLen}, optimizer_, nullptr, &quiet);
+      context, model_, {globalBatchSize(), config_.training.seqLen}, optimizer_, nullptr, &quiet,
+      config_.training.paramDtypeOr("float32"));
   return planMemory(whole->lookupSymbol<func::FuncOp>("train_step"));
 }
 

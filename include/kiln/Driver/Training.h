@@ -62,13 +62,15 @@ void substituteKernels(mlir::ModuleOp module, const KernelSubstitution &kernels)
 /// With a `layout` of more than one rank, @train_step is then sharded
 /// (kiln-shard) and partitioned (kiln-partition) into the per-rank program.
 /// With `kernels`, override rules substitute kernels first (before autodiff,
-/// so each kernel brings its backward).
+/// so each kernel brings its backward). `mixedPrecisionParam` "bfloat16"
+/// runs kiln-mixed-precision first (torchtitan's bf16 casts).
 mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context,
                                                       const Qwen3Config &model,
                                                       const CaptureOptions &shape,
                                                       const OptimizerSettings &optimizer,
                                                       const ParallelLayout *layout = nullptr,
-                                                      const KernelSubstitution *kernels = nullptr);
+                                                      const KernelSubstitution *kernels = nullptr,
+                                                      llvm::StringRef mixedPrecisionParam = "float32");
 
 /// The per-rank program of `module`'s forward-only @loss under `layout`
 /// (kiln-shard and kiln-partition on a copy, in a module of its own): its
