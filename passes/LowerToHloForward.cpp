@@ -128,6 +128,14 @@ FailureOr<SmallVector<Value>> lower(AddOp, AddOp::Adaptor a, HloBuilder &b, HloL
   return one(b.add(a.getLhs(), a.getRhs()));
 }
 
+// The narrowing convert, and the widening one back to the float32 the kiln
+// value's consumers take; kiln-hlo-sink-converts then moves the widening
+// past data movement and into dots, so bf16 values travel and multiply.
+FailureOr<SmallVector<Value>> lower(CastOp op, CastOp::Adaptor a, HloBuilder &b,
+                                    HloLoweringState &) {
+  return one(b.convert(b.convert(a.getInput(), op.getTo()), b.f32()));
+}
+
 FailureOr<SmallVector<Value>> lower(ReshapeOp op, ReshapeOp::Adaptor a, HloBuilder &b,
                                     HloLoweringState &) {
   return one(b.reshape(a.getInput(), op.getShape()));
@@ -192,6 +200,7 @@ void populateForwardToHlo(RewritePatternSet &patterns, HloLoweringState &state) 
   addHloLowering<AttentionOp>(patterns, state, lower);
   addHloLowering<SwigluOp>(patterns, state, lower);
   addHloLowering<AddOp>(patterns, state, lower);
+  addHloLowering<CastOp>(patterns, state, lower);
   addHloLowering<ReshapeOp>(patterns, state, lower);
   addHloLowering<TransposeOp>(patterns, state, lower);
   addHloLowering<PadOp>(patterns, state, lower);

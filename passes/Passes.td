@@ -33,6 +33,31 @@ def SubstituteKernels : Pass<"kiln-substitute-kernels", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def MixedPrecision : Pass<"kiln-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "bf16 parameters and matmul operands as torchtitan's FSDP2 mixed precision";
+  let description = [{
+    With `param` = bfloat16, rounds `func @<func>` (the loss, before
+    kiln-autodiff) to torchtitan's mixed precision with `kiln.cast`: every
+    float parameter where it enters (FSDP2's MixedPrecisionPolicy casts the
+    gathered parameters to param_dtype), and the activation operand and the
+    result of every `kiln.linear` (bf16 matmul inputs and outputs); the rest
+    computes in float32 on those values. Each value is cast once, whatever
+    its number of uses. Differentiation then rounds the cotangent of each
+    cast value (bf16 gradients), while the master weights, AdamW's state and
+    the gradient reductions stay float32 (`reduce` = float32, the only
+    reduce dtype torchtitan accepts). `param` = float32 leaves the module
+    unchanged.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"loss\"", "The loss function to cast">,
+    Option<"param", "param", "std::string", "\"float32\"",
+           "training.mixed_precision_param: bfloat16 or float32">,
+    Option<"reduce", "reduce", "std::string", "\"float32\"",
+           "training.mixed_precision_reduce: float32">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+}
+
 def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a loss into parameter gradients";
   let description = [{
@@ -182,6 +207,24 @@ def Partition : Pass<"kiln-partition", "mlir::ModuleOp"> {
            "default, always or never (torchtitan's fsdp_reshard_after_forward)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::shard::ShardDialect"];
+}
+
+def HloSinkConverts : Pass<"kiln-hlo-sink-converts", "mlir::ModuleOp"> {
+  let summary = "Move bf16 converts so that bf16 values are gathered and multiplied as bf16";
+  let description = [{
+    After kiln-lower-to-hlo at mixed precision, every kiln.cast is a
+    narrowing `convert` followed by a widening one. Exact rewrites (rounding
+    commutes with moving data; a product of two bf16 values is exact in
+    float32) then make the bf16 explicit where XLA and neuronx-cc see it:
+    a widening convert sinks below data movement (all-gather, reshape,
+    transpose, broadcast, slice, dynamic-slice), a narrowing convert of the
+    only use of such an op rises above it, a narrow→wide→narrow round trip
+    folds away, and a dot of two values widened from bf16 becomes a dot of
+    the bf16 values with a float32 result (float32 accumulation, XLA's
+    preferred-element-type form). Reductions (reduce-scatter, all-reduce)
+    keep their float32 operands.
+  }];
+  let dependentDialects = ["::kiln::hlo::HloDialect"];
 }
 
 def LowerToHlo : Pass<"kiln-lower-to-hlo", "mlir::ModuleOp"> {

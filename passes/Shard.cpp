@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/ParameterUses.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Passes.h"
 
@@ -200,9 +201,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         // has its expert dimension in front of them. An embedding table
         // [vocab, dim] splits as torchtitan splits nn.Embedding: rowwise on
         // the vocabulary, colwise on the features.
-        bool table = llvm::any_of(param.getUses(), [](OpOperand &use) {
-          auto embedding = dyn_cast<EmbeddingOp>(use.getOwner());
-          return embedding && use.get() == embedding.getTable();
+        bool table = llvm::any_of(parameterUses(param), [](OpOperand *use) {
+          auto embedding = dyn_cast<EmbeddingOp>(use->getOwner());
+          return embedding && use->getOperandNumber() ==
+                                  embedding.getTableMutable().getOperandNumber();
         });
         int64_t dim = rankOf(param) - (style == Style::Colwise ? 2 : 1);
         if (table)

@@ -10,7 +10,10 @@ using namespace mlir;
 namespace kiln {
 
 void buildTrainingPipeline(OpPassManager &pm, const OptimizerOptions &optimizer,
-                           const ActivationCheckpointOptions &checkpoint) {
+                           const ActivationCheckpointOptions &checkpoint,
+                           const MixedPrecisionOptions &precision) {
+  if (precision.param != "float32")
+    pm.addPass(createMixedPrecision(precision));
   pm.addPass(createAutodiff());
   if (checkpoint.mode != "none")
     pm.addPass(createActivationCheckpoint(checkpoint));

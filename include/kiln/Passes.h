@@ -42,12 +42,14 @@ mlir::FailureOr<llvm::SmallVector<mlir::Value>>
 buildReverseMode(mlir::OpBuilder &b, llvm::ArrayRef<mlir::Operation *> forward,
                  llvm::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds, mlir::ValueRange wrt);
 
-/// The training pipeline: kiln-autodiff, kiln-activation-checkpoint (unless
-/// its mode is "none"), then kiln-optimizer with `optimizer` (@loss ->
-/// @loss_grad -> @train_step). The driver and kiln-opt's registered
-/// `kiln-training` pipeline (default options) both build it here.
+/// The training pipeline: kiln-mixed-precision with `precision` (unless it
+/// is float32), kiln-autodiff, kiln-activation-checkpoint (unless its mode is
+/// "none"), then kiln-optimizer with `optimizer` (@loss -> @loss_grad ->
+/// @train_step). The driver and kiln-opt's registered `kiln-training`
+/// pipeline (default options) both build it here.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const OptimizerOptions &optimizer = {},
-                           const ActivationCheckpointOptions &checkpoint = {});
+                           const ActivationCheckpointOptions &checkpoint = {},
+                           const MixedPrecisionOptions &precision = {});
 
 /// Registers every Kiln pass and the `kiln-training` pipeline.
 void registerKilnPassesAndPipelines();

@@ -198,6 +198,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   cpu.training.seqLen = manifest["batch"]["seq_len"].get<int64_t>();
   cpu.explicitKeys.insert("training.local_batch_size");
   cpu.explicitKeys.insert("training.seq_len");
+  // The CPU runtime in the precision the module was compiled at.
+  cpu.training.mixedPrecisionParam =
+      manifest["mixed_precision"]["param"].get<std::string>();
   if (cpu.data.tokensFile.empty())
     fail("check-hlo: data.tokens_file must name the token batch to evaluate");
   Tensor tokens = readTokenBatch(cpu.data.tokensFile);

@@ -20,6 +20,7 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Passes.h"
 #include "kiln/Planner/MemoryPlan.h"
+#include "kiln/Planner/Precision.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
@@ -194,8 +195,9 @@ gradient norm.
 } // namespace
 
 std::string neuronxCommand(const std::string &target, int64_t lnc) {
-  // --auto-cast=none: the module is float32 and is compiled as such
-  // (neuronx-cc otherwise casts matmuls to bf16 on its own).
+  // --auto-cast=none: the module's precision is its own (bf16 converts where
+  // training.mixed_precision_param puts them); neuronx-cc would otherwise
+  // cast float32 matmuls to bf16 on its own.
   return fmt::format("neuronx-cc compile model.hlo.pb --framework XLA --target {} -lnc {} "
                      "--model-type transformer --distribution-strategy llm-training "
                      "--auto-cast=none --output model.neff",
@@ -220,17 +222,24 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   int64_t seq = config.training.seqLen;
   ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, seq, 1);
   KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
+  // torchtitan's default on a Neuron target: bf16 parameters and matmuls.
+  std::string paramDtype = config.training.paramDtypeOr("bfloat16");
 
   MLIRContext context;
   OwningOpRef<ModuleOp> module = captureTrainingStep(
       context, model, {config.training.localBatchSize * layout.dataParallelDegree(), seq},
-      OptimizerSettings::fromConfig(config), &layout, &kernels);
+      OptimizerSettings::fromConfig(config), &layout, &kernels, {}, paramDtype);
   double captureSeconds = secondsSince(start);
 
   Clock::time_point t = Clock::now();
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   auto loss = module->lookupSymbol<func::FuncOp>("loss");
-  MemoryPlan plan = planMemory(step);
+  // At bf16 the plan sizes values as kiln plan does (Precision.h): the
+  // activations and gathered parameters at 2 bytes, the rest float32.
+  PrecisionPolicy bf16;
+  bf16.computeBytes = 2;
+  ValuePrecision precision(step, bf16);
+  MemoryPlan plan = planMemory(step, paramDtype == "bfloat16" ? &precision : nullptr);
   auto gridShape = layout.shape();
   std::vector<int64_t> grid(gridShape.begin(), gridShape.end());
   std::vector<std::string> axisNames(ParallelLayout::kAxisNames.begin(),
@@ -269,6 +278,8 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   t = Clock::now();
   PassManager pm(&context);
   pm.addPass(createLowerToHlo());
+  if (paramDtype != "float32")
+    pm.addPass(createHloSinkConverts());
   pm.addPass(mlir::createCSEPass());
   succeedOrFail(context, "lowering @train_step of " + model.name + " to HLO failed",
                 [&] { return pm.run(*module); });
@@ -301,7 +312,10 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                      {"distinct_replica_group_lists", stats.replicaGroupLists.size()},
                      {"neuron_replica_group_list_limit", neuron::kNeuronMaxReplicaGroupLists}};
   manifest["compile_command"] = neuronxCommand(config.target.name, config.target.lnc);
-  manifest["token_ids"] = "int64 parameters, converted to int32 in the graph where they index";
+  manifest["token_ids"] = "int64 parameters, converted to int32 in the graph where they index "
+                          "(neuronx-cc's default int64->int32 downcast is lossless: ids < vocab)";
+  manifest["mixed_precision"] = {{"param", paramDtype},
+                                 {"reduce", config.training.mixedPrecisionReduce}};
 
   t = Clock::now();
   std::error_code ec;
@@ -321,6 +335,9 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
              model.name, config.target.name, config.target.lnc, layout.worldSize(),
              layout.worldSize() > 1 ? "s" : "", grid[0], grid[1], grid[2],
              config.training.localBatchSize * layout.dataParallelDegree(), seq);
+  fmt::print("precision: {} parameters and matmuls; float32 master weights, optimizer state "
+             "and gradient reductions (training.mixed_precision_param)\n",
+             paramDtype);
   fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
   for (const auto &[key, c] : stats.collectives) {
     // The first group, its middle elided when long: {0,1,2,...,63},...

@@ -137,6 +137,11 @@ Rule betasRule() {
           }};
 }
 
+/// `rule`, or the empty string (unset: the command's default).
+Rule orUnset(Rule rule) {
+  return {rule.what, [ok = rule.ok](const json &v) { return v.get<std::string>().empty() || ok(v); }};
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return char(std::tolower(c)); });
@@ -168,6 +173,10 @@ const std::vector<Field> &fields() {
       field("training", "seq_len", &C::training, &C::Training::seqLen, positive()),
       field("training", "max_norm", &C::training, &C::Training::maxNorm, positive()),
       field("training", "seed", &C::training, &C::Training::seed),
+      field("training", "mixed_precision_param", &C::training,
+            &C::Training::mixedPrecisionParam, orUnset(oneOf({"bfloat16", "float32"}))),
+      field("training", "mixed_precision_reduce", &C::training,
+            &C::Training::mixedPrecisionReduce, oneOf({"float32"})),
 
       field("optimizer", "name", &C::optimizer, &C::Optimizer::name, oneOf({"AdamW"}, true)),
       field("optimizer", "lr", &C::optimizer, &C::Optimizer::lr, positive()),

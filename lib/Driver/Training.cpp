@@ -93,7 +93,8 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
                                           const OptimizerSettings &o,
                                           const ParallelLayout *layout,
                                           const KernelSubstitution *kernels,
-                                          const ActivationCheckpointing &checkpoint) {
+                                          const ActivationCheckpointing &checkpoint,
+                                          StringRef mixedPrecisionParam) {
   OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
   if (kernels)
     substituteKernels(*module, *kernels);
@@ -114,7 +115,9 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   ActivationCheckpointOptions ac;
   ac.mode = checkpoint.mode;
   ac.selectiveOption = checkpoint.selectiveOption;
-  buildTrainingPipeline(pm, options, ac);
+  MixedPrecisionOptions precision;
+  precision.param = mixedPrecisionParam.str();
+  buildTrainingPipeline(pm, options, ac, precision);
   if (layout && layout->worldSize() > 1)
     addPartitionPasses(pm, model, *layout, "train_step");
   succeedOrFail(context, "building the training step of " + model.name + " failed",
@@ -244,7 +247,8 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
   kernels_.log = execution_.rank == 0;
   module_ = captureTrainingStep(context_, model_, {globalBatchSize(), config.training.seqLen},
                                 optimizer_, &layout_, &kernels_,
-                                ActivationCheckpointing::fromConfig(config));
+                                ActivationCheckpointing::fromConfig(config),
+                                config.training.paramDtypeOr("float32"));
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
   trainStep_ = module_->lookupSymbol<func::FuncOp>("train_step");
@@ -319,7 +323,7 @@ MemoryPlan Trainer::singleRankPlan() const {
   quiet.log = false;
   OwningOpRef<ModuleOp> whole = captureTrainingStep(
       context, model_, {globalBatchSize(), config_.training.seqLen}, optimizer_, nullptr, &quiet,
-      ActivationCheckpointing::fromConfig(config_));
+      ActivationCheckpointing::fromConfig(config_), config_.training.paramDtypeOr("float32"));
   return planMemory(whole->lookupSymbol<func::FuncOp>("train_step"));
 }
 

@@ -168,6 +168,20 @@ Tensor swiglu(const Tensor &gate, const Tensor &up) {
   return out;
 }
 
+Tensor roundTo(Tensor x, DType narrow) {
+  if (narrow != DType::BF16 && narrow != DType::F16)
+    fail("roundTo: {} is not a narrow float type (BF16, F16)", dtypeName(narrow));
+  Tensor out = x.isUniquelyOwned() ? x : Tensor::uninitialized(DType::F32, x.shape());
+  const float *in = x.data<float>();
+  float *o = out.mutableData<float>();
+  const int64_t n = x.numel();
+  const bool bf16 = narrow == DType::BF16;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = bf16 ? bf16ToF32(f32ToBf16(in[i])) : f16ToF32(f32ToF16(in[i]));
+  return out;
+}
+
 Tensor add(Tensor lhs, const Tensor &rhs) {
   Tensor out = lhs.isUniquelyOwned() ? lhs : Tensor::uninitialized(DType::F32, lhs.shape());
   const float *a = lhs.data<float>(), *b = rhs.data<float>();

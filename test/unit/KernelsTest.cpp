@@ -37,6 +37,34 @@ TEST(KernelsTest, EmbeddingGathersRowsAndRejectsOutOfRangeIds) {
               {"token id 5", "[0, 5)"});
 }
 
+TEST(KernelsTest, RoundToBf16HandValues) {
+  // bf16 keeps 8 significant bits: near 1 its spacing is 2^-7.
+  const float ulp = std::ldexp(1.0f, -7), half = std::ldexp(1.0f, -8);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<float> in = {1.0f + half,               // tie: to even (1)
+                                 1.0f + 3 * half,           // tie: to even (1 + 2^-6)
+                                 1.0f + half + ulp / 64,    // above the tie: up
+                                 -(1.0f + half - ulp / 64), // below the tie: down
+                                 nan, big, -big, 0.1f, 0.0f};
+  Tensor x(DType::F32, {9});
+  std::copy(in.begin(), in.end(), x.mutableData<float>());
+  std::vector<float> want = {1.0f, 1.0f + 2 * ulp, 1.0f + ulp, -1.0f,
+                             nan, INFINITY, -INFINITY,
+                             0.10009765625f, // 0x3DCD: 0.1 = 1.6 * 2^-4, 1.6 -> 205/128
+                             0.0f};
+  Tensor y = kernels::roundTo(x, DType::BF16);
+  ASSERT_EQ(y.dtype(), DType::F32);
+  for (int i = 0; i < 9; ++i) {
+    float got = y.data<float>()[i];
+    if (std::isnan(want[i]))
+      EXPECT_TRUE(std::isnan(got)) << i;
+    else
+      EXPECT_EQ(got, want[i]) << i;
+  }
+  EXPECT_THROW(kernels::roundTo(x, DType::I32), Error);
+}
+
 TEST(KernelsTest, RmsNormMatchesFloat64) {
   std::mt19937 rng(2);
   Tensor x = randomTensor({3, 4, 16}, rng), w = randomTensor({16}, rng);

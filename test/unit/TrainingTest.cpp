@@ -25,14 +25,16 @@ namespace {
 const std::string kFixture = dataPath("qwen3-dense-tiny");
 
 /// The fixture's run: its expected.json hyper-parameters, constant LR.
-TrainConfig fixtureConfig(int64_t steps) {
-  return TrainConfig::load(
-      "", {"--model.hf_path=" + kFixture, "--checkpoint.initial_load_path=" + kFixture,
-           "--checkpoint.initial_load_in_hf=true", "--training.local_batch_size=2",
-           "--training.seq_len=32", "--training.steps=" + std::to_string(steps),
-           "--training.max_norm=1.0", "--optimizer.lr=0.0008", "--optimizer.betas=[0.9,0.95]",
-           "--optimizer.eps=1e-8", "--optimizer.weight_decay=0.1",
-           "--lr_scheduler.warmup_steps=0", "--lr_scheduler.decay_ratio=0"});
+TrainConfig fixtureConfig(int64_t steps, std::vector<std::string> extra = {}) {
+  std::vector<std::string> words = {
+      "--model.hf_path=" + kFixture, "--checkpoint.initial_load_path=" + kFixture,
+      "--checkpoint.initial_load_in_hf=true", "--training.local_batch_size=2",
+      "--training.seq_len=32", "--training.steps=" + std::to_string(steps),
+      "--training.max_norm=1.0", "--optimizer.lr=0.0008", "--optimizer.betas=[0.9,0.95]",
+      "--optimizer.eps=1e-8", "--optimizer.weight_decay=0.1",
+      "--lr_scheduler.warmup_steps=0", "--lr_scheduler.decay_ratio=0"};
+  words.insert(words.end(), extra.begin(), extra.end());
+  return TrainConfig::load("", words);
 }
 
 nlohmann::json expectedSteps() {
@@ -63,6 +65,38 @@ TEST(TrainingTest, FiveStepsMatchTransformersAndAdamW) {
   auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
   EXPECT_LT(maxDiff(trainer.parameters(), *want), 1e-5);
   EXPECT_NEAR(trainer.evaluate(tokens), steps[5]["loss_before_update"].get<double>(), 1e-5);
+}
+
+// torchtitan's bf16 mixed precision (kiln-mixed-precision: bf16 parameters
+// and matmul operands and results, float32 compute, master weights, state
+// and reductions) on the CPU runtime: the loss stays within 1e-2 relative of
+// Transformers' float32 run over five steps (bf16 keeps 8 significant bits,
+// a relative rounding of 2^-9 per cast), yet differs from it by far more
+// than the 1e-5 the float32 runtime agrees to, so casts that were dropped
+// would fail the test.
+TEST(TrainingTest, Bf16MixedPrecisionStaysNearFloat32) {
+  Trainer trainer(fixtureConfig(5, {"--training.mixed_precision_param=bfloat16"}));
+  nlohmann::json steps = expectedSteps();
+  Tensor tokens = fixtureTokens();
+  double maxRelative = 0;
+  for (int k = 0; k < 5; ++k) {
+    StepMetrics m = trainer.step(tokens);
+    double want = steps[k]["loss_before_update"].get<double>();
+    double relative = std::abs(m.loss - want) / want;
+    EXPECT_LT(relative, 1e-2) << "step " << k << ": bf16 " << m.loss << " vs f32 " << want;
+    maxRelative = std::max(maxRelative, relative);
+    EXPECT_NEAR(m.gradNorm, steps[k]["grad_norm_before_clipping"].get<double>(),
+                0.05 * steps[k]["grad_norm_before_clipping"].get<double>())
+        << "step " << k;
+  }
+  EXPECT_GT(maxRelative, 1e-5) << "bf16 training is float32's: the casts were dropped";
+  // The master weights stay float32: not all on the bf16 grid.
+  TensorMap params = trainer.parameters();
+  const Tensor &w = params.at("model.layers.0.self_attn.q_proj.weight");
+  int64_t offGrid = 0;
+  for (int64_t i = 0; i < w.numel(); ++i)
+    offGrid += bf16ToF32(f32ToBf16(w.data<float>()[i])) != w.data<float>()[i];
+  EXPECT_GT(offGrid, w.numel() / 2);
 }
 
 TEST(TrainingTest, LearningRateFollowsTorchtitanSchedule) {

@@ -41,6 +41,14 @@ struct TrainConfig {
     int64_t seqLen = 2048;
     double maxNorm = 1.0; ///< gradient-norm clipping threshold
     int64_t seed = 0;
+    /// torchtitan's mixed precision: "bfloat16" or "float32"; empty (unset):
+    /// the command's (bfloat16 for kiln compile's Neuron targets, float32 for
+    /// kiln train on CPU), see paramDtypeOr.
+    std::string mixedPrecisionParam;
+    std::string paramDtypeOr(const std::string &commandDefault) const {
+      return mixedPrecisionParam.empty() ? commandDefault : mixedPrecisionParam;
+    }
+    std::string mixedPrecisionReduce = "float32"; ///< the only one (torchtitan's too)
   } training;
 
   struct Optimizer {

@@ -71,13 +71,15 @@ void substituteKernels(mlir::ModuleOp module, const KernelSubstitution &kernels)
 /// (kiln-shard) and partitioned (kiln-partition) into the per-rank program.
 /// With `kernels`, override rules substitute kernels first (before autodiff,
 /// so each kernel brings its backward). `checkpoint` recomputes layers in the
-/// backward (kiln-activation-checkpoint, after autodiff).
+/// backward (kiln-activation-checkpoint, after autodiff). `mixedPrecisionParam`
+/// "bfloat16" runs kiln-mixed-precision first (torchtitan's bf16 casts).
 mlir::OwningOpRef<mlir::ModuleOp>
 captureTrainingStep(mlir::MLIRContext &context, const Qwen3Config &model,
                     const CaptureOptions &shape, const OptimizerSettings &optimizer,
                     const ParallelLayout *layout = nullptr,
                     const KernelSubstitution *kernels = nullptr,
-                    const ActivationCheckpointing &checkpoint = {});
+                    const ActivationCheckpointing &checkpoint = {},
+                    llvm::StringRef mixedPrecisionParam = "float32");
 
 /// The per-rank program of `module`'s forward-only @loss under `layout`
 /// (kiln-shard and kiln-partition on a copy, in a module of its own): its

@@ -60,6 +60,10 @@ std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
 Tensor swiglu(const Tensor &gate, const Tensor &up);
 /// Writes into lhs's buffer when lhs is uniquely owned.
 Tensor add(Tensor lhs, const Tensor &rhs);
+/// Each element of the F32 tensor `x` rounded to `narrow` (BF16 or F16, round
+/// to nearest even) and widened back to F32: mixed precision's casts with
+/// float32 compute. Writes into x's buffer when x is uniquely owned.
+Tensor roundTo(Tensor x, DType narrow);
 /// `t` with dimension `dim` zero-padded at its end to `size` (pad) or cut to
 /// its first `size` entries (narrow); any dtype.
 Tensor padDim(const Tensor &t, int64_t dim, int64_t size);

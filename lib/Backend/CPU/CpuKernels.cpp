@@ -85,6 +85,9 @@ void run(SwigluOp, const Context &, In in, Out &out) {
 void run(AddOp, const Context &, In in, Out &out) {
   out.push_back(kernels::add(std::move(in[0]), in[1]));
 }
+void run(CastOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::roundTo(std::move(in[0]), op.getTo().isBF16() ? DType::BF16 : DType::F16));
+}
 /// local positions / total positions: a rank's share of a split mean.
 float positionShare(std::optional<uint64_t> total, const Tensor &labels) {
   return total ? float(double(labels.numel()) / double(*total)) : 1.0f;
@@ -297,7 +300,7 @@ template <typename... OpTs> void attach(MLIRContext *context) {
 
 void attachAll(MLIRContext *context, KilnDialect *) {
   attach<EmbeddingOp, RmsNormOp, LinearOp, RopeCacheOp, RopeOp, AttentionOp, SwigluOp, AddOp,
-         CrossEntropyOp, ReshapeOp, PadOp, NarrowOp, TransposeOp>(context);
+         CastOp, CrossEntropyOp, ReshapeOp, PadOp, NarrowOp, TransposeOp>(context);
   attach<KernelOp, KernelBackwardOp>(context);
   attach<ConstantOp, EmbeddingBackwardOp, RmsNormBackwardOp, LinearBackwardDataOp,
          LinearBackwardWeightOp, RopeBackwardOp, AttentionBackwardOp, SwigluBackwardOp,

@@ -59,6 +59,8 @@ double rounded(double v, xla::PrimitiveType type) {
     return double(float(v));
   case xla::BF16: {
     float f = float(v);
+    if (std::isnan(f)) // rounding the payload could carry into inf
+      return f;
     uint32_t bits;
     std::memcpy(&bits, &f, 4);
     bits += 0x7fff + ((bits >> 16) & 1); // round to nearest even

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/ParameterUses.h"
 #include "ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
@@ -50,11 +51,22 @@ LogicalResult kiln::verifyModulePath(Operation *op) {
   return success();
 }
 
+SmallVector<OpOperand *> kiln::parameterUses(Value param) {
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &use : param.getUses()) {
+    if (auto cast = dyn_cast<CastOp>(use.getOwner()))
+      llvm::append_range(uses, parameterUses(cast.getResult()));
+    else
+      uses.push_back(&use);
+  }
+  return uses;
+}
+
 std::string kiln::parameterPath(Value param) {
   std::string path = owningModule(param).str();
-  for (OpOperand &use : param.getUses())
-    if (auto experts = dyn_cast<GroupedExpertsOp>(use.getOwner())) {
-      unsigned n = use.getOperandNumber();
+  for (OpOperand *use : parameterUses(param))
+    if (auto experts = dyn_cast<GroupedExpertsOp>(use->getOwner())) {
+      unsigned n = use->getOperandNumber();
       if (n == experts.getW1Mutable().getOperandNumber())
         return path + ".w1";
       if (n == experts.getW3Mutable().getOperandNumber())
@@ -239,6 +251,9 @@ int64_t SwigluOp::getFlops() { return 5 * getGate().getType().getNumElements(); 
 
 int64_t AddOp::getFlops() { return getLhs().getType().getNumElements(); }
 std::optional<unsigned> AddOp::getTiedOperand(unsigned) { return 0; }
+
+// CastOp: one rounding per element.
+int64_t CastOp::getFlops() { return getInput().getType().getNumElements(); }
 
 //===----------------------------------------------------------------------===//
 // CrossEntropyOp

@@ -136,6 +136,14 @@ ShardingRule AddOp::getShardingRule() {
   return rule;
 }
 
+ShardingRule CastOp::getShardingRule() {
+  // Each rank rounds its own partial sums (FSDP2 rounds a rank's bf16
+  // gradient before the float32 reduce-scatter), so partials flow through.
+  ShardingRule rule = elementwise(*this);
+  rule.sumsPartials = true;
+  return rule;
+}
+
 ShardingRule CrossEntropyOp::getShardingRule() {
   // Splitting positions leaves each rank a partial sum of the mean (the
   // partitioner sets total_positions). A split vocabulary is loss parallel:

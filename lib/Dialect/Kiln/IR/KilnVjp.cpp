@@ -91,6 +91,13 @@ LogicalResult AddOp::buildVjp(OpBuilder &, ArrayRef<Value> gradOut, SmallVectorI
   return success();
 }
 
+LogicalResult CastOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                               SmallVectorImpl<Value> &gradIn) {
+  // The gradient of a bf16 tensor is bf16 (torch's autograd of .to(bf16)).
+  gradIn.push_back(CastOp::create(b, getLoc(), gradOut[0], getToAttr(), getFqnAttr()));
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                               SmallVectorImpl<Value> &gradIn) {
   gradIn.push_back(CrossEntropyBackwardOp::create(b, getLoc(), getLogits(), getLabels(),

@@ -217,6 +217,31 @@ def Kiln_AddOp : Kiln_ElementwiseOp<"add", ["lhs", "rhs", "result"], [
   let hasFolder = 1;
 }
 
+def Kiln_CastOp : Kiln_ElementwiseOp<"cast", ["input", "result"], [
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+  let summary = "Round a float32 tensor to a narrower float type, kept as float32";
+  let description = [{
+    Mixed precision (kiln-mixed-precision): each element rounded to `to`
+    (round to nearest even; NaN stays NaN, overflow becomes inf) and held in
+    the operand's float32 type, so every kernel keeps computing in float32 on
+    values that are exactly representable in `to`. The HLO lowering emits
+    the narrowing `convert` (and the widening one its float32 consumers
+    need), which is where bf16 tensors appear. The cotangent of a narrow
+    value is narrow too (FSDP2's bf16 gradients): the VJP rounds it the same
+    way.
+
+    Example:
+
+    ```mlir
+    %xb = kiln.cast %x {to = bf16, fqn = "layers.0.attention.wq"}
+        : (tensor<2x128x1024xf32>) -> tensor<2x128x1024xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_F32Tensor:$input, TypeAttrOf<AnyTypeOf<[BF16, F16]>>:$to,
+                       StrAttr:$fqn);
+  let results = (outs Kiln_F32Tensor:$result);
+}
+
 def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{

@@ -1,0 +1,93 @@
+//===- MixedPrecision.cpp - kiln-mixed-precision: torchtitan's bf16 casts -===//
+//
+// The casts of FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
+// reduce_dtype=f32) as kiln.cast ops on @loss, before differentiation, so
+// that the backward pass inherits them: parameters where they enter, and
+// the activation operand and result of every linear. Kernels keep
+// computing in float32 on the rounded values (docs/neuron.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using MixedPrecisionBase::MixedPrecisionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (param != "bfloat16" && param != "float32") {
+      module.emitError() << "kiln-mixed-precision: param (training.mixed_precision_param) is '"
+                         << param << "'; expected \"bfloat16\" or \"float32\"";
+      return signalPassFailure();
+    }
+    if (reduce != "float32") {
+      module.emitError() << "kiln-mixed-precision: reduce (training.mixed_precision_reduce) is '"
+                         << reduce << "'; expected \"float32\" (gradients reduce in float32)";
+      return signalPassFailure();
+    }
+    if (param == "float32")
+      return;
+    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!fn) {
+      module.emitError() << "kiln-mixed-precision: no function @" << funcName;
+      return signalPassFailure();
+    }
+    castFunction(fn, BFloat16Type::get(&getContext()));
+  }
+
+  /// Casts every parameter argument at the top of `fn` and each linear's
+  /// input and result after their definitions, each value once.
+  void castFunction(func::FuncOp fn, Type narrow) {
+    OpBuilder b(fn.getContext());
+    TypeAttr to = TypeAttr::get(narrow);
+    llvm::DenseMap<Value, Value> narrowed;
+    auto castOnce = [&](Value value, StringRef fqn) -> Value {
+      if (value.getDefiningOp<CastOp>())
+        return value;
+      Value &slot = narrowed[value];
+      if (slot)
+        return slot;
+      if (auto arg = dyn_cast<BlockArgument>(value))
+        b.setInsertionPointToStart(arg.getOwner());
+      else
+        b.setInsertionPointAfter(value.getDefiningOp());
+      auto cast = CastOp::create(b, value.getLoc(), value, to, b.getStringAttr(fqn));
+      value.replaceAllUsesExcept(cast.getResult(), cast);
+      slot = cast.getResult();
+      return slot;
+    };
+    // Parameters first, in argument order, so that the casts lead the body.
+    Block &body = fn.getBody().front();
+    for (BlockArgument arg : llvm::reverse(body.getArguments()))
+      if (fn.getArgAttr(arg.getArgNumber(), kParamAttr) && isF32Tensor(arg) &&
+          !arg.use_empty())
+        castOnce(arg, owningModule(arg));
+    SmallVector<LinearOp> linears;
+    fn.walk([&](LinearOp op) { linears.push_back(op); });
+    for (LinearOp op : linears) {
+      castOnce(op.getInput(), owningModule(op.getInput()));
+      castOnce(op.getResult(), op.getFqn());
+    }
+  }
+
+  static bool isF32Tensor(Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    return type && type.getElementType().isF32();
+  }
+};
+
+} // namespace
