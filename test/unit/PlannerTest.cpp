@@ -436,9 +436,10 @@ TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
     const SearchResult &r = search.fitting[i];
     EXPECT_TRUE(r.plan->fits);
     EXPECT_EQ(r.candidate.dpShard * r.candidate.tp, 4);
-    if (i > 0)
+    if (i > 0) {
       EXPECT_GE(search.fitting[i - 1].plan->tokensPerSecondPerDevice,
                 r.plan->tokensPerSecondPerDevice);
+    }
   }
   for (const SearchResult &r : search.notFitting)
     EXPECT_FALSE(r.whyNot.empty()) << r.candidate.describe();
@@ -456,8 +457,9 @@ TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
   EXPECT_TRUE(none.fitting.empty());
   for (const SearchResult &r : none.notFitting) {
     EXPECT_EQ(r.candidate.localBatchSize, 1);
-    if (r.plan)
+    if (r.plan) {
       EXPECT_NE(r.whyNot.find("GiB over the 0.00 GiB of a rank"), std::string::npos) << r.whyNot;
+    }
   }
   EXPECT_EQ(errorOf([] { parseSearchObjective("speed"); }),
             "plan: --search-by must be tokens_per_second or usd_per_million_tokens, got 'speed'");
