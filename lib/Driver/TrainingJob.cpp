@@ -451,7 +451,6 @@ int runTrainingJob(const TrainConfig &config) {
   }
   if (interrupted)
     fmt::print("interrupted: stopping after step {}\n", done);
-  printPlannedVsMeasured(cpuPlan, measuredSeconds, measuredPeak);
   // Held-out loss of the final weights (the weights after `done` updates).
   validate(done);
   // torchtitan: the end of training saves the model alone under
@@ -463,6 +462,8 @@ int runTrainingJob(const TrainConfig &config) {
   std::signal(SIGINT, previous);
   std::signal(SIGTERM, previousTerm);
   std::signal(SIGPIPE, previousPipe);
+  // After the last step's validation and save, whose lines follow its own.
+  printPlannedVsMeasured(cpuPlan, measuredSeconds, measuredPeak);
 
   if (leader && !config.metrics.lossCurve.empty()) {
     writeFileAtomic(config.metrics.lossCurve,
