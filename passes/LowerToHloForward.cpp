@@ -83,10 +83,9 @@ FailureOr<SmallVector<Value>> lower(RopeCacheOp op, RopeCacheOp::Adaptor, HloBui
                                     HloLoweringState &) {
   int64_t seq = op.getSeqLen(), d = op.getHeadDim(), half = d / 2;
   // inv_freq in float32 as the CPU kernel computes it, repeated twice.
-  std::vector<float> invFreq(d);
+  std::vector<float> pairs = op.getInverseFrequencies(), invFreq(d);
   for (int64_t i = 0; i < half; ++i)
-    invFreq[i] = invFreq[i + half] =
-        1.0f / std::pow(float(op.getTheta().convertToDouble()), float(2 * i) / float(d));
+    invFreq[i] = invFreq[i + half] = pairs[i];
   Value pos = b.convert(b.iota({seq, d}, 0, b.i32()), b.f32());
   Value angles = b.mul(pos, b.broadcast(b.constantF32(invFreq), {seq, d}, {1}));
   return one(b.concat({b.cos(angles), b.sin(angles)}, 1));

@@ -46,16 +46,31 @@ StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target,
   if (!step)
     fail("plan: the captured module has no @train_step");
 
+  return planStep(step, target, planSetting(train, model, layout, nodes));
+}
+
+PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
+                        const ParallelLayout &layout, int64_t nodes) {
+  int64_t seq = config.training.seqLen;
   PlanSetting setting;
   setting.model = model.name;
   setting.parameters = model.parameterCount();
   setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
-  setting.tokensPerStep = shape.batch * seq;
+  setting.tokensPerStep = config.training.localBatchSize * layout.dataParallelDegree() * seq;
   setting.nodes = nodes;
   setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}", layout.dpReplicate,
                                layout.dpShard, layout.tp,
                                layout.sequenceParallel ? " (sequence parallel)" : "");
-  return planStep(step, target, setting);
+  return setting;
+}
+
+TargetProfile cpuTargetForRanks(int64_t ranksOnMachine) {
+  TargetProfile target = loadTargetProfile("cpu", thisMachine());
+  if (ranksOnMachine > 1) {
+    target.ranksPerNode = ranksOnMachine;
+    target.memoryBytes /= ranksOnMachine;
+  }
+  return target;
 }
 
 } // namespace kiln

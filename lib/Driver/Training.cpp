@@ -414,6 +414,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   for (const Signature::Slot &input : signature_.inputs)
     args[input.index] = localSlice(std::move(args[input.index]), input.index);
   ExecutionStats stats;
+  stats.timeOps = timeOps_;
   std::map<std::string, int64_t> sentBefore = grid_ ? grid_->bytesSent()
                                                     : std::map<std::string, int64_t>();
   auto start = std::chrono::steady_clock::now();
@@ -480,6 +481,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
     m.memLivePeakBytes = *grid_->allReduce(peak, {0, 1, 2}, Reduction::Max).data<int64_t>();
   }
   m.rssPeakBytes = rssPeakBytes();
+  m.opSeconds = std::move(stats.opSeconds);
   return m;
 }
 

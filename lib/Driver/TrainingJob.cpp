@@ -3,6 +3,7 @@
 #include "kiln/Driver/TrainingJob.h"
 #include "kiln/Driver/BatchSource.h"
 #include "kiln/Driver/LossCurve.h"
+#include "kiln/Driver/Planning.h"
 #include "kiln/Driver/TrainCheckpoint.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
@@ -13,6 +14,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -178,6 +180,35 @@ void printPlan(Trainer &trainer) {
              trainer.peakFlops() / 1e9);
 }
 
+/// `kiln plan`'s plan of the Trainer's own per-rank step on the cpu target
+/// (this machine, measured), shared by the ranks on it.
+StepPlan planThisRun(Trainer &trainer) {
+  const MpiWorld &world = MpiWorld::get();
+  int64_t nodes = std::max(1, world.size() / world.localSize());
+  TargetProfile target = cpuTargetForRanks(world.localSize());
+  return planStep(trainer.module().lookupSymbol<mlir::func::FuncOp>("train_step"), target,
+                  planSetting(trainer.config(), trainer.model(), trainer.layout(), nodes));
+}
+
+/// The end-of-run comparison: the planned step time against the fastest
+/// measured step (the least disturbed by other load on the machine) and
+/// the median, and the planned live-tensor peak against the executor's.
+void printPlannedVsMeasured(const StepPlan &plan, std::vector<double> seconds,
+                            int64_t measuredPeak) {
+  if (seconds.empty())
+    return;
+  std::sort(seconds.begin(), seconds.end());
+  double fastest = seconds.front(), median = seconds[seconds.size() / 2];
+  auto error = [](double planned, double measured) {
+    return fmt::format("{:+.1f}%", 100 * (planned / measured - 1));
+  };
+  fmt::print("planned vs measured: step {:.4f} s vs {:.4f} s ({}; the fastest of {} step{}, "
+             "median {:.4f} s), peak memory {} vs {} ({})\n",
+             plan.stepSeconds, fastest, error(plan.stepSeconds, fastest), seconds.size(),
+             seconds.size() == 1 ? "" : "s", median, megabytes(plan.memory.peakBytes),
+             megabytes(measuredPeak), error(double(plan.memory.peakBytes), double(measuredPeak)));
+}
+
 void printStep(const StepMetrics &m, double peakFlops) {
   std::string metrics;
   for (const auto &[name, value] : m.metrics)
@@ -304,6 +335,8 @@ int runTrainingJob(const TrainConfig &config) {
                layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
                layout.reshardAfterForward, trainer.globalBatchSize());
   printPlan(trainer);
+  StepPlan cpuPlan = planThisRun(trainer);
+  fmt::print("{}", formatPlan(cpuPlan));
 
   if (!config.debug.saveGrads.empty()) {
     TensorMap grads = trainer.gradients(data.train(first));
@@ -375,9 +408,15 @@ int runTrainingJob(const TrainConfig &config) {
   // Ranks agree on a Ctrl-C, so every one stops after the same step.
   StepMetrics last;
   int64_t lastLogged = first;
+  // This process's steps after its first (which also faults in buffers).
+  std::vector<double> measuredSeconds;
+  int64_t measuredPeak = 0;
   for (int64_t s = first + 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
     StepMetrics m = trainer.step(data.train(s - 1));
     done = s;
+    if (s > first + 1 || steps == first + 1)
+      measuredSeconds.push_back(m.seconds);
+    measuredPeak = std::max(measuredPeak, m.memLivePeakBytes);
     trainCurve.push_back({s, m.loss});
     bar.clear();
     bool finite = std::isfinite(m.loss) && std::isfinite(m.gradNorm);
@@ -423,6 +462,8 @@ int runTrainingJob(const TrainConfig &config) {
   std::signal(SIGINT, previous);
   std::signal(SIGTERM, previousTerm);
   std::signal(SIGPIPE, previousPipe);
+  // After the last step's validation and save, whose lines follow its own.
+  printPlannedVsMeasured(cpuPlan, measuredSeconds, measuredPeak);
 
   if (leader && !config.metrics.lossCurve.empty()) {
     writeFileAtomic(config.metrics.lossCurve,

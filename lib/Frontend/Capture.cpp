@@ -41,9 +41,14 @@ public:
   Value logits(Value ids) {
     Value h = EmbeddingOp::create(b, loc("tok_embeddings"), param("tok_embeddings"),
                                   ids, fqn("tok_embeddings"), nullptr);
+    DenseF64ArrayAttr scaling;
+    if (c.hasRopeScaling())
+      scaling = b.getDenseF64ArrayAttr(
+          {c.ropeScaling.factor, c.ropeScaling.lowFreqFactor, c.ropeScaling.highFreqFactor,
+           double(c.ropeScaling.originalMaxPositionEmbeddings)});
     Value cache = RopeCacheOp::create(b, loc("rope_cache"), b.getF64FloatAttr(c.ropeTheta),
-                                      b.getI64IntegerAttr(seq),
-                                      b.getI64IntegerAttr(c.headDim), fqn("rope_cache"));
+                                      b.getI64IntegerAttr(seq), b.getI64IntegerAttr(c.headDim),
+                                      fqn("rope_cache"), scaling);
     for (int64_t layer = 0; layer < c.numLayers; ++layer)
       h = block("layers." + std::to_string(layer) + ".", h, cache, c.isSparseLayer(layer));
     h = norm("norm", h);
@@ -69,8 +74,10 @@ private:
     Value q = heads(p + "attention.q_heads", linear(p + "attention.wq", x), c.numHeads);
     Value k = heads(p + "attention.k_heads", linear(p + "attention.wk", x), c.numKvHeads);
     Value v = heads(p + "attention.v_heads", linear(p + "attention.wv", x), c.numKvHeads);
-    q = norm(p + "attention.q_norm", q);
-    k = norm(p + "attention.k_norm", k);
+    if (c.hasQkNorm()) {
+      q = norm(p + "attention.q_norm", q);
+      k = norm(p + "attention.k_norm", k);
+    }
     std::string ropeName = p + "attention.rope";
     auto rope = RopeOp::create(b, loc(ropeName), q, k, cache, fqn(ropeName));
     std::string attnName = p + "attention.inner_attention";

@@ -40,7 +40,8 @@ int64_t matmulParameters(const Qwen3Config &c, int64_t experts) {
 }
 
 int64_t otherParameters(const Qwen3Config &c) {
-  int64_t norms = c.numLayers * (2 * c.hiddenSize + 2 * c.headDim) + c.hiddenSize;
+  int64_t qkNorms = c.hasQkNorm() ? 2 * c.headDim : 0;
+  int64_t norms = c.numLayers * (2 * c.hiddenSize + qkNorms) + c.hiddenSize;
   int64_t embedding = c.tieWordEmbeddings ? 0 : c.vocabSize * c.hiddenSize;
   return norms + embedding;
 }
@@ -137,9 +138,17 @@ void Qwen3Config::validate(const std::string &source) const {
 }
 
 std::string Qwen3Config::toHfConfigJson() const {
+  nlohmann::json ropeScalingJson = nullptr;
+  if (hasRopeScaling())
+    ropeScalingJson = {{"rope_type", "llama3"},
+                       {"factor", ropeScaling.factor},
+                       {"low_freq_factor", ropeScaling.lowFreqFactor},
+                       {"high_freq_factor", ropeScaling.highFreqFactor},
+                       {"original_max_position_embeddings", ropeScaling.originalMaxPositionEmbeddings}};
   nlohmann::json config = {
-      {"architectures", {isMoe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
-      {"model_type", isMoe() ? "qwen3_moe" : "qwen3"},
+      {"architectures",
+       {llama ? "LlamaForCausalLM" : isMoe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
+      {"model_type", llama ? "llama" : isMoe() ? "qwen3_moe" : "qwen3"},
       {"hidden_size", hiddenSize},
       {"num_hidden_layers", numLayers},
       {"num_attention_heads", numHeads},
@@ -154,10 +163,12 @@ std::string Qwen3Config::toHfConfigJson() const {
       {"hidden_act", "silu"},
       {"attention_bias", false},
       {"attention_dropout", 0.0},
-      {"rope_scaling", nullptr},
+      {"rope_scaling", ropeScalingJson},
       {"use_sliding_window", false},
       {"torch_dtype", "float32"},
   };
+  if (llama)
+    config["mlp_bias"] = false;
   if (isMoe()) {
     config["num_experts"] = numExperts;
     config["num_experts_per_tok"] = numExpertsPerTok;
@@ -176,7 +187,7 @@ std::string Qwen3Config::toHfConfigJson() const {
 namespace {
 /// config.json settings that change the model Kiln would build: refused by
 /// name rather than silently giving the plain Qwen3's numbers.
-void rejectUnsupported(const JsonObject &config) {
+void rejectUnsupported(const JsonObject &config, bool llama) {
   const nlohmann::json &j = config.json();
   auto unsupported = [&](const char *field, const std::string &why) {
     fail("{}: '{}' = {} is not supported: {}", config.source(), field,
@@ -186,36 +197,92 @@ void rejectUnsupported(const JsonObject &config) {
     unsupported("attention_bias", "Kiln's attention projections have no bias (false)");
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     unsupported("hidden_act", "Kiln's MLPs are SwiGLU (\"silu\")");
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    unsupported("rope_scaling", "Kiln implements plain RoPE (null)");
+  if (!llama && j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    unsupported("rope_scaling", "Kiln implements plain RoPE (null) for Qwen3");
+  if (j.contains("mlp_bias") && j["mlp_bias"] != false)
+    unsupported("mlp_bias", "Kiln's MLP projections have no bias (false)");
+  if (j.contains("pretraining_tp") && j["pretraining_tp"] != 1)
+    unsupported("pretraining_tp", "Kiln computes each projection as one matmul (1)");
   if (j.contains("use_sliding_window") && j["use_sliding_window"] != false)
     unsupported("use_sliding_window", "Kiln's attention is full causal attention (false)");
   if (j.contains("attention_dropout") &&
       !(j["attention_dropout"].is_number() && j["attention_dropout"].get<double>() == 0))
     unsupported("attention_dropout", "Kiln trains without dropout (0.0)");
 }
+/// A Llama config's `rope_scaling`: null, or Llama 3's (rope_type "llama3";
+/// older files say "type").
+Llama3RopeScaling readLlama3RopeScaling(const JsonObject &config) {
+  const nlohmann::json &j = config.json();
+  Llama3RopeScaling s;
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
+    return s;
+  const nlohmann::json &r = j["rope_scaling"];
+  auto field = [&](const char *name) -> const nlohmann::json & {
+    if (!r.is_object() || !r.contains(name))
+      fail("{}: 'rope_scaling' must be null or an object with '{}'", config.source(), name);
+    return r[name];
+  };
+  const nlohmann::json &type = r.is_object() && r.contains("rope_type") ? r["rope_type"]
+                                                                        : field("type");
+  if (type != "llama3")
+    fail("{}: 'rope_scaling.rope_type' = {} is not supported: Kiln implements \"llama3\" "
+         "scaling (or null)",
+         config.source(), briefJson(type));
+  auto positive = [&](const char *name) {
+    const nlohmann::json &v = field(name);
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+      fail("{}: 'rope_scaling.{}' must be a finite positive number, got {}", config.source(),
+           name, briefJson(v));
+    return v.get<double>();
+  };
+  s.factor = positive("factor");
+  s.lowFreqFactor = positive("low_freq_factor");
+  s.highFreqFactor = positive("high_freq_factor");
+  const nlohmann::json &original = field("original_max_position_embeddings");
+  if (!original.is_number_integer() || original.get<int64_t>() <= 0)
+    fail("{}: 'rope_scaling.original_max_position_embeddings' must be a positive integer, "
+         "got {}",
+         config.source(), briefJson(original));
+  s.originalMaxPositionEmbeddings = original.get<int64_t>();
+  if (!(s.highFreqFactor > s.lowFreqFactor))
+    fail("{}: 'rope_scaling.high_freq_factor' ({}) must exceed 'low_freq_factor' ({})",
+         config.source(), s.highFreqFactor, s.lowFreqFactor);
+  return s;
+}
 } // namespace
 
 Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &source) {
   JsonObject config = JsonObject::parse(text, source);
   std::string modelType = config.getString("model_type");
-  if (modelType != "qwen3" && modelType != "qwen3_moe")
-    fail("{}: model_type '{}' is not supported (expected 'qwen3' or 'qwen3_moe')", source,
-         modelType);
-  rejectUnsupported(config);
+  if (modelType != "qwen3" && modelType != "qwen3_moe" && modelType != "llama")
+    fail("{}: model_type '{}' is not supported (expected 'qwen3', 'qwen3_moe' or 'llama')",
+         source, modelType);
   Qwen3Config c;
+  c.llama = modelType == "llama";
+  rejectUnsupported(config, c.llama);
   c.name = source;
   c.hiddenSize = config.getInt("hidden_size");
   c.numLayers = config.getInt("num_hidden_layers");
   c.numHeads = config.getInt("num_attention_heads");
   c.numKvHeads = config.getInt("num_key_value_heads");
-  c.headDim = config.getInt("head_dim");
+  // Llama configs may leave head_dim to hidden_size / num_attention_heads.
+  if (c.llama && !config.has("head_dim")) {
+    if (c.numHeads <= 0 || c.hiddenSize % c.numHeads)
+      fail("{}: without 'head_dim', 'hidden_size' ({}) must be a multiple of "
+           "'num_attention_heads' ({})",
+           source, c.hiddenSize, c.numHeads);
+    c.headDim = c.hiddenSize / c.numHeads;
+  } else {
+    c.headDim = config.getInt("head_dim");
+  }
   c.intermediateSize = config.getInt("intermediate_size");
   c.vocabSize = config.getInt("vocab_size");
   c.rmsNormEps = config.getNumber("rms_norm_eps");
   c.ropeTheta = config.getNumber("rope_theta");
   c.tieWordEmbeddings = config.getBool("tie_word_embeddings");
   c.maxPositionEmbeddings = config.getInt("max_position_embeddings");
+  if (c.llama)
+    c.ropeScaling = readLlama3RopeScaling(config);
   if (modelType == "qwen3_moe") {
     c.numExperts = config.getInt("num_experts");
     c.numExpertsPerTok = config.getInt("num_experts_per_tok");
@@ -308,6 +375,35 @@ const std::vector<Qwen3Config> &Qwen3Config::flavors() {
         {"qwen3-235b-a22b", 4096, 94, 64, 4, 12288, false, 128, 8, 1536},
     };
     std::vector<Qwen3Config> out;
+    // Llama 3.1 (Meta's published configs): vocab 128256, head_dim 128, 8 KV
+    // heads, RMSNorm eps 1e-5, rope theta 5e5 with llama3 scaling (factor 8,
+    // low 1, high 4, 8192 original positions), 131072 positions, untied.
+    struct LlamaRow {
+      const char *name;
+      int64_t hidden, layers, heads, intermediate;
+    };
+    const LlamaRow llamaRows[] = {
+        {"llama3.1-8b", 4096, 32, 32, 14336},
+        {"llama3.1-70b", 8192, 80, 64, 28672},
+        {"llama3.1-405b", 16384, 126, 128, 53248},
+    };
+    auto addLlama = [&](const LlamaRow &r) {
+      Qwen3Config c;
+      c.name = r.name;
+      c.llama = true;
+      c.hiddenSize = r.hidden;
+      c.numLayers = r.layers;
+      c.numHeads = r.heads;
+      c.numKvHeads = 8;
+      c.headDim = 128;
+      c.intermediateSize = r.intermediate;
+      c.vocabSize = 128256;
+      c.rmsNormEps = 1e-5;
+      c.ropeTheta = 500000;
+      c.maxPositionEmbeddings = 131072;
+      c.ropeScaling = {8, 1, 4, 8192};
+      out.push_back(c);
+    };
     for (const Row &r : rows) {
       Qwen3Config c;
       c.name = r.name;
@@ -325,6 +421,8 @@ const std::vector<Qwen3Config> &Qwen3Config::flavors() {
       c.moeIntermediateSize = r.moeIntermediate;
       out.push_back(c);
     }
+    for (const LlamaRow &r : llamaRows)
+      addLlama(r);
     return out;
   }();
   return all;

@@ -41,6 +41,14 @@ constexpr LayerModule kTopModules[] = {
 };
 } // namespace
 
+namespace {
+/// Qwen3's RMSNorm of queries and keys, which Llama does not have.
+bool isQkNorm(const LayerModule &module) {
+  return std::string(module.torchtitan) == "attention.q_norm" ||
+         std::string(module.torchtitan) == "attention.k_norm";
+}
+} // namespace
+
 std::vector<Qwen3Parameter> qwen3Parameters(const Qwen3Config &c) {
   const int64_t d = c.hiddenSize, q = c.numHeads * c.headDim,
                 kv = c.numKvHeads * c.headDim, ffn = c.intermediateSize,
@@ -62,7 +70,8 @@ std::vector<Qwen3Parameter> qwen3Parameters(const Qwen3Config &c) {
     bool sparse = c.isSparseLayer(layer);
     size_t kept = std::size(kLayerModules) - (sparse ? kDenseMlp : 0);
     for (size_t i = 0; i < kept; ++i)
-      add(kLayerModules[i], layerShapes[i]);
+      if (c.hasQkNorm() || !isQkNorm(kLayerModules[i]))
+        add(kLayerModules[i], layerShapes[i]);
     if (sparse)
       for (size_t i = 0; i < std::size(kMoeModules); ++i)
         add(kMoeModules[i], moeShapes[i]);

@@ -123,9 +123,12 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
     Node &n = nodes[i];
     Operation *op = n.op;
     n.record.name = op->getName().getStringRef().str();
+    n.record.op = op;
     n.record.fqn = fqnOf(op).str();
     if (std::optional<Collective> c = describeCollective(op, &precision)) {
-      n.communication = true;
+      // Without overlap a collective runs inline, in program order, as the
+      // compute ops do.
+      n.communication = target.overlapCommunication;
       n.record.stream = ScheduledOp::Stream::Communication;
       auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes").asArrayRef();
       n.seconds = collectiveSeconds(*c, placeGroup(gridShape, axes, target), target);
@@ -245,7 +248,8 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
       finish(next, computeStart);
       if (nodes[next].seconds > 0)
         computeFree = nodes[next].end;
-      schedule.computeSeconds += nodes[next].seconds;
+      (nodes[next].record.collective ? schedule.communicationSeconds : schedule.computeSeconds) +=
+          nodes[next].seconds;
       schedule.flops += nodes[next].record.flops;
       if (isRecomputed(nodes[next].op)) {
         schedule.recomputeSeconds += nodes[next].seconds;

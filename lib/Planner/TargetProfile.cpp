@@ -64,6 +64,13 @@ public:
     return v.get<double>();
   }
 
+  bool boolean(const std::string &path) {
+    const nlohmann::json &v = field(path);
+    if (!v.is_boolean())
+      fail("{}: field '{}' must be true or false, got {}", source_, path, briefJson(v));
+    return v.get<bool>();
+  }
+
   int64_t integer(const std::string &path, const std::function<double()> &measured = {}) {
     const nlohmann::json &v = field(path);
     if (v.is_string() && measured)
@@ -188,6 +195,7 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
   t.runtimeReserveBytes = int64_t(r.number("runtime_reserve_bytes", /*allowZero=*/true));
   t.intraNode = readLink(r, "interconnect.intra_node", probe.memoryBandwidth);
   t.interNode = readLink(r, "interconnect.inter_node", {});
+  t.overlapCommunication = r.boolean("overlap_communication");
   t.efficiency.matmul = r.fraction("efficiency.matmul");
   t.efficiency.attention = r.fraction("efficiency.attention");
   t.efficiency.vector = r.fraction("efficiency.vector");

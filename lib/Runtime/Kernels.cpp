@@ -2,6 +2,7 @@
 
 #include "kiln/Runtime/Kernels.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/RopeFrequencies.h"
 
 #include <cblas.h>
 
@@ -64,16 +65,18 @@ Tensor linear(const Tensor &x, const Tensor &weight) {
 }
 
 Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim) {
+  return ropeCache(ropeInverseFrequencies(theta, headDim), seqLen);
+}
+
+Tensor ropeCache(const std::vector<float> &invFreq, int64_t seqLen) {
+  int64_t half = int64_t(invFreq.size()), headDim = 2 * half;
   Tensor cache(DType::F32, {seqLen, 2 * headDim});
   float *c = cache.mutableData<float>();
-  int64_t half = headDim / 2;
   for (int64_t i = 0; i < half; ++i) {
     // Same float32 arithmetic as the HF reference: inv_freq and pos * inv_freq
     // are float32 products before cos/sin.
-    float invFreq =
-        1.0f / std::pow(float(theta), float(2 * i) / float(headDim));
     for (int64_t pos = 0; pos < seqLen; ++pos) {
-      float angle = float(pos) * invFreq;
+      float angle = float(pos) * invFreq[i];
       float cs = float(std::cos(double(angle)));
       float sn = float(std::sin(double(angle)));
       float *row = c + pos * 2 * headDim;

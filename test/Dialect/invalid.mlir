@@ -149,6 +149,15 @@ func.func @rope_cache_odd() {
 
 // -----
 
+func.func @rope_cache_llama3_scaling() {
+  // expected-error@+2 {{'kiln.rope_cache' op (fqn 'rope_cache'): llama3_scaling must be [factor > 0, low_freq_factor > 0, high_freq_factor > low_freq_factor, original_max_position_embeddings >= 1]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.rope_cache {theta = 5.0e5 : f64, seq_len = 8 : i64, head_dim = 16 : i64, llama3_scaling = array<f64: 8.0, 4.0, 1.0, 8192.0>, fqn = "rope_cache"} : tensor<8x32xf32>
+  return
+}
+
+// -----
+
 func.func @attention_gqa(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x3x16xf32>, %v: tensor<1x8x3x16xf32>) {
   // expected-error@+2 {{'kiln.attention' op (fqn 'layers.5.attention.inner_attention'): query heads (4) must be a multiple of kv heads (3)}}
   // expected-error@+1 {{failed to infer returned types}}

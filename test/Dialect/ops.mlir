@@ -22,6 +22,8 @@ func.func @block(%ids: tensor<2x8xi64>, %labels: tensor<2x8xi64>, %table: tensor
   %qnn = kiln.rms_norm %q4, %qn {eps = 1.0e-6 : f32, fqn = "layers.0.attention.q_norm"} : (tensor<2x8x4x16xf32>, tensor<16xf32>) -> tensor<2x8x4x16xf32>
   // CHECK: kiln.rope_cache {fqn = "rope_cache", head_dim = 16 : i64, seq_len = 8 : i64, theta = 1.000000e+06 : f64} : tensor<8x32xf32>
   %cache = kiln.rope_cache {theta = 1.0e6 : f64, seq_len = 8 : i64, head_dim = 16 : i64, fqn = "rope_cache"} : tensor<8x32xf32>
+  // CHECK: kiln.rope_cache {fqn = "rope_cache", head_dim = 16 : i64, llama3_scaling = array<f64: 8.000000e+00, 1.000000e+00, 4.000000e+00, 8.192000e+03>, seq_len = 8 : i64, theta = 5.000000e+05 : f64} : tensor<8x32xf32>
+  %llama = kiln.rope_cache {theta = 5.0e5 : f64, seq_len = 8 : i64, head_dim = 16 : i64, llama3_scaling = array<f64: 8.0, 1.0, 4.0, 8192.0>, fqn = "rope_cache"} : tensor<8x32xf32>
   // CHECK: kiln.rope {{.*}} {fqn = "layers.0.attention.rope"} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<8x32xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>)
   %qr, %kr = kiln.rope %qnn, %k4, %cache {fqn = "layers.0.attention.rope"} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<8x32xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>)
   // CHECK: kiln.attention {{.*}} {causal, fqn = "layers.0.attention.inner_attention", scale = 2.500000e-01 : f32} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)

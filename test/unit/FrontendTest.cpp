@@ -64,8 +64,8 @@ TEST(FrontendTest, ConfigErrorsNameTheFieldAndTheFile) {
     text.replace(text.find(from), from.size(), to);
     return text;
   };
-  expectError([&] { Qwen3Config::fromHfJson(with("\"qwen3\"", "\"llama\""), "c.json"); },
-              {"c.json", "model_type 'llama'", "qwen3"});
+  expectError([&] { Qwen3Config::fromHfJson(with("\"qwen3\"", "\"mistral\""), "c.json"); },
+              {"c.json", "model_type 'mistral'", "qwen3", "llama"});
   expectError([&] { Qwen3Config::fromHfJson(with("\"head_dim\"", "\"head_dimension\""), "c.json"); },
               {"c.json", "missing field 'head_dim'"});
   expectError([&] {
@@ -140,6 +140,88 @@ TEST(FrontendTest, FailedIrStepsReportEveryDiagnostic) {
     mlir::emitRemark(loc) << "fine";
     return mlir::success();
   });
+}
+
+TEST(FrontendTest, LlamaFlavorsHaveMetasParameterCounts) {
+  // Meta's Llama 3.1 model cards / safetensors indexes: exact totals.
+  EXPECT_EQ(flavor("llama3.1-8b").parameterCount(), 8030261248);
+  EXPECT_EQ(flavor("llama3.1-70b").parameterCount(), 70553706496);
+  // No q_norm / k_norm: two RMSNorm weights per layer and the final one.
+  const Qwen3Config &c = flavor("llama3.1-8b");
+  int64_t norms = 0;
+  for (const Qwen3Parameter &p : qwen3Parameters(c)) {
+    EXPECT_EQ(p.hfKey.find("_norm"), std::string::npos) << p.hfKey;
+    norms += p.shape.size() == 1;
+  }
+  EXPECT_EQ(norms, 2 * c.numLayers + 1);
+}
+
+TEST(FrontendTest, Llama3RopeScalingFollowsTheHuggingFaceFormula) {
+  // Llama 3.1's settings: theta 5e5, head_dim 128, factor 8, low 1, high 4,
+  // 8192 original positions. Wavelengths under 8192 / 4 = 2048 keep their
+  // frequency, those over 8192 / 1 are divided by 8, and between them the
+  // frequency is (1 - s) f / 8 + s f with s = (8192 / wavelength - 1) / (4 - 1).
+  Llama3RopeScaling scaling{8, 1, 4, 8192};
+  std::vector<float> plain = ropeInverseFrequencies(5e5, 128);
+  std::vector<float> scaled = ropeInverseFrequencies(5e5, 128, &scaling);
+  ASSERT_EQ(scaled.size(), 64u);
+  int kept = 0, stretched = 0, blended = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    double f = std::pow(5e5, -double(2 * i) / 128), wavelength = 2 * M_PI / f;
+    EXPECT_NEAR(plain[i], f, f * 1e-6);
+    double expected = f;
+    if (wavelength > 8192) {
+      expected = f / 8, ++stretched;
+    } else if (wavelength >= 2048) {
+      double s = (8192 / wavelength - 1) / 3;
+      expected = (1 - s) * f / 8 + s * f, ++blended;
+    } else {
+      ++kept;
+    }
+    EXPECT_NEAR(scaled[i], expected, expected * 1e-5) << i;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(stretched, 0);
+  EXPECT_GT(blended, 0);
+}
+
+TEST(FrontendTest, LlamaConfigsReadTheirOwnFields) {
+  std::string llama = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+    "vocab_size": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+    "tie_word_embeddings": false, "max_position_embeddings": 256, "mlp_bias": false,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 64}})";
+  Qwen3Config c = Qwen3Config::fromHfJson(llama, "l.json");
+  EXPECT_TRUE(c.llama);
+  EXPECT_EQ(c.headDim, 16); // hidden_size / num_attention_heads
+  EXPECT_EQ(c.ropeScaling.originalMaxPositionEmbeddings, 64);
+  // The HF config written back reads as the same model (overrides go through it).
+  Qwen3Config again = c.withOverrides(nlohmann::json{{"num_hidden_layers", 3}}, "l.json");
+  EXPECT_TRUE(again.llama);
+  EXPECT_EQ(again.numLayers, 3);
+  EXPECT_EQ(again.ropeScaling.factor, 8);
+  EXPECT_EQ(again.ropeScaling.highFreqFactor, 4);
+  auto with = [&](const std::string &from, const std::string &to) {
+    std::string text = llama;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  expectError([&] { Qwen3Config::fromHfJson(with("\"llama3\"", "\"dynamic\""), "l.json"); },
+              {"l.json", "'rope_scaling.rope_type' = \"dynamic\" is not supported", "llama3"});
+  expectError([&] { Qwen3Config::fromHfJson(with("\"factor\": 8.0", "\"factor\": -1"), "l.json"); },
+              {"l.json", "'rope_scaling.factor' must be a finite positive number"});
+  expectError([&] { Qwen3Config::fromHfJson(with("\"mlp_bias\": false", "\"mlp_bias\": true"), "l.json"); },
+              {"l.json", "'mlp_bias' = true is not supported"});
+  expectError([&] {
+    Qwen3Config::fromHfJson(with("\"high_freq_factor\": 4.0", "\"high_freq_factor\": 0.5"), "l.json");
+  }, {"l.json", "'rope_scaling.high_freq_factor' (0.5) must exceed 'low_freq_factor' (1)"});
+  // Qwen3 keeps refusing rope_scaling by name.
+  std::string qwen = readFile(dataPath("qwen3-dense-tiny/config.json"));
+  qwen.replace(qwen.find("\"rope_scaling\": null"), 20,
+               "\"rope_scaling\": {\"rope_type\": \"llama3\"}");
+  expectError([&] { Qwen3Config::fromHfJson(qwen, "q.json"); },
+              {"q.json", "'rope_scaling'", "not supported", "plain RoPE"});
 }
 
 } // namespace

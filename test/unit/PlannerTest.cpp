@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Driver/Training.h"
@@ -48,6 +49,7 @@ nlohmann::json profileJson(int64_t ranksPerNode, int64_t ranksPerDevice = 1,
     "runtime_reserve_bytes": 1048576,
     "interconnect": {"intra_node": {"name": "link", "bandwidth": 1e10, "latency_seconds": 1e-6},
                      "inter_node": {"name": "net", "bandwidth": 1e9, "latency_seconds": 1e-5}},
+    "overlap_communication": true,
     "efficiency": {"matmul": 0.5, "attention": 0.5, "vector": 0.5, "memory": 0.5,
                    "collective": 0.5, "op_overhead_seconds": 0}})");
   j["ranks_per_node"] = ranksPerNode;
@@ -396,4 +398,80 @@ TEST(PlannerTest, TheWorldIsTheTargets) {
             "plan: parallelism.world_size=8 but 1 node of test holds 4 ranks");
   StepPlan twoNodes = planTrainingRun(fixtureRun(), profile(2), 2);
   EXPECT_EQ(twoNodes.worldSize, 4);
+}
+
+TEST(PlannerTest, WithoutOverlapCollectivesRunInlineInProgramOrder) {
+  nlohmann::json serial = profileJson(4);
+  serial["overlap_communication"] = false;
+  StepPlan plan = planTrainingRun(
+      fixtureRun(), parseTargetProfile(serial.dump(), "serial.json", fakeProbe()), 1);
+  const StepSchedule &s = plan.schedule;
+  EXPECT_GT(s.communicationSeconds, 0);
+  // One stream: the step is the sum of every op, and each op starts when
+  // the op before it (in program order) ends.
+  EXPECT_NEAR(plan.stepSeconds, s.computeSeconds + s.communicationSeconds, 1e-12);
+  double end = 0;
+  for (const ScheduledOp &op : s.ops) {
+    EXPECT_NEAR(op.start, end, 1e-12) << op.name << " " << op.fqn;
+    end = op.start + op.seconds;
+  }
+  // The overlapped plan of the same program is never slower.
+  EXPECT_LE(planTrainingRun(fixtureRun(), profile(4), 1).stepSeconds, plan.stepSeconds + 1e-12);
+}
+
+TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
+  // Four ranks of the fixture (4 heads, 2 KV heads): tp 1, 2 and 4 (with
+  // and without sequence parallelism for tp > 1), local batches 1, 2 and 4.
+  SearchOptions options;
+  options.maxLocalBatchSize = 4;
+  LayoutSearch search = searchLayouts(fixtureRun(), profile(4), 1, options);
+  EXPECT_EQ(search.fitting.size() + search.notFitting.size(), size_t(search.planned));
+  // 5 layouts x 3 batches, less the batches after a layout's first refusal.
+  int64_t refused = 0;
+  for (const SearchResult &r : search.notFitting)
+    refused += !r.plan;
+  EXPECT_EQ(search.planned, 15 - 2 * refused);
+  ASSERT_FALSE(search.fitting.empty());
+  for (size_t i = 0; i < search.fitting.size(); ++i) {
+    const SearchResult &r = search.fitting[i];
+    EXPECT_TRUE(r.plan->fits);
+    EXPECT_EQ(r.candidate.dpShard * r.candidate.tp, 4);
+    if (i > 0) {
+      EXPECT_GE(search.fitting[i - 1].plan->tokensPerSecondPerDevice,
+                r.plan->tokensPerSecondPerDevice);
+    }
+  }
+  for (const SearchResult &r : search.notFitting)
+    EXPECT_FALSE(r.whyNot.empty()) << r.candidate.describe();
+  // The best plan is the one planTrainingRun gives its settings.
+  const SearchResult &best = search.fitting.front();
+  StepPlan again = planTrainingRun(best.candidate.apply(fixtureRun()), profile(4), 1);
+  EXPECT_DOUBLE_EQ(again.stepSeconds, best.plan->stepSeconds);
+
+  // A rank with one byte beyond the runtime's reserve fits no layout: each
+  // layout stops at batch 1 and says by how much it is over.
+  nlohmann::json tiny = profileJson(4);
+  tiny["memory_bytes_per_rank"] = (1 << 20) + 1;
+  LayoutSearch none = searchLayouts(
+      fixtureRun(), parseTargetProfile(tiny.dump(), "tiny.json", fakeProbe()), 1, options);
+  EXPECT_TRUE(none.fitting.empty());
+  for (const SearchResult &r : none.notFitting) {
+    EXPECT_EQ(r.candidate.localBatchSize, 1);
+    if (r.plan) {
+      EXPECT_NE(r.whyNot.find("GiB over the 0.00 GiB of a rank"), std::string::npos) << r.whyNot;
+    }
+  }
+  EXPECT_EQ(errorOf([] { parseSearchObjective("speed"); }),
+            "plan: --search-by must be tokens_per_second or usd_per_million_tokens, got 'speed'");
+}
+
+TEST(PlannerTest, SearchByCostRanksTheCheapestFirst) {
+  SearchOptions options;
+  options.objective = SearchObjective::UsdPerMillionTokens;
+  options.maxLocalBatchSize = 2;
+  LayoutSearch search = searchLayouts(fixtureRun(), profile(4), 1, options);
+  ASSERT_GE(search.fitting.size(), 2u);
+  for (size_t i = 1; i < search.fitting.size(); ++i)
+    EXPECT_LE(search.fitting[i - 1].plan->usdPerMillionTokens,
+              search.fitting[i].plan->usdPerMillionTokens);
 }

@@ -14,6 +14,7 @@ int runCheckpoint(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
 int runCheckKernel(const std::vector<std::string> &args);
 int runPlan(const std::vector<std::string> &args);
+int runCalibrateCpu(const std::vector<std::string> &args);
 int runCompile(const std::vector<std::string> &args);
 int runCheckHlo(const std::vector<std::string> &args);
 } // namespace kiln

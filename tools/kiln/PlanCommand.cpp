@@ -1,6 +1,7 @@
 //===- PlanCommand.cpp - kiln plan ----------------------------------------===//
 
 #include "Commands.h"
+#include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Error.h"
@@ -21,7 +22,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
     (a.rfind("--", 0) == 0 && name.find('.') != std::string::npos ? overrides : args)
         .push_back(a);
   }
-  OptionList options("plan", args, {"json"});
+  OptionList options("plan", args, {"json", "search"});
   std::optional<std::string> configPath = options.value("config");
   std::optional<std::string> model = options.value("model");
   std::string targetName = options.required("target");
@@ -29,7 +30,19 @@ int runPlan(const std::vector<std::string> &allArgs) {
   int64_t nodes = options.integer("nodes", kUnset);
   bool json = options.flag("json");
   std::optional<std::string> trace = options.value("trace");
+  bool search = options.flag("search");
+  std::optional<std::string> searchBy = options.value("search-by");
+  int64_t top = options.integer("search-top", kUnset);
+  int64_t maxBatch = options.integer("search-max-local-batch", kUnset);
   options.finish();
+  if (!search && (searchBy || top != kUnset || maxBatch != kUnset))
+    fail("plan: --search-by, --search-top and --search-max-local-batch apply to --search");
+  if (search && trace)
+    fail("plan: --trace writes one plan's timeline; it does not apply to --search");
+  if (top == kUnset)
+    top = 5;
+  else if (top < 1)
+    fail("plan: --search-top must be at least 1, got {}", top);
   if (nodes == kUnset)
     nodes = 1;
   else if (nodes < 1)
@@ -42,6 +55,18 @@ int runPlan(const std::vector<std::string> &allArgs) {
   auto start = std::chrono::steady_clock::now();
   TrainConfig config = TrainConfig::load(configPath.value_or(""), overrides);
   TargetProfile target = loadTargetProfile(targetName, thisMachine());
+  if (search) {
+    SearchOptions searchOptions;
+    searchOptions.objective = parseSearchObjective(searchBy.value_or("tokens_per_second"));
+    if (maxBatch != kUnset)
+      searchOptions.maxLocalBatchSize = maxBatch;
+    LayoutSearch result = searchLayouts(config, target, nodes, searchOptions);
+    if (json)
+      fmt::print("{}\n", searchToJson(result, top).dump(2));
+    else
+      fmt::print("{}", formatSearch(result, top));
+    return 0;
+  }
   StepPlan plan = planTrainingRun(config, target, nodes);
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   if (trace)

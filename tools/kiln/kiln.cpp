@@ -39,6 +39,9 @@ commands:
           [--section.key=value ...] [--nodes N] [--json] [--trace trace.json]
           memory per rank, step time, MFU and cost of the run's per-rank
           program on a target (trn2.48xlarge, p5.48xlarge, cpu, ...)
+  calibrate-cpu --config <run.json> [--steps N] [--section.key=value ...]
+          time every op of N training steps on this machine and fit the cpu
+          profile's efficiency factors to them (docs/planner.md)
   tokenize --tokenizer <tokenizer.json> [--decode] [--input <file>]
           Qwen3 byte-level BPE: text to ids, or ids back to text (stdin default)
   ckpt diff <checkpoint-a> <checkpoint-b>
@@ -70,6 +73,8 @@ int main(int argc, char **argv) {
       return kiln::runTrain(args);
     if (command == "plan")
       return kiln::runPlan(args);
+    if (command == "calibrate-cpu")
+      return kiln::runCalibrateCpu(args);
     if (command == "ckpt")
       return kiln::runCheckpoint(args);
     if (command == "tokenize")

@@ -9,6 +9,7 @@
 #ifndef KILN_DRIVER_PLANNING_H
 #define KILN_DRIVER_PLANNING_H
 
+#include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Planner/StepPlan.h"
 #include "kiln/Planner/TargetProfile.h"
@@ -23,6 +24,16 @@ MachineProbe thisMachine();
 /// nodes < 1, a parallelism.world_size other than the target's world, and
 /// anything the capture or the layout refuses.
 StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes);
+
+/// The built-in cpu target measured on this machine, for `ranksOnMachine`
+/// ranks sharing it (as `kiln train` under mpiexec runs them): one node of
+/// that many ranks, each with its share of the physical memory.
+TargetProfile cpuTargetForRanks(int64_t ranksOnMachine);
+
+/// The facts of `config`'s run a plan reports beside its figures (model,
+/// FLOPs per token, tokens per step, layout).
+PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
+                        const ParallelLayout &layout, int64_t nodes);
 
 } // namespace kiln
 

@@ -112,6 +112,8 @@ struct StepMetrics {
   /// Bytes this rank sent in the step's collectives, by grid axes.
   std::map<std::string, int64_t> bytesSent;
   int64_t rssPeakBytes = 0;     ///< process high-water mark so far
+  /// Seconds of each op of @train_step, when the Trainer times ops.
+  std::map<mlir::Operation *, double> opSeconds;
 };
 
 /// Trains one model on one fixed token batch per step.
@@ -131,6 +133,8 @@ public:
   /// weight was updated, the state is kept and the Trainer stays usable;
   /// otherwise every later call fails with an error naming the lost step.
   StepMetrics step(const Tensor &tokens);
+  /// Makes step() time every op of @train_step (StepMetrics::opSeconds).
+  void timeOps(bool on) { timeOps_ = on; }
   /// Mean loss of `tokens` at the current weights.
   double evaluate(const Tensor &tokens);
   /// Mean of the losses of `batches`; under a layout, each rank runs the
@@ -219,6 +223,7 @@ private:
   std::vector<std::optional<Sharding>> argShardings_;
   int64_t updates_ = 0;
   double peakFlops_ = 0;
+  bool timeOps_ = false;
 };
 
 } // namespace kiln

@@ -9,6 +9,8 @@
 #ifndef KILN_FRONTEND_QWEN3CONFIG_H
 #define KILN_FRONTEND_QWEN3CONFIG_H
 
+#include "kiln/Support/RopeFrequencies.h"
+
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
@@ -30,6 +32,14 @@ struct Qwen3Config {
   double ropeTheta = 1e6;
   bool tieWordEmbeddings = false;
   int64_t maxPositionEmbeddings = 0;
+  /// Llama's architecture (`model_type: "llama"`): Qwen3's without the
+  /// RMSNorm of queries and keys (qk-norm), optionally with Llama 3's RoPE
+  /// scaling. Dense only.
+  bool llama = false;
+  /// `rope_scaling` of type "llama3"; factor 0: plain RoPE.
+  Llama3RopeScaling ropeScaling;
+  bool hasQkNorm() const { return !llama; }
+  bool hasRopeScaling() const { return ropeScaling.factor > 0; }
 
   // Mixture of experts (Qwen3-MoE); numExperts == 0 is a dense model.
   int64_t numExperts = 0;
@@ -88,7 +98,8 @@ struct Qwen3Config {
   void checkSizes(const std::string &source) const;
 
   /// The built-in flavors (qwen3-0.6b ... qwen3-32b, qwen3-30b-a3b,
-  /// qwen3-235b-a22b).
+  /// qwen3-235b-a22b; llama3-8b, llama3-70b, llama3-405b for comparing with
+  /// published Llama 3.1 measurements).
   static const std::vector<Qwen3Config> &flavors();
   static const Qwen3Config &flavor(const std::string &name);
   /// A directory holding config.json, or a flavor name.

@@ -14,6 +14,9 @@
 //     shard (FSDP) may start no earlier than the first compute op of the
 //     module before its consumer's (FSDP2 prefetches one module ahead).
 //
+// A target without overlap_communication (Kiln's CPU ranks) runs each
+// collective inline, in program order, on the one stream.
+//
 // The step's time is the critical path: when the last op ends.
 //
 //===----------------------------------------------------------------------===//
@@ -42,6 +45,7 @@ struct ScheduledOp {
   enum class Stream { Compute, Communication } stream = Stream::Compute;
   std::string name; ///< the op's name: "kiln.linear", "shard.all_gather"
   std::string fqn;  ///< its module (a collective: its consumer's or producer's)
+  mlir::Operation *op = nullptr; ///< the op in the planned program
   double start = 0, seconds = 0;
   int64_t flops = 0, bytes = 0; ///< compute: FLOPs and bytes read + written
   OpClass opClass = OpClass::Vector;

@@ -51,6 +51,9 @@ struct TargetProfile {
   double memoryBandwidth = 0;
   int64_t runtimeReserveBytes = 0;
   Link intraNode, interNode;
+  /// Collectives run on their own stream beside compute (accelerators), or
+  /// inline between compute ops (Kiln's CPU ranks block in each collective).
+  bool overlapCommunication = true;
   struct Efficiency {
     double matmul = 1, attention = 1, vector = 1, memory = 1, collective = 1;
     double opOverheadSeconds = 0;

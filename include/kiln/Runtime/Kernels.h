@@ -48,6 +48,8 @@ Tensor rmsNorm(const Tensor &x, const Tensor &weight, float eps);
 Tensor linear(const Tensor &x, const Tensor &weight);
 /// [seq, 2 * headDim]: cos half then sin half.
 Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim);
+/// The same table from given inverse frequencies (one per rotated pair).
+Tensor ropeCache(const std::vector<float> &invFreq, int64_t seqLen);
 /// x [b, s, heads, headDim], cache [s, 2 * headDim].
 Tensor rope(const Tensor &x, const Tensor &cache);
 /// The rotation rope applies, or (transpose) its transpose, which is rope's

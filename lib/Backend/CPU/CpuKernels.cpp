@@ -67,8 +67,7 @@ void run(LinearOp, const Context &, In in, Out &out) {
   out.push_back(kernels::linear(in[0], in[1]));
 }
 void run(RopeCacheOp op, const Context &, In, Out &out) {
-  out.push_back(kernels::ropeCache(op.getTheta().convertToDouble(), int64_t(op.getSeqLen()),
-                                   int64_t(op.getHeadDim())));
+  out.push_back(kernels::ropeCache(op.getInverseFrequencies(), int64_t(op.getSeqLen())));
 }
 void run(RopeOp, const Context &, In in, Out &out) {
   out.push_back(kernels::rope(in[0], in[2]));

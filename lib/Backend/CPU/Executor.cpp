@@ -170,9 +170,14 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
       recoverArguments();
       fail("{}: {}: {}", name, describe(&op), e.what());
     }
-    if (collective && stats)
-      stats->collectiveSeconds +=
+    if (stats && (collective || stats->timeOps)) {
+      double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (collective)
+        stats->collectiveSeconds += seconds;
+      if (stats->timeOps)
+        stats->opSeconds[&op] += seconds;
+    }
     if (outs.size() != op.getNumResults())
       fail("{}: {}: kernel returned {} results, expected {}", name, describe(&op), outs.size(),
            op.getNumResults());

@@ -28,6 +28,10 @@ struct ExecutionStats {
   int64_t peakLiveBytes = 0;
   /// Seconds spent in collectives (ops of the `shard` dialect).
   double collectiveSeconds = 0;
+  /// With `timeOps` set, each op's seconds in this run (the planner's CPU
+  /// calibration compares them with its per-op roofline).
+  bool timeOps = false;
+  std::map<mlir::Operation *, double> opSeconds;
 };
 
 /// Runs `fn` on `args` (one per function argument, float tensors as F32) and

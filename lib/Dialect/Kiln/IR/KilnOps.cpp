@@ -10,6 +10,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/ParameterUses.h"
 #include "ShapeRules.h"
+#include "kiln/Support/RopeFrequencies.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -188,8 +189,25 @@ LogicalResult RopeCacheOp::inferReturnTypes(MLIRContext *context,
                                    "head_dim must be positive and even, got ", headDim);
   if (!(adaptor.getTheta().convertToDouble() > 0))
     return shapeError<RopeCacheOp>(loc, fqn, "theta must be positive");
+  if (auto scaling = adaptor.getLlama3ScalingAttr()) {
+    ArrayRef<double> s = scaling.asArrayRef();
+    if (s.size() != 4 || !(s[0] > 0) || !(s[1] > 0) || !(s[2] > s[1]) || !(s[3] >= 1))
+      return shapeError<RopeCacheOp>(
+          loc, fqn,
+          "llama3_scaling must be [factor > 0, low_freq_factor > 0, high_freq_factor > "
+          "low_freq_factor, original_max_position_embeddings >= 1]");
+  }
   types.push_back(RankedTensorType::get({seq, 2 * headDim}, Float32Type::get(context)));
   return success();
+}
+
+std::vector<float> RopeCacheOp::getInverseFrequencies() {
+  double theta = getTheta().convertToDouble();
+  std::optional<ArrayRef<double>> s = getLlama3Scaling();
+  if (!s)
+    return ropeInverseFrequencies(theta, int64_t(getHeadDim()));
+  Llama3RopeScaling scaling{(*s)[0], (*s)[1], (*s)[2], int64_t((*s)[3])};
+  return ropeInverseFrequencies(theta, int64_t(getHeadDim()), &scaling);
 }
 
 int64_t RopeCacheOp::getFlops() { return 2 * int64_t(getSeqLen()) * int64_t(getHeadDim()); }

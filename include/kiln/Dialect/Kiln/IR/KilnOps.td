@@ -123,7 +123,10 @@ def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_Vjp
     Result `[seq_len, 2 * head_dim]` in f32: columns `[0, head_dim)` hold
     cos(pos * inv_freq) and `[head_dim, 2 * head_dim)` hold sin, with
     `inv_freq[i] = theta^(-2i/head_dim)` repeated twice along head_dim (the
-    Hugging Face / torchtitan rotate-half layout).
+    Hugging Face / torchtitan rotate-half layout). With `llama3_scaling =
+    array<f64: factor, low_freq_factor, high_freq_factor,
+    original_max_position_embeddings>`, the frequencies are scaled as Llama 3's
+    `rope_scaling` (`rope_type` "llama3") scales them.
 
     Example:
 
@@ -133,8 +136,12 @@ def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_Vjp
     ```
   }];
   let arguments = (ins F64Attr:$theta, I64Attr:$seq_len, I64Attr:$head_dim,
-                       StrAttr:$fqn);
+                       StrAttr:$fqn, OptionalAttr<DenseF64ArrayAttr>:$llama3_scaling);
   let results = (outs Kiln_F32Tensor:$result);
+  let extraClassDeclaration = [{
+    /// inv_freq of each rotated pair, scaled when llama3_scaling is set.
+    std::vector<float> getInverseFrequencies();
+  }];
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 

@@ -1,0 +1,83 @@
+//===- LayoutSearch.h - kiln plan --search --------------------------*- C++ -*-===//
+//
+// Enumerates the layouts a run could take on a target (data-parallel
+// replicate and shard degrees, tensor parallelism with or without sequence
+// parallelism, the local batch size), plans each one, and ranks the ones
+// that fit by tokens/s or by $ per million tokens. A layout the layout
+// rules refuse or that does not fit keeps its reason, so the report can
+// say why the best of them fail.
+//
+// Each dimension is a list of values the enumeration crosses; activation
+// checkpointing (issue 12's `activation_checkpoint.mode`) joins as one more
+// dimension of SearchCandidate once the pass exists.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_LAYOUTSEARCH_H
+#define KILN_DRIVER_LAYOUTSEARCH_H
+
+#include "kiln/Driver/TrainConfig.h"
+#include "kiln/Planner/StepPlan.h"
+#include "kiln/Planner/TargetProfile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+enum class SearchObjective { TokensPerSecond, UsdPerMillionTokens };
+
+/// "tokens_per_second" or "usd_per_million_tokens"; anything else is an
+/// error naming --search-by.
+SearchObjective parseSearchObjective(const std::string &name);
+const char *searchObjectiveName(SearchObjective objective);
+
+/// One point of the search: the settings it gives the run config.
+struct SearchCandidate {
+  int64_t dpReplicate = 1, dpShard = 1, tp = 1;
+  bool sequenceParallel = false;
+  int64_t localBatchSize = 1;
+
+  /// "dp_replicate 1 x dp_shard 64 x tp 1, local batch 2"
+  std::string describe() const;
+  /// `base` with this candidate's parallelism and batch.
+  TrainConfig apply(const TrainConfig &base) const;
+};
+
+struct SearchResult {
+  SearchCandidate candidate;
+  std::optional<StepPlan> plan; ///< absent when the layout was refused
+  std::string whyNot;           ///< empty when it fits
+  bool fits() const { return whyNot.empty(); }
+  /// The objective's value (larger is better for tokens/s, smaller for $).
+  double value(SearchObjective objective) const;
+};
+
+struct SearchOptions {
+  SearchObjective objective = SearchObjective::TokensPerSecond;
+  int64_t maxLocalBatchSize = 8; ///< powers of two from 1 up to this
+};
+
+struct LayoutSearch {
+  SearchObjective objective = SearchObjective::TokensPerSecond;
+  std::vector<SearchResult> fitting;    ///< best first
+  std::vector<SearchResult> notFitting; ///< best first: planned ones, then refused ones
+  int64_t planned = 0;                  ///< layouts planned (refused ones included)
+  double seconds = 0;
+};
+
+/// Plans every candidate of `base` on `nodes` nodes of `target`. Larger
+/// local batches of a layout are not planned once a smaller one does not fit
+/// (memory grows with the batch).
+LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target, int64_t nodes,
+                           const SearchOptions &options);
+
+/// The `top` best fitting layouts and the `top` best that do not fit, with why.
+std::string formatSearch(const LayoutSearch &search, int64_t top);
+nlohmann::json searchToJson(const LayoutSearch &search, int64_t top);
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_LAYOUTSEARCH_H

@@ -1,0 +1,199 @@
+//===- LayoutSearch.cpp - kiln plan --search ------------------------------===//
+
+#include "kiln/Driver/LayoutSearch.h"
+#include "kiln/Driver/Planning.h"
+#include "kiln/Support/Error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+namespace kiln {
+
+SearchObjective parseSearchObjective(const std::string &name) {
+  if (name == "tokens_per_second")
+    return SearchObjective::TokensPerSecond;
+  if (name == "usd_per_million_tokens")
+    return SearchObjective::UsdPerMillionTokens;
+  fail("plan: --search-by must be tokens_per_second or usd_per_million_tokens, got '{}'", name);
+}
+
+const char *searchObjectiveName(SearchObjective objective) {
+  return objective == SearchObjective::TokensPerSecond ? "tokens_per_second"
+                                                       : "usd_per_million_tokens";
+}
+
+std::string SearchCandidate::describe() const {
+  return fmt::format("dp_replicate {} x dp_shard {} x tp {}{}, local batch {}", dpReplicate,
+                     dpShard, tp, sequenceParallel ? " (sp)" : "", localBatchSize);
+}
+
+TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
+  TrainConfig config = base;
+  config.parallelism.dataParallelReplicateDegree = dpReplicate;
+  config.parallelism.dataParallelShardDegree = dpShard;
+  config.parallelism.tensorParallelDegree = tp;
+  config.parallelism.enableSequenceParallel = sequenceParallel;
+  config.training.localBatchSize = localBatchSize;
+  return config;
+}
+
+double SearchResult::value(SearchObjective objective) const {
+  if (!plan)
+    return objective == SearchObjective::TokensPerSecond
+               ? -std::numeric_limits<double>::infinity()
+               : std::numeric_limits<double>::infinity();
+  return objective == SearchObjective::TokensPerSecond ? plan->tokensPerSecondPerDevice
+                                                       : plan->usdPerMillionTokens;
+}
+
+namespace {
+
+/// The layouts of `world` ranks: tensor parallelism within a node (its
+/// degree a divisor of the ranks per node), with and without sequence
+/// parallelism, and over several nodes also HSDP (replicas across nodes,
+/// FSDP within one).
+std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_t nodes) {
+  std::vector<SearchCandidate> out;
+  for (int64_t tp = 1; tp <= std::min(world, ranksPerNode); ++tp) {
+    if (ranksPerNode % tp || world % tp)
+      continue;
+    std::vector<int64_t> replicas = {1};
+    if (nodes > 1 && (world / tp) % nodes == 0 && world / tp / nodes > 1)
+      replicas.push_back(nodes);
+    for (int64_t replicate : replicas)
+      for (bool sp : tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false}) {
+        SearchCandidate c;
+        c.dpReplicate = replicate;
+        c.dpShard = world / tp / replicate;
+        c.tp = tp;
+        c.sequenceParallel = sp;
+        out.push_back(c);
+      }
+  }
+  return out;
+}
+
+} // namespace
+
+LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target, int64_t nodes,
+                           const SearchOptions &options) {
+  if (options.maxLocalBatchSize < 1)
+    fail("plan: --search-max-local-batch must be at least 1, got {}", options.maxLocalBatchSize);
+  auto start = std::chrono::steady_clock::now();
+  LayoutSearch search;
+  search.objective = options.objective;
+  std::vector<SearchResult> refused;
+  for (const SearchCandidate &layout : layouts(target.ranksPerNode * nodes, target.ranksPerNode,
+                                                nodes)) {
+    for (int64_t batch = 1; batch <= options.maxLocalBatchSize; batch *= 2) {
+      SearchResult result;
+      result.candidate = layout;
+      result.candidate.localBatchSize = batch;
+      ++search.planned;
+      try {
+        TrainConfig config = result.candidate.apply(base);
+        config.parallelism.worldSize = 0; // the target's world
+        result.plan = planTrainingRun(config, target, nodes);
+      } catch (const Error &e) {
+        // The layout rules refuse it: no batch size changes that.
+        result.whyNot = e.what();
+        refused.push_back(std::move(result));
+        break;
+      }
+      if (!result.plan->fits) {
+        result.whyNot = fmt::format(
+            "needs {:.2f} GiB per rank, {:.2f} GiB over the {:.2f} GiB of a rank",
+            double(result.plan->totalBytes) / (1ll << 30),
+            double(result.plan->totalBytes - target.memoryBytes) / (1ll << 30),
+            double(target.memoryBytes) / (1ll << 30));
+        if (!result.plan->memory.topContributors.empty()) {
+          const MemoryPlan::Contributor &top = result.plan->memory.topContributors.front();
+          result.whyNot += fmt::format("; largest buffer {} ({:.2f} GiB, {})", top.what,
+                                       double(top.bytes) / (1ll << 30),
+                                       memoryCategoryName(top.category));
+        }
+        search.notFitting.push_back(std::move(result));
+        break; // a larger batch needs more memory still
+      }
+      search.fitting.push_back(std::move(result));
+    }
+  }
+  auto better = [&](const SearchResult &a, const SearchResult &b) {
+    return options.objective == SearchObjective::TokensPerSecond
+               ? a.value(options.objective) > b.value(options.objective)
+               : a.value(options.objective) < b.value(options.objective);
+  };
+  std::stable_sort(search.fitting.begin(), search.fitting.end(), better);
+  std::stable_sort(search.notFitting.begin(), search.notFitting.end(), better);
+  for (SearchResult &r : refused)
+    search.notFitting.push_back(std::move(r));
+  search.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return search;
+}
+
+namespace {
+std::string row(const SearchResult &r) {
+  const StepPlan &p = *r.plan;
+  return fmt::format("  {:<58} {:>9.2f} GiB {:>10.4g} s {:>10.1f} {:>6.1f}% {:>10.4g}\n",
+                     r.candidate.describe(), double(p.totalBytes) / (1ll << 30), p.stepSeconds,
+                     p.tokensPerSecondPerDevice, 100 * p.mfu, p.usdPerMillionTokens);
+}
+} // namespace
+
+std::string formatSearch(const LayoutSearch &search, int64_t top) {
+  std::string out = fmt::format(
+      "search: {} layouts planned in {:.1f} s; {} fit, ranked by {}\n", search.planned,
+      search.seconds, search.fitting.size(), searchObjectiveName(search.objective));
+  std::string header = fmt::format("  {:<58} {:>13} {:>12} {:>10} {:>7} {:>10}\n", "layout",
+                                   "memory/rank", "step", "tok/s/dev", "MFU", "$/Mtok");
+  if (search.fitting.empty())
+    out += "no layout fits\n";
+  else
+    out += "best fitting layouts:\n" + header;
+  for (size_t i = 0; i < search.fitting.size() && int64_t(i) < top; ++i)
+    out += row(search.fitting[i]);
+  if (!search.notFitting.empty())
+    out += "best layouts that do not fit, and why:\n";
+  for (size_t i = 0; i < search.notFitting.size() && int64_t(i) < top; ++i) {
+    const SearchResult &r = search.notFitting[i];
+    out += fmt::format("  {}: {}\n", r.candidate.describe(), r.whyNot);
+  }
+  return out;
+}
+
+nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
+  using nlohmann::json;
+  auto entry = [](const SearchResult &r) {
+    const SearchCandidate &c = r.candidate;
+    json j = {{"dp_replicate", c.dpReplicate}, {"dp_shard", c.dpShard},
+              {"tp", c.tp},                    {"sequence_parallel", c.sequenceParallel},
+              {"local_batch_size", c.localBatchSize}, {"fits", r.fits()}};
+    if (!r.fits())
+      j["why_not"] = r.whyNot;
+    if (r.plan) {
+      j["memory_per_rank_bytes"] = r.plan->totalBytes;
+      j["step_seconds"] = r.plan->stepSeconds;
+      j["tokens_per_second_per_device"] = r.plan->tokensPerSecondPerDevice;
+      j["mfu"] = r.plan->mfu;
+      j["usd_per_million_tokens"] = r.plan->usdPerMillionTokens;
+    }
+    return j;
+  };
+  json fitting = json::array(), notFitting = json::array();
+  for (size_t i = 0; i < search.fitting.size() && int64_t(i) < top; ++i)
+    fitting.push_back(entry(search.fitting[i]));
+  for (size_t i = 0; i < search.notFitting.size() && int64_t(i) < top; ++i)
+    notFitting.push_back(entry(search.notFitting[i]));
+  return json{{"search_by", searchObjectiveName(search.objective)},
+              {"layouts_planned", search.planned},
+              {"layouts_fitting", search.fitting.size()},
+              {"search_seconds", search.seconds},
+              {"fitting", fitting},
+              {"not_fitting", notFitting}};
+}
+
+} // namespace kiln
