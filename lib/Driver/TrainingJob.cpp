@@ -355,8 +355,12 @@ int runTrainingJob(const TrainConfig &config) {
         validationCurve.push_back({step, record["validation_loss"].get<double>()});
     }
   auto validate = [&](int64_t step) {
-    if (data.validation().empty() ||
-        (!validationCurve.empty() && validationCurve.back().first == step))
+    if (data.validation().empty())
+      return;
+    // Only the leader reads the resumed records, so the ranks agree on a
+    // step already validated (evaluation runs collectives on every rank).
+    bool already = !validationCurve.empty() && validationCurve.back().first == step;
+    if (trainer.anyRank(already))
       return;
     double loss = trainer.evaluate(data.validation());
     validationCurve.push_back({step, loss});
