@@ -81,4 +81,13 @@ void OptionList::finish() const {
     fail("{}: unknown option '--{}'", command_, options_.front().first);
 }
 
+void splitConfigOverrides(const std::vector<std::string> &words, std::vector<std::string> &args,
+                          std::vector<std::string> &overrides) {
+  for (const std::string &w : words) {
+    std::string name = w.substr(0, w.find('='));
+    (w.rfind("--", 0) == 0 && name.find('.') != std::string::npos ? overrides : args)
+        .push_back(w);
+  }
+}
+
 } // namespace kiln

@@ -12,11 +12,7 @@ namespace kiln {
 int runCalibrateCpu(const std::vector<std::string> &allArgs) {
   // `--section.key=value` words configure the run as `kiln train` takes them.
   std::vector<std::string> args, overrides;
-  for (const std::string &a : allArgs) {
-    std::string name = a.substr(0, a.find('='));
-    (a.rfind("--", 0) == 0 && name.find('.') != std::string::npos ? overrides : args)
-        .push_back(a);
-  }
+  splitConfigOverrides(allArgs, args, overrides);
   OptionList options("calibrate-cpu", args, {});
   std::optional<std::string> configPath = options.value("config");
   int64_t steps = options.integer("steps", 6);

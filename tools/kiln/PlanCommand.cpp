@@ -17,11 +17,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
   // `--section.key=value` words configure the run as `kiln train` takes them
   // (--target.* is the kernel target's section); the rest are plan's own.
   std::vector<std::string> args, overrides;
-  for (const std::string &a : allArgs) {
-    std::string name = a.substr(0, a.find('='));
-    (a.rfind("--", 0) == 0 && name.find('.') != std::string::npos ? overrides : args)
-        .push_back(a);
-  }
+  splitConfigOverrides(allArgs, args, overrides);
   OptionList options("plan", args, {"json", "search"});
   std::optional<std::string> configPath = options.value("config");
   std::optional<std::string> model = options.value("model");

@@ -35,6 +35,11 @@ private:
   std::vector<std::pair<std::string, std::optional<std::string>>> options_;
 };
 
+/// Splits a subcommand's words into its own options (`args`) and the run
+/// config's `--section.key=value` overrides, as `kiln train` takes them.
+void splitConfigOverrides(const std::vector<std::string> &words, std::vector<std::string> &args,
+                          std::vector<std::string> &overrides);
+
 } // namespace kiln
 
 #endif // KILN_SUPPORT_COMMANDLINE_H
