@@ -67,8 +67,13 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
 TargetProfile cpuTargetForRanks(int64_t ranksOnMachine) {
   TargetProfile target = loadTargetProfile("cpu", thisMachine());
   if (ranksOnMachine > 1) {
+    // The profile's rates are the whole machine's (measured with every core);
+    // its ranks split the cores, the memory and the memory bandwidth.
     target.ranksPerNode = ranksOnMachine;
     target.memoryBytes /= ranksOnMachine;
+    target.matmulPeakFlops /= double(ranksOnMachine);
+    target.vectorPeakFlops /= double(ranksOnMachine);
+    target.memoryBandwidth /= double(ranksOnMachine);
   }
   return target;
 }

@@ -314,7 +314,28 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     globalShapes_[other.arg] = Shape(shape.begin(), shape.end());
     state_[other.arg] = localSlice(Tensor(DType::F32, globalShapes_[other.arg]), other.arg);
   }
-  peakFlops_ = measureCpuPeakFlops();
+  peakFlops_ = measureMachine();
+}
+
+double Trainer::measureMachine() const {
+  if (!grid_)
+    return cpuRates().sgemmFlops;
+  // One rank per machine measures it with every core while the others wait
+  // (ranks probing side by side would each see a share of a disturbed
+  // machine); the others adopt its figures. The largest over the machines
+  // stands for all of them.
+  Tensor rates(DType::F32, {2});
+  float *data = rates.mutableData<float>();
+  data[0] = data[1] = 0;
+  if (MpiWorld::get().localRank() == 0) {
+    CpuRates measured = cpuRates();
+    data[0] = float(measured.sgemmFlops);
+    data[1] = float(measured.memoryBandwidth);
+  }
+  MpiWorld::get().idleBarrier();
+  rates = grid_->allReduce(std::move(rates), {0, 1, 2}, Reduction::Max);
+  adoptCpuRates({rates.data<float>()[0], rates.data<float>()[1]});
+  return cpuRates().sgemmFlops;
 }
 
 MemoryPlan Trainer::singleRankPlan() const {

@@ -4,9 +4,12 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -14,46 +17,87 @@
 namespace kiln {
 
 namespace {
-/// Best rate of `reps` n^3 sgemms; the first also warms caches and threads.
-double bestSgemmRate(int n, int reps) {
+/// The rate of `work` (returning what it did) over `reps` runs after one
+/// that warms caches and threads. Not the best single run: on a shared or
+/// virtual machine the rate swings by 2x from one half-second to the next
+/// (25 to 53 GFLOP/s seen), and a best run picks a burst that no training
+/// step of seconds sustains.
+template <typename Work>
+double sustainedRate(int reps, Work work) {
+  work();
+  double done = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r)
+    done += work();
+  std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return done / elapsed.count();
+}
+
+/// 2048^3 sgemms, where OpenBLAS is at its blocking's full rate (a 1024^3
+/// probe read ~100 GFLOP/s where a step's large GEMMs ran at ~130); about
+/// 2 s in all.
+double sgemmRate() {
+  const int n = 2048;
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
-  double best = 0;
-  for (int r = 0; r < reps; ++r) {
-    auto start = std::chrono::steady_clock::now();
+  return sustainedRate(4, [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n,
                 b.data(), n, 0.0f, c.data(), n);
-    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    best = std::max(best, 2.0 * n * n * n / elapsed.count());
+    return 2.0 * n * n * n;
+  });
+}
+
+/// A threaded copy between two 256 MiB buffers (bytes read plus written).
+double copyBandwidth() {
+  const size_t n = size_t(256) << 20 >> 2;
+  std::vector<float> from(n, 1.0f), to(n, 0.0f);
+  float bump = 0;
+  return sustainedRate(8, [&] {
+    bump += 1;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i)
+      to[i] = from[i] + bump;
+    return 2.0 * double(n * sizeof(float));
+  });
+}
+
+/// Every core for the probes (a rank under mpiexec runs with one thread per
+/// core it was given), restored afterwards.
+class AllCores {
+public:
+  AllCores() : omp_(omp_get_max_threads()), blas_(openblas_get_num_threads()) {
+    int cores = std::max(1, int(std::thread::hardware_concurrency()));
+    omp_set_num_threads(cores);
+    openblas_set_num_threads(cores);
   }
-  return best;
+  ~AllCores() {
+    omp_set_num_threads(omp_);
+    openblas_set_num_threads(blas_);
+  }
+
+private:
+  int omp_, blas_;
+};
+
+std::optional<CpuRates> &knownRates() {
+  static std::optional<CpuRates> rates;
+  return rates;
 }
 } // namespace
 
-double measureCpuPeakFlops() {
-  // Small GEMMs stay below the rate a training step's large ones reach (a
-  // 1024^3 probe read ~100 GFLOP/s where the step ran at ~130), so the
-  // probe also runs 2048^3, where OpenBLAS is at its blocking's full rate.
-  static const double peak = std::max(bestSgemmRate(1024, 4), bestSgemmRate(2048, 3));
-  return peak;
+CpuRates cpuRates() {
+  std::optional<CpuRates> &rates = knownRates();
+  if (!rates) {
+    AllCores cores;
+    rates = CpuRates{sgemmRate(), copyBandwidth()};
+  }
+  return *rates;
 }
 
-double measureCpuMemoryBandwidth() {
-  static const double bandwidth = [] {
-    const size_t n = size_t(256) << 20 >> 2; // 256 MiB of floats
-    std::vector<float> from(n, 1.0f), to(n, 0.0f);
-    double best = 0;
-    for (int rep = 0; rep < 4; ++rep) {
-      auto start = std::chrono::steady_clock::now();
-#pragma omp parallel for schedule(static)
-      for (size_t i = 0; i < n; ++i)
-        to[i] = from[i] + float(rep);
-      std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-      best = std::max(best, 2.0 * double(n * sizeof(float)) / elapsed.count());
-    }
-    return best;
-  }();
-  return bandwidth;
-}
+void adoptCpuRates(CpuRates rates) { knownRates() = rates; }
+
+double measureCpuPeakFlops() { return cpuRates().sgemmFlops; }
+
+double measureCpuMemoryBandwidth() { return cpuRates().memoryBandwidth; }
 
 int64_t physicalMemoryBytes() {
   return int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE));

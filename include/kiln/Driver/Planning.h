@@ -27,7 +27,8 @@ StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target,
 
 /// The built-in cpu target measured on this machine, for `ranksOnMachine`
 /// ranks sharing it (as `kiln train` under mpiexec runs them): one node of
-/// that many ranks, each with its share of the physical memory.
+/// that many ranks, each with its share of the physical memory, of the sgemm
+/// rate and of the memory bandwidth.
 TargetProfile cpuTargetForRanks(int64_t ranksOnMachine);
 
 /// The facts of `config`'s run a plan reports beside its figures (model,

@@ -181,6 +181,9 @@ public:
   mlir::ModuleOp module() { return *module_; }
 
 private:
+  /// This machine's sgemm rate (and its memory bandwidth for the cpu target's
+  /// plan), measured once per machine.
+  double measureMachine() const;
   void checkTokens(const Tensor &tokens) const;
   /// The whole weights by parameter key (experts stacked), gathered.
   TensorMap parameterState() const;

@@ -7,17 +7,27 @@
 
 namespace kiln {
 
-/// Best sustained single-precision GEMM rate of this machine in FLOP/s,
-/// measured once per process with OpenBLAS (the best of 1024^3 and 2048^3
-/// sgemms, well under a second) and cached. MFU on CPU is reported against
-/// it: a CPU has no single published peak that its vector units, clocks and
-/// core count would all agree with.
-double measureCpuPeakFlops();
+/// What this machine sustains with all of its cores, whatever the process's
+/// own thread settings: ranks sharing the machine share these rates.
+struct CpuRates {
+  /// Sustained single-precision GEMM rate in FLOP/s (OpenBLAS, 2048^3 sgemms
+  /// for about 2 s). MFU on CPU is reported against
+  /// it: a CPU has no single published peak that its vector units, clocks and
+  /// core count would all agree with.
+  double sgemmFlops = 0;
+  /// Sustained memory bandwidth in bytes/s (read plus write), from a threaded
+  /// copy between two 256 MiB buffers.
+  double memoryBandwidth = 0;
+};
 
-/// Best sustained memory bandwidth of this machine in bytes/s (read plus
-/// write), from a threaded copy between two 256 MiB buffers; measured once
-/// per process and cached.
-double measureCpuMemoryBandwidth();
+/// This machine's rates: measured on first use, once per process, unless a
+/// rank on the same machine measured them and they were adopted (the ranks
+/// must not measure side by side, each disturbing the others' probe).
+CpuRates cpuRates();
+void adoptCpuRates(CpuRates rates);
+
+double measureCpuPeakFlops();       ///< cpuRates().sgemmFlops
+double measureCpuMemoryBandwidth(); ///< cpuRates().memoryBandwidth
 
 /// Physical memory of this machine in bytes (sysconf).
 int64_t physicalMemoryBytes();

@@ -6,6 +6,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 
@@ -98,12 +100,26 @@ MpiWorld::MpiWorld() {
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &localSize_);
+  MPI_Comm_rank(local, &localRank_);
   MPI_Comm_free(&local);
 }
 
 MpiWorld &MpiWorld::get() {
   static MpiWorld world;
   return world;
+}
+
+void MpiWorld::idleBarrier() const {
+  if (size_ == 1)
+    return;
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void MpiWorld::abort(int code) const {

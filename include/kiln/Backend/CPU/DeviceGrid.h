@@ -29,13 +29,19 @@ public:
   int size() const { return size_; }
   /// Ranks running on this machine (for sharing its cores among them).
   int localSize() const { return localSize_; }
+  /// This rank's index among the ranks on its machine.
+  int localRank() const { return localRank_; }
+  /// Waits for every rank, sleeping rather than spinning as MPICH's blocking
+  /// calls do: the waiting ranks leave the machine's cores to a rank that
+  /// measures it.
+  void idleBarrier() const;
   /// Ends every rank with `code` (MPI_Abort): one rank's error never leaves
   /// the others waiting in a collective.
   [[noreturn]] void abort(int code) const;
 
 private:
   MpiWorld();
-  int rank_ = 0, size_ = 1, localSize_ = 1;
+  int rank_ = 0, size_ = 1, localSize_ = 1, localRank_ = 0;
 };
 
 enum class Reduction { Sum, Average, Max, Min };
