@@ -25,9 +25,49 @@ const char *searchObjectiveName(SearchObjective objective) {
                                                        : "usd_per_million_tokens";
 }
 
+std::vector<CheckpointingChoice> parseSearchCheckpointing(const std::string &list) {
+  std::vector<CheckpointingChoice> out;
+  size_t begin = 0;
+  while (true) {
+    size_t end = list.find(',', begin);
+    std::string word = list.substr(begin, end == std::string::npos ? end : end - begin);
+    CheckpointingChoice choice;
+    if (word == "none" || word == "full") {
+      choice.mode = word;
+    } else if (word == "selective") {
+      choice.mode = "selective";
+      choice.selectiveAcOption = "op";
+    } else if (word.rfind("selective:", 0) == 0 && word.size() > 10 && word.size() <= 19 &&
+               word.find_first_not_of("0123456789", 10) == std::string::npos &&
+               std::stoll(word.substr(10)) > 0) {
+      choice.mode = "selective";
+      choice.selectiveAcOption = word.substr(10);
+    } else {
+      fail("plan: --search-ac takes a comma-separated list of none, selective, selective:N "
+           "(N a positive integer: every N-th layer) and full, got '{}' in '{}'",
+           word, list);
+    }
+    out.push_back(choice);
+    if (end == std::string::npos)
+      return out;
+    begin = end + 1;
+  }
+}
+
+std::string describeCheckpointing(const CheckpointingChoice &choice) {
+  if (choice.mode == "none")
+    return "no AC";
+  if (choice.mode == "full")
+    return "AC full";
+  if (choice.selectiveAcOption == "op")
+    return "AC selective op";
+  return "AC selective every " + choice.selectiveAcOption;
+}
+
 std::string SearchCandidate::describe() const {
-  return fmt::format("dp_replicate {} x dp_shard {} x tp {}{}, local batch {}", dpReplicate,
-                     dpShard, tp, sequenceParallel ? " (sp)" : "", localBatchSize);
+  return fmt::format("dp_replicate {} x dp_shard {} x tp {}{}, {}, local batch {}", dpReplicate,
+                     dpShard, tp, sequenceParallel ? " (sp)" : "",
+                     describeCheckpointing(checkpointing), localBatchSize);
 }
 
 TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
@@ -36,15 +76,15 @@ TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
   config.parallelism.dataParallelShardDegree = dpShard;
   config.parallelism.tensorParallelDegree = tp;
   config.parallelism.enableSequenceParallel = sequenceParallel;
+  config.activationCheckpoint = checkpointing;
   config.training.localBatchSize = localBatchSize;
   return config;
 }
 
 double SearchResult::value(SearchObjective objective) const {
   if (!plan)
-    return objective == SearchObjective::TokensPerSecond
-               ? -std::numeric_limits<double>::infinity()
-               : std::numeric_limits<double>::infinity();
+    return objective == SearchObjective::TokensPerSecond ? -std::numeric_limits<double>::infinity()
+                                                         : std::numeric_limits<double>::infinity();
   return objective == SearchObjective::TokensPerSecond ? plan->tokensPerSecondPerDevice
                                                        : plan->usdPerMillionTokens;
 }
@@ -86,39 +126,47 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   LayoutSearch search;
   search.objective = options.objective;
   std::vector<SearchResult> refused;
-  for (const SearchCandidate &layout : layouts(target.ranksPerNode * nodes, target.ranksPerNode,
-                                                nodes)) {
-    for (int64_t batch = 1; batch <= options.maxLocalBatchSize; batch *= 2) {
-      SearchResult result;
-      result.candidate = layout;
-      result.candidate.localBatchSize = batch;
-      ++search.planned;
-      try {
-        TrainConfig config = result.candidate.apply(base);
-        config.parallelism.worldSize = 0; // the target's world
-        result.plan = planTrainingRun(config, target, nodes);
-      } catch (const Error &e) {
-        // The layout rules refuse it: no batch size changes that.
-        result.whyNot = e.what();
-        refused.push_back(std::move(result));
-        break;
-      }
-      if (!result.plan->fits) {
-        result.whyNot = fmt::format(
-            "needs {:.2f} GiB per rank, {:.2f} GiB over the {:.2f} GiB of a rank",
-            double(result.plan->totalBytes) / (1ll << 30),
-            double(result.plan->totalBytes - target.memoryBytes) / (1ll << 30),
-            double(target.memoryBytes) / (1ll << 30));
-        if (!result.plan->memory.topContributors.empty()) {
-          const MemoryPlan::Contributor &top = result.plan->memory.topContributors.front();
-          result.whyNot += fmt::format("; largest buffer {} ({:.2f} GiB, {})", top.what,
-                                       double(top.bytes) / (1ll << 30),
-                                       memoryCategoryName(top.category));
+  if (options.checkpointing.empty())
+    fail("plan: --search-ac names no activation-checkpointing setting");
+  for (const SearchCandidate &layout :
+       layouts(target.ranksPerNode * nodes, target.ranksPerNode, nodes)) {
+    bool layoutRefused = false;
+    for (const CheckpointingChoice &checkpointing : options.checkpointing) {
+      for (int64_t batch = 1; batch <= options.maxLocalBatchSize && !layoutRefused; batch *= 2) {
+        SearchResult result;
+        result.candidate = layout;
+        result.candidate.checkpointing = checkpointing;
+        result.candidate.localBatchSize = batch;
+        ++search.planned;
+        try {
+          TrainConfig config = result.candidate.apply(base);
+          config.parallelism.worldSize = 0; // the target's world
+          result.plan = planTrainingRun(config, target, nodes);
+        } catch (const Error &e) {
+          // The layout rules refuse it: no batch size or checkpointing
+          // changes that.
+          result.whyNot = e.what();
+          refused.push_back(std::move(result));
+          layoutRefused = true;
+          break;
         }
-        search.notFitting.push_back(std::move(result));
-        break; // a larger batch needs more memory still
+        if (!result.plan->fits) {
+          result.whyNot =
+              fmt::format("needs {:.2f} GiB per rank, {:.2f} GiB over the {:.2f} GiB of a rank",
+                          double(result.plan->totalBytes) / (1ll << 30),
+                          double(result.plan->totalBytes - target.memoryBytes) / (1ll << 30),
+                          double(target.memoryBytes) / (1ll << 30));
+          if (!result.plan->memory.topContributors.empty()) {
+            const MemoryPlan::Contributor &top = result.plan->memory.topContributors.front();
+            result.whyNot +=
+                fmt::format("; largest buffer {} ({:.2f} GiB, {})", top.what,
+                            double(top.bytes) / (1ll << 30), memoryCategoryName(top.category));
+          }
+          search.notFitting.push_back(std::move(result));
+          break; // a larger batch needs more memory still
+        }
+        search.fitting.push_back(std::move(result));
       }
-      search.fitting.push_back(std::move(result));
     }
   }
   auto better = [&](const SearchResult &a, const SearchResult &b) {
@@ -130,25 +178,24 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   std::stable_sort(search.notFitting.begin(), search.notFitting.end(), better);
   for (SearchResult &r : refused)
     search.notFitting.push_back(std::move(r));
-  search.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return search;
 }
 
 namespace {
 std::string row(const SearchResult &r) {
   const StepPlan &p = *r.plan;
-  return fmt::format("  {:<58} {:>9.2f} GiB {:>10.4g} s {:>10.1f} {:>6.1f}% {:>10.4g}\n",
+  return fmt::format("  {:<70} {:>9.2f} GiB {:>10.4g} s {:>10.1f} {:>6.1f}% {:>10.4g}\n",
                      r.candidate.describe(), double(p.totalBytes) / (1ll << 30), p.stepSeconds,
                      p.tokensPerSecondPerDevice, 100 * p.mfu, p.usdPerMillionTokens);
 }
 } // namespace
 
 std::string formatSearch(const LayoutSearch &search, int64_t top) {
-  std::string out = fmt::format(
-      "search: {} layouts planned in {:.1f} s; {} fit, ranked by {}\n", search.planned,
-      search.seconds, search.fitting.size(), searchObjectiveName(search.objective));
-  std::string header = fmt::format("  {:<58} {:>13} {:>12} {:>10} {:>7} {:>10}\n", "layout",
+  std::string out =
+      fmt::format("search: {} layouts planned in {:.1f} s; {} fit, ranked by {}\n", search.planned,
+                  search.seconds, search.fitting.size(), searchObjectiveName(search.objective));
+  std::string header = fmt::format("  {:<70} {:>13} {:>12} {:>10} {:>7} {:>10}\n", "layout",
                                    "memory/rank", "step", "tok/s/dev", "MFU", "$/Mtok");
   if (search.fitting.empty())
     out += "no layout fits\n";
@@ -169,9 +216,15 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
   using nlohmann::json;
   auto entry = [](const SearchResult &r) {
     const SearchCandidate &c = r.candidate;
-    json j = {{"dp_replicate", c.dpReplicate}, {"dp_shard", c.dpShard},
-              {"tp", c.tp},                    {"sequence_parallel", c.sequenceParallel},
-              {"local_batch_size", c.localBatchSize}, {"fits", r.fits()}};
+    json j = {{"dp_replicate", c.dpReplicate},
+              {"dp_shard", c.dpShard},
+              {"tp", c.tp},
+              {"sequence_parallel", c.sequenceParallel},
+              {"activation_checkpoint", {{"mode", c.checkpointing.mode}}},
+              {"local_batch_size", c.localBatchSize},
+              {"fits", r.fits()}};
+    if (c.checkpointing.mode == "selective")
+      j["activation_checkpoint"]["selective_ac_option"] = c.checkpointing.selectiveAcOption;
     if (!r.fits())
       j["why_not"] = r.whyNot;
     if (r.plan) {

@@ -421,16 +421,39 @@ TEST(PlannerTest, WithoutOverlapCollectivesRunInlineInProgramOrder) {
 
 TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
   // Four ranks of the fixture (4 heads, 2 KV heads): tp 1, 2 and 4 (with
-  // and without sequence parallelism for tp > 1), local batches 1, 2 and 4.
+  // and without sequence parallelism for tp > 1), no, selective and full
+  // activation checkpointing, local batches 1, 2 and 4.
   SearchOptions options;
   options.maxLocalBatchSize = 4;
   LayoutSearch search = searchLayouts(fixtureRun(), profile(4), 1, options);
   EXPECT_EQ(search.fitting.size() + search.notFitting.size(), size_t(search.planned));
-  // 5 layouts x 3 batches, less the batches after a layout's first refusal.
+  // 5 layouts x 3 checkpointings x 3 batches; a refused layout is planned once.
   int64_t refused = 0;
   for (const SearchResult &r : search.notFitting)
     refused += !r.plan;
-  EXPECT_EQ(search.planned, 15 - 2 * refused);
+  EXPECT_EQ(search.planned, 45 - 8 * refused);
+  // Checkpointing saves activations: at every layout and batch, full saves
+  // fewer bytes than none, and selective no more than none.
+  auto saved = [&](const SearchCandidate &c, const std::string &mode) -> int64_t {
+    for (const SearchResult &r : search.fitting)
+      if (r.candidate.tp == c.tp && r.candidate.sequenceParallel == c.sequenceParallel &&
+          r.candidate.localBatchSize == c.localBatchSize && r.candidate.checkpointing.mode == mode)
+        return r.plan->memory.savedActivationBytes;
+    return -1;
+  };
+  int64_t compared = 0;
+  for (const SearchResult &r : search.fitting) {
+    if (r.candidate.checkpointing.mode != "none")
+      continue;
+    int64_t none = r.plan->memory.savedActivationBytes;
+    int64_t full = saved(r.candidate, "full"), selective = saved(r.candidate, "selective");
+    ASSERT_GE(full, 0) << r.candidate.describe();
+    ASSERT_GE(selective, 0) << r.candidate.describe();
+    EXPECT_LT(full, none) << r.candidate.describe();
+    EXPECT_LE(selective, none) << r.candidate.describe();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 3 * (5 - refused));
   ASSERT_FALSE(search.fitting.empty());
   for (size_t i = 0; i < search.fitting.size(); ++i) {
     const SearchResult &r = search.fitting[i];
@@ -463,6 +486,20 @@ TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
   }
   EXPECT_EQ(errorOf([] { parseSearchObjective("speed"); }),
             "plan: --search-by must be tokens_per_second or usd_per_million_tokens, got 'speed'");
+}
+
+TEST(PlannerTest, SearchCheckpointingListsParse) {
+  std::vector<CheckpointingChoice> choices = parseSearchCheckpointing("full,selective:3,selective");
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_EQ(describeCheckpointing(choices[0]), "AC full");
+  EXPECT_EQ(describeCheckpointing(choices[1]), "AC selective every 3");
+  EXPECT_EQ(describeCheckpointing(choices[2]), "AC selective op");
+  EXPECT_EQ(describeCheckpointing(parseSearchCheckpointing("none").front()), "no AC");
+  for (const char *bad : {"", "none,", "partial", "selective:0", "selective:x", "selective:",
+                          "selective:99999999999999999999"})
+    EXPECT_NE(errorOf([&] { parseSearchCheckpointing(bad); }).find("--search-ac takes"),
+              std::string::npos)
+        << bad;
 }
 
 TEST(PlannerTest, SearchByCostRanksTheCheapestFirst) {

@@ -30,9 +30,11 @@ int runPlan(const std::vector<std::string> &allArgs) {
   std::optional<std::string> searchBy = options.value("search-by");
   int64_t top = options.integer("search-top", kUnset);
   int64_t maxBatch = options.integer("search-max-local-batch", kUnset);
+  std::optional<std::string> searchAc = options.value("search-ac");
   options.finish();
-  if (!search && (searchBy || top != kUnset || maxBatch != kUnset))
-    fail("plan: --search-by, --search-top and --search-max-local-batch apply to --search");
+  if (!search && (searchBy || top != kUnset || maxBatch != kUnset || searchAc))
+    fail("plan: --search-by, --search-top, --search-max-local-batch and --search-ac apply to "
+         "--search");
   if (search && trace)
     fail("plan: --trace writes one plan's timeline; it does not apply to --search");
   if (top == kUnset)
@@ -56,6 +58,8 @@ int runPlan(const std::vector<std::string> &allArgs) {
     searchOptions.objective = parseSearchObjective(searchBy.value_or("tokens_per_second"));
     if (maxBatch != kUnset)
       searchOptions.maxLocalBatchSize = maxBatch;
+    if (searchAc)
+      searchOptions.checkpointing = parseSearchCheckpointing(*searchAc);
     LayoutSearch result = searchLayouts(config, target, nodes, searchOptions);
     if (json)
       fmt::print("{}\n", searchToJson(result, top).dump(2));

@@ -37,6 +37,8 @@ commands:
           train on CPU; torchtitan-style config sections, see docs/cli.md
   plan    --target <name|profile.json> [--config run.json] [--model <dir|flavor>]
           [--section.key=value ...] [--nodes N] [--json] [--trace trace.json]
+          [--search [--search-by=tokens_per_second|usd_per_million_tokens]
+           [--search-top N] [--search-max-local-batch B] [--search-ac LIST]]
           memory per rank, step time, MFU and cost of the run's per-rank
           program on a target (trn2.48xlarge, p5.48xlarge, cpu, ...)
   calibrate-cpu --config <run.json> [--steps N] [--section.key=value ...]

@@ -2,14 +2,12 @@
 //
 // Enumerates the layouts a run could take on a target (data-parallel
 // replicate and shard degrees, tensor parallelism with or without sequence
-// parallelism, the local batch size), plans each one, and ranks the ones
-// that fit by tokens/s or by $ per million tokens. A layout the layout
-// rules refuse or that does not fit keeps its reason, so the report can
-// say why the best of them fail.
+// parallelism, activation checkpointing, the local batch size), plans each
+// one, and ranks the ones that fit by tokens/s or by $ per million tokens.
+// A layout the layout rules refuse or that does not fit keeps its reason,
+// so the report can say why the best of them fail.
 //
-// Each dimension is a list of values the enumeration crosses; activation
-// checkpointing (issue 12's `activation_checkpoint.mode`) joins as one more
-// dimension of SearchCandidate once the pass exists.
+// Each dimension is a list of values the enumeration crosses.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_LAYOUTSEARCH_H
@@ -34,15 +32,26 @@ enum class SearchObjective { TokensPerSecond, UsdPerMillionTokens };
 SearchObjective parseSearchObjective(const std::string &name);
 const char *searchObjectiveName(SearchObjective objective);
 
+using CheckpointingChoice = TrainConfig::ActivationCheckpoint;
+
+/// The activation-checkpointing settings of --search-ac: a comma-separated
+/// list of "none", "selective" (torchtitan's "op": save the matmuls'
+/// results), "selective:N" (every N-th layer) and "full". Anything else is an
+/// error naming --search-ac.
+std::vector<CheckpointingChoice> parseSearchCheckpointing(const std::string &list);
+/// "no AC", "AC selective op", "AC selective every 2", "AC full".
+std::string describeCheckpointing(const CheckpointingChoice &choice);
+
 /// One point of the search: the settings it gives the run config.
 struct SearchCandidate {
   int64_t dpReplicate = 1, dpShard = 1, tp = 1;
   bool sequenceParallel = false;
+  CheckpointingChoice checkpointing;
   int64_t localBatchSize = 1;
 
-  /// "dp_replicate 1 x dp_shard 64 x tp 1, local batch 2"
+  /// "dp_replicate 1 x dp_shard 64 x tp 1, AC full, local batch 2"
   std::string describe() const;
-  /// `base` with this candidate's parallelism and batch.
+  /// `base` with this candidate's parallelism, checkpointing and batch.
   TrainConfig apply(const TrainConfig &base) const;
 };
 
@@ -58,6 +67,8 @@ struct SearchResult {
 struct SearchOptions {
   SearchObjective objective = SearchObjective::TokensPerSecond;
   int64_t maxLocalBatchSize = 8; ///< powers of two from 1 up to this
+  /// Tried for every layout, in this order.
+  std::vector<CheckpointingChoice> checkpointing = parseSearchCheckpointing("none,selective,full");
 };
 
 struct LayoutSearch {
@@ -69,8 +80,9 @@ struct LayoutSearch {
 };
 
 /// Plans every candidate of `base` on `nodes` nodes of `target`. Larger
-/// local batches of a layout are not planned once a smaller one does not fit
-/// (memory grows with the batch).
+/// local batches of a layout and checkpointing are not planned once a smaller
+/// one does not fit (memory grows with the batch); a layout the layout rules
+/// refuse is planned once.
 LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target, int64_t nodes,
                            const SearchOptions &options);
 
