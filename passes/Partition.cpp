@@ -271,20 +271,37 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     // gather serves the recomputation and the backward after it.
     DenseMap<std::pair<Value, Attribute>, Value> cache;
     bool keepGathered = reshardAfterForward == "never";
+    // A parameter's mixed-precision kiln.cast is cast again at each use,
+    // from the parameter brought to that use, as FSDP2 casts the shard it
+    // all-gathers: one cast gathered once would hold the whole bf16
+    // parameter from the forward to the backward.
+    DenseMap<Value, CastOp> paramCasts; // old cast result -> its cast
+    for (auto castOp : old.getOps<CastOp>())
+      if (params.contains(castOp.getInput()))
+        paramCasts[castOp.getResult()] = castOp;
 
     auto bring = [&](Value oldValue, const Sharding &want, Location loc,
                      bool forRecompute = false) -> FailureOr<Value> {
       Value v = local.lookup(oldValue);
-      if (sharding[v] == want)
+      CastOp paramCast = paramCasts.lookup(oldValue);
+      if (sharding[v] == want && !paramCast)
         return v;
-      bool cacheable = keepGathered || !params.contains(oldValue) || forRecompute;
-      auto key = std::make_pair(v, Attribute(want.toAttr(context, axisNames)));
+      bool cacheable =
+          keepGathered || !(params.contains(oldValue) || paramCast) || forRecompute;
+      // A parameter's cast stands for the parameter (v) in its own entries.
+      auto key = std::make_pair(paramCast ? oldValue : v,
+                                Attribute(want.toAttr(context, axisNames)));
       // A parameter is in the cache only if kept gathered or recomputed.
       if (Value hit = cache.lookup(key))
         return hit;
-      FailureOr<Value> moved = reshard(b, loc, v, sharding[v], want);
+      FailureOr<Value> moved = v;
+      if (!(sharding[v] == want))
+        moved = reshard(b, loc, v, sharding[v], want);
       if (failed(moved))
         return failure();
+      if (paramCast)
+        moved = CastOp::create(b, loc, *moved, paramCast.getToAttr(), paramCast.getFqnAttr())
+                    .getResult();
       sharding[*moved] = want;
       // Copy before inserting: operator[] may grow the map and move the
       // entry a reference would point into (found by AddressSanitizer).
@@ -296,6 +313,10 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     };
 
     for (Operation &op : old.without_terminator()) {
+      if (auto castOp = dyn_cast<CastOp>(op); castOp && paramCasts.count(castOp.getResult())) {
+        local[castOp.getResult()] = local.lookup(castOp.getInput()); // cast at each use
+        continue;
+      }
       ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
       FailureOr<LoopSharding> loops =
           loopShardingFromAttr(op.getAttr(kLoopShardingAttr), axisNames);

@@ -416,6 +416,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         visible[result] = s;
         results.push_back(s.toAttr(context, axisNames));
       }
+      // A parameter's mixed-precision cast is read as the parameter is: its
+      // tensor-parallel split wins over activations' (kiln-partition casts
+      // it again at each use).
+      if (auto castOp = dyn_cast<CastOp>(op); castOp && params.contains(castOp.getInput()))
+        params.insert(castOp.getResult());
       op.setAttr(kLoopShardingAttr, loopShardingToAttr(context, loops, axisNames));
       op.setAttr(kResultShardingAttr, ArrayAttr::get(context, results));
     }

@@ -5,6 +5,14 @@
 // dp_shard piece of its tp shard and gathers only over dp_shard.
 // RUN: kiln-opt %s --kiln-training --kiln-shard="tp=2 tp-plan=layers.*.w1=colwise,layers.*.w2=rowwise" --kiln-partition | FileCheck %s
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 tp=2 tp-plan=layers.*.w1=colwise,layers.*.w2=rowwise" --kiln-partition | FileCheck %s --check-prefix=FSDP
+// bf16 mixed precision (kiln-mixed-precision casts each parameter where it
+// enters @loss): a cast parameter keeps its tensor-parallel split, and each
+// use, forward and backward, gathers the parameter's shard and casts it
+// again, as FSDP2 does; no weight is gathered over tp, none held gathered
+// from the forward to the backward.
+// RUN: kiln-opt %s --kiln-mixed-precision=param=bfloat16 --kiln-training --kiln-shard="dp-shard=2 tp=2 tp-plan=layers.*.w1=colwise,layers.*.w2=rowwise" --kiln-partition | FileCheck %s --check-prefix=MIXED
+// RUN: kiln-opt %s --kiln-mixed-precision=param=bfloat16 --kiln-training --kiln-shard="dp-shard=2 tp=2 tp-plan=layers.*.w1=colwise,layers.*.w2=rowwise" --kiln-partition \
+// RUN:   | not grep -E "all_gather.*grid_axes = \[(2|1, 2)\]"
 
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="tp=2 tp-plan=layers.*.wq=colwise" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="tp=2 tp-plan=layers.*.w1=sideways" 2>&1 | FileCheck %s --check-prefix=STYLE
@@ -54,6 +62,19 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // FSDP-SAME: tensor<3x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight", kiln.sharding = {dims = {{\[}}["tp", "dp_shard"], []]}}
 // FSDP: shard.all_gather %{{.*}} on @grid grid_axes = [1] gather_axis = 0 : tensor<3x8xf32> -> tensor<6x8xf32>
 
+// MIXED-LABEL: func.func @train_step(
+// MIXED: %[[G1:.*]] = shard.all_gather %arg1 on @grid grid_axes = [1] gather_axis = 0 : tensor<3x8xf32> -> tensor<6x8xf32>
+// MIXED-NEXT: %[[C1:.*]] = kiln.cast %[[G1]] {fqn = "layers.0.feed_forward.w1", to = bf16} : (tensor<6x8xf32>) -> tensor<6x8xf32>
+// MIXED-NEXT: kiln.linear %{{.*}}, %[[C1]] {fqn = "layers.0.feed_forward.w1"} : (tensor<1x3x8xf32>, tensor<6x8xf32>) -> tensor<1x3x6xf32>
+// MIXED: %[[G2:.*]] = shard.all_gather %arg2 on @grid grid_axes = [1] gather_axis = 0 : tensor<4x6xf32> -> tensor<8x6xf32>
+// MIXED-NEXT: %[[C2:.*]] = kiln.cast %[[G2]] {fqn = "layers.0.feed_forward.w2", to = bf16}
+// MIXED-NEXT: kiln.linear %{{.*}}, %[[C2]] {fqn = "layers.0.feed_forward.w2"} : (tensor<1x3x6xf32>, tensor<8x6xf32>) -> tensor<1x3x8xf32>
+// MIXED: %[[G3:.*]] = shard.all_gather %arg2 on @grid grid_axes = [1] gather_axis = 0 : tensor<4x6xf32> -> tensor<8x6xf32>
+// MIXED-NEXT: %[[C3:.*]] = kiln.cast %[[G3]] {fqn = "layers.0.feed_forward.w2", to = bf16}
+// MIXED-NEXT: kiln.linear_backward_data %{{.*}}, %[[C3]] {fqn = "layers.0.feed_forward.w2"}
+// MIXED: %[[G4:.*]] = shard.all_gather %arg1 on @grid grid_axes = [1] gather_axis = 0 : tensor<3x8xf32> -> tensor<6x8xf32>
+// MIXED-NEXT: %[[C4:.*]] = kiln.cast %[[G4]] {fqn = "layers.0.feed_forward.w1", to = bf16}
+// MIXED-NEXT: kiln.linear_backward_data %{{.*}}, %[[C4]] {fqn = "layers.0.feed_forward.w1"}
 
 // NOMATCH: error: kiln-shard: tp-plan entry 'layers.*.wq' matches no parameter's module
 // STYLE: error: kiln-shard: tp-plan entry 'layers.*.w1=sideways' must be <module glob>=colwise or =rowwise
