@@ -16,10 +16,13 @@
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/JSON.h"
 
 namespace kiln {
@@ -284,6 +287,108 @@ const KernelSpec *cpuOnlyKernel(Operation *op) {
   return spec && !spec->neuron() ? spec : nullptr;
 }
 
+/// A type the hlo dialect's tensors take (Hlo_Tensor).
+bool isHloTensor(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t)
+    return false;
+  Type e = t.getElementType();
+  return e.isF32() || e.isBF16() || e.isF16() || e.isInteger(1) || e.isSignlessInteger(32) ||
+         e.isSignlessInteger(64) || e.isUnsignedInteger(32);
+}
+
+/// The layer of a recomputed op: its fqn up to the layer index
+/// ("layers.3"), "" without one.
+StringRef layerKey(Operation *op) {
+  auto fqn = op->getAttrOfType<StringAttr>("fqn");
+  if (!fqn || !fqn.getValue().starts_with("layers."))
+    return "";
+  StringRef rest = fqn.getValue().drop_front(7);
+  return fqn.getValue().take_front(7 + rest.find('.'));
+}
+
+/// Puts one hlo.opt_barrier before each layer's recomputation.
+///
+/// kiln-activation-checkpoint clones a layer's ops right before its first
+/// backward op (kiln.recomputed); kiln-partition may put reshards (e.g. a
+/// parameter's all-gather) between the clones, so the recomputation is the
+/// span from a layer's first recomputed op to its last. Its values from
+/// outside the span (saved activations, parameters) go through the barrier,
+/// together with a value the backward has computed by then: the latest one
+/// the span's first consumers read besides the recomputation (the incoming
+/// cotangent). Without it, CSE (MLIR's below, XLA's) would merge each clone
+/// with the forward op it copies, and XLA's scheduler could hoist it into
+/// the forward: either way the activations would live through the step.
+///
+/// This runs on the kiln IR, before the conversion: the marks and layer
+/// fqns are on the kiln ops, which the conversion replaces, and the barrier,
+/// an hlo op on plain tensors, is legal as it is (the conversion rewires its
+/// operands to the lowered values).
+void insertRecomputeBarriers(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  llvm::MapVector<StringRef, std::pair<Operation *, Operation *>> spans;
+  for (Operation &op : body.without_terminator())
+    if (isRecomputed(&op)) {
+      auto [it, inserted] = spans.try_emplace(layerKey(&op), &op, &op);
+      it->second.second = &op;
+    }
+  for (auto &[layer, span] : spans) {
+    auto [first, last] = span;
+    SmallVector<Operation *> ops;
+    for (Operation *op = first;; op = op->getNextNode()) {
+      ops.push_back(op);
+      if (op == last)
+        break;
+    }
+    llvm::DenseSet<Operation *> inSpan(ops.begin(), ops.end());
+    llvm::SetVector<Value> held;
+    for (Operation *op : ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && (inSpan.contains(def) || def->hasTrait<OpTrait::ConstantLike>()))
+          continue;
+        if (isHloTensor(v.getType()))
+          held.insert(v);
+      }
+    if (held.empty())
+      continue;
+    // The anchor: of the values the span's consumers read from before it,
+    // the one computed last (block arguments and constants come first).
+    Value anchor;
+    auto later = [&](Value v) {
+      return !anchor || (!isa<BlockArgument>(anchor) &&
+                         anchor.getDefiningOp()->isBeforeInBlock(v.getDefiningOp()));
+    };
+    for (Operation *op = last->getNextNode(); op; op = op->getNextNode()) {
+      if (llvm::none_of(op->getOperands(), [&](Value v) {
+            return v.getDefiningOp() && inSpan.contains(v.getDefiningOp());
+          }))
+        continue;
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && !inSpan.contains(def) && def->isBeforeInBlock(first) &&
+            !def->hasTrait<OpTrait::ConstantLike>() && isHloTensor(v.getType()) && later(v))
+          anchor = v;
+      }
+    }
+    // Else the op right before the span: the backward runs up to it.
+    for (Operation *op = first->getPrevNode(); op && !anchor; op = op->getPrevNode())
+      for (Value v : op->getResults())
+        if (!anchor && isHloTensor(v.getType()))
+          anchor = v;
+    if (anchor)
+      held.insert(anchor);
+    OpBuilder b(first);
+    SmallVector<Value> operands = held.takeVector();
+    auto barrier = hlo::OptBarrierOp::create(
+        b, NameLoc::get(b.getStringAttr(layer.empty() ? "recompute" : layer + ".recompute"),
+                        first->getLoc()),
+        ValueRange(operands).getTypes(), operands);
+    for (auto [v, r] : llvm::zip(operands, barrier.getResults()))
+      v.replaceUsesWithIf(r, [&](OpOperand &use) { return inSpan.contains(use.getOwner()); });
+  }
+}
+
 struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
   using LowerToHloBase::LowerToHloBase;
 
@@ -307,6 +412,7 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
     populateCollectivesAndKernelsToHlo(patterns, state);
     if (failed(checkLowerable(func, patterns)))
       return signalPassFailure();
+    insertRecomputeBarriers(func);
 
     ConversionTarget target(getContext());
     target.addLegalDialect<hlo::HloDialect, func::FuncDialect>();

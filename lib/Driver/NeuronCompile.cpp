@@ -209,14 +209,6 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
     fail("compile: target '{}' is not a Neuron target (trn2, trn1)", config.target.name);
   if (outDir.empty())
     fail("compile: -o DIR is required (the directory the artifacts go to)");
-  // XLA merges identical instructions (and the CSE below would too): the
-  // recomputation would fold back into the forward without an optimization
-  // barrier, which the hlo dialect does not have yet.
-  if (config.activationCheckpoint.mode != "none")
-    fail("compile: activation_checkpoint.mode='{}' is not supported by the Neuron backend yet "
-         "(the HLO has no optimization barrier to keep the recomputation from being merged "
-         "into the forward); use mode 'none'",
-         config.activationCheckpoint.mode);
   Clock::time_point start = Clock::now();
   Qwen3Config model = config.model.resolve();
   int64_t seq = config.training.seqLen;
@@ -228,7 +220,8 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   MLIRContext context;
   OwningOpRef<ModuleOp> module = captureTrainingStep(
       context, model, {config.training.localBatchSize * layout.dataParallelDegree(), seq},
-      OptimizerSettings::fromConfig(config), &layout, &kernels, {}, paramDtype);
+      OptimizerSettings::fromConfig(config), &layout, &kernels,
+      ActivationCheckpointing::fromConfig(config), paramDtype);
   double captureSeconds = secondsSince(start);
 
   Clock::time_point t = Clock::now();
@@ -314,6 +307,12 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   manifest["compile_command"] = neuronxCommand(config.target.name, config.target.lnc);
   manifest["token_ids"] = "int64 parameters, converted to int32 in the graph where they index "
                           "(neuronx-cc's default int64->int32 downcast is lossless: ids < vocab)";
+  // kiln-lower-to-hlo puts an opt-barrier before each checkpointed layer's
+  // recomputation, so that XLA neither merges it into the forward nor hoists it.
+  manifest["activation_checkpoint"] = {
+      {"mode", config.activationCheckpoint.mode},
+      {"selective_ac_option", config.activationCheckpoint.selectiveAcOption},
+      {"opt_barriers", stats.byOpcode.count("opt-barrier") ? stats.byOpcode.at("opt-barrier") : 0}};
   manifest["mixed_precision"] = {{"param", paramDtype},
                                  {"reduce", config.training.mixedPrecisionReduce}};
 
@@ -339,6 +338,14 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
              "and gradient reductions (training.mixed_precision_param)\n",
              paramDtype);
   fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
+  if (config.activationCheckpoint.mode != "none")
+    fmt::print("activation checkpointing: {}{}, {} opt-barriers keep the recomputation in the "
+               "backward\n",
+               config.activationCheckpoint.mode,
+               config.activationCheckpoint.mode == "selective"
+                   ? " (" + config.activationCheckpoint.selectiveAcOption + ")"
+                   : "",
+               stats.byOpcode.count("opt-barrier") ? stats.byOpcode.at("opt-barrier") : 0);
   for (const auto &[key, c] : stats.collectives) {
     // The first group, its middle elided when long: {0,1,2,...,63},...
     std::string first = key.substr(key.find(' ') + 2);

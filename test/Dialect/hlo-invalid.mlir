@@ -94,3 +94,19 @@ func.func @transpose_perm(%x: tensor<4x8xf32>) {
   %0 = hlo.transpose %x {permutation = array<i64: 0, 0>} : (tensor<4x8xf32>) -> tensor<4x4xf32>
   return
 }
+
+// -----
+
+func.func @opt_barrier_type(%x: tensor<4xf32>, %y: tensor<2xi32>) {
+  // expected-error@+1 {{'hlo.opt_barrier' op result 1 has type 'tensor<2xf32>', operand 1 'tensor<2xi32>': it returns its operands}}
+  %0:2 = hlo.opt_barrier %x, %y : (tensor<4xf32>, tensor<2xi32>) -> (tensor<4xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @opt_barrier_count(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'hlo.opt_barrier' op has 1 operands but 2 results: it returns its operands}}
+  %0:2 = hlo.opt_barrier %x : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}

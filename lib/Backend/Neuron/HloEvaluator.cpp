@@ -147,6 +147,10 @@ public:
         tuples[inst.id()] = std::move(t);
         continue;
       }
+      if (op == "opt-barrier") { // a scheduling constraint: the identity on its tuple
+        tuples[inst.id()] = tuples.at(inst.operand_ids(0));
+        continue;
+      }
       if (op == "get-tuple-element") {
         const auto &t = tuples.at(inst.operand_ids(0));
         for (int64_t r = 0; r < world; ++r)

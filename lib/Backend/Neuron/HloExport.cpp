@@ -226,6 +226,7 @@ const char *opcodeOf(Operation *op) {
       .Case<hlo::ReduceScatterOp>([](auto) { return "reduce-scatter"; })
       .Case<hlo::AllReduceOp>([](auto) { return "all-reduce"; })
       .Case<hlo::CustomCallOp>([](auto) { return "custom-call"; })
+      .Case<hlo::OptBarrierOp>([](auto) { return "opt-barrier"; })
       .Default([](Operation *) { return nullptr; });
 }
 
@@ -233,9 +234,24 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
   const char *opcode = opcodeOf(op);
   if (!opcode)
     return op->emitOpError("HLO export: not an hlo dialect op");
+  // XLA's opt-barrier takes one operand, the tuple of the values it holds.
+  xla::HloInstructionProto *operandTuple = nullptr;
+  if (isa<hlo::OptBarrierOp>(op)) {
+    operandTuple = add(entry, "tuple", op->getLoc());
+    xla::ShapeProto *shape = operandTuple->mutable_shape();
+    shape->set_element_type(xla::TUPLE);
+    for (Value operand : op->getOperands()) {
+      operandTuple->add_operand_ids(ids.lookup(operand));
+      if (failed(shapeOf(op, operand.getType(), shape->add_tuple_shapes())))
+        return failure();
+    }
+  }
   xla::HloInstructionProto *inst = add(entry, opcode, op->getLoc());
-  for (Value operand : op->getOperands())
-    inst->add_operand_ids(ids.lookup(operand));
+  if (operandTuple)
+    inst->add_operand_ids(operandTuple->id());
+  else
+    for (Value operand : op->getOperands())
+      inst->add_operand_ids(ids.lookup(operand));
   auto element = [&]() { return cast<RankedTensorType>(op->getOperand(0).getType()).getElementType(); };
   auto called = [&](hlo::Combiner c) -> LogicalResult {
     FailureOr<int64_t> comp = combiner(op, c, element());
@@ -245,9 +261,10 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
     return success();
   };
 
-  // The shape: one result, or a tuple of several (custom calls), each then
-  // read by a get-tuple-element.
-  if (op->getNumResults() == 1) {
+  // The shape: one result, or a tuple of several (custom calls) or of an
+  // opt-barrier's, each then read by a get-tuple-element.
+  bool tupled = op->getNumResults() != 1 || operandTuple;
+  if (!tupled) {
     if (failed(shapeOf(op, op->getResult(0).getType(), inst->mutable_shape())))
       return failure();
     ids[op->getResult(0)] = inst->id();
@@ -360,7 +377,7 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
   if (failed(result))
     return failure();
 
-  if (op->getNumResults() != 1)
+  if (tupled)
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
       xla::HloInstructionProto *gte = add(entry, "get-tuple-element", op->getLoc());
       gte->set_tuple_index(int64_t(i));

@@ -380,6 +380,20 @@ LogicalResult CustomCallOp::verify() {
   return success();
 }
 
+LogicalResult OptBarrierOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  if (getNumResults() != getInputs().size())
+    return emitOpError() << "has " << getInputs().size() << " operands but " << getNumResults()
+                         << " results: it returns its operands";
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(getInputs().getTypes(), getResultTypes())))
+    if (std::get<0>(pair) != std::get<1>(pair))
+      return emitOpError() << "result " << i << " has type " << std::get<1>(pair)
+                           << ", operand " << i << " " << std::get<0>(pair)
+                           << ": it returns its operands";
+  return success();
+}
+
 } // namespace kiln::hlo
 
 #define GET_OP_CLASSES

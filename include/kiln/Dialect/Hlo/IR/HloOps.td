@@ -251,4 +251,24 @@ def Hlo_CustomCallOp : Hlo_Op<"custom_call"> {
   let hasVerifier = 1;
 }
 
+//===-- Scheduling ---------------------------------------------------------===//
+
+// Not an Hlo_Op: without Pure (no memory-effect interface at all) MLIR's CSE
+// and DCE leave it alone, as XLA's passes leave an opt-barrier.
+def Hlo_OptBarrierOp : Op<Hlo_Dialect, "opt_barrier"> {
+  let summary = "opt-barrier: its operands, which XLA may not look through";
+  let description = [{
+    In XLA one `opt-barrier` instruction takes the tuple of the operands and
+    returns it, each result then read by a get-tuple-element. XLA's passes
+    see the results as new values: a computation on them is not merged (CSE)
+    with the same computation on the operands, and cannot run before every
+    operand is ready. Activation checkpointing relies on both (torch_xla's
+    `optimization_barrier_`).
+  }];
+  let arguments = (ins Variadic<Hlo_Tensor>:$inputs);
+  let results = (outs Variadic<Hlo_Tensor>:$results);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // KILN_HLO_OPS_TD
