@@ -74,6 +74,26 @@ TEST(HloEvaluatorTest, CollectivesCombineTheRanksOfEachGroup) {
   EXPECT_EQ(stats.collectives.at("all-gather {{0,1}}").bytesSent, 8); // half of 16 bytes
 }
 
+TEST(HloEvaluatorTest, OptBarrierIsTheIdentityOnItsTuple) {
+  mlir::MLIRContext context;
+  xla::HloModuleProto proto = exported(context, R"(
+    func.func @main(%a: tensor<2xf32>, %i: tensor<3xi32>) -> (tensor<2xf32>, tensor<3xi32>, tensor<2xf32>) {
+      %n = hlo.negate %a : (tensor<2xf32>) -> tensor<2xf32>
+      %b:3 = hlo.opt_barrier %a, %i, %n : (tensor<2xf32>, tensor<3xi32>, tensor<2xf32>) -> (tensor<2xf32>, tensor<3xi32>, tensor<2xf32>)
+      %r = hlo.negate %b#0 : (tensor<2xf32>) -> tensor<2xf32>
+      return %r, %b#1, %b#2 : tensor<2xf32>, tensor<3xi32>, tensor<2xf32>
+    })");
+  std::map<std::string, int> opcodes;
+  for (const auto &inst : proto.computations(0).instructions())
+    ++opcodes[inst.opcode()];
+  EXPECT_EQ(opcodes["opt-barrier"], 1);
+  EXPECT_EQ(opcodes["get-tuple-element"], 3);
+  auto out = neuron::evaluateHlo(proto, {{array({2}, {1, -2}), array({3}, {7, 8, 9})}});
+  EXPECT_EQ(out[0][0].values, (std::vector<double>{-1, 2}));
+  EXPECT_EQ(out[0][1].values, (std::vector<double>{7, 8, 9}));
+  EXPECT_EQ(out[0][2].values, (std::vector<double>{-1, 2}));
+}
+
 TEST(HloEvaluatorTest, DotReduceAndRoundTrip) {
   mlir::MLIRContext context;
   xla::HloModuleProto proto = exported(context, R"(
