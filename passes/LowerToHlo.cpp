@@ -315,8 +315,8 @@ StringRef layerKey(Operation *op) {
 /// span from a layer's first recomputed op to its last. Its values from
 /// outside the span (saved activations, parameters) go through the barrier,
 /// together with a value the backward has computed by then: the latest one
-/// the span's first consumers read besides the recomputation (the incoming
-/// cotangent). Without it, CSE (MLIR's below, XLA's) would merge each clone
+/// the ops reading the recomputation read besides it (the cotangent the
+/// layer's backward starts from). Without it, CSE (MLIR's below, XLA's) would merge each clone
 /// with the forward op it copies, and XLA's scheduler could hoist it into
 /// the forward: either way the activations would live through the step.
 ///
@@ -329,7 +329,7 @@ void insertRecomputeBarriers(func::FuncOp func) {
   llvm::MapVector<StringRef, std::pair<Operation *, Operation *>> spans;
   for (Operation &op : body.without_terminator())
     if (isRecomputed(&op)) {
-      auto [it, inserted] = spans.try_emplace(layerKey(&op), &op, &op);
+      auto it = spans.try_emplace(layerKey(&op), &op, &op).first;
       it->second.second = &op;
     }
   for (auto &[layer, span] : spans) {
@@ -352,13 +352,9 @@ void insertRecomputeBarriers(func::FuncOp func) {
       }
     if (held.empty())
       continue;
-    // The anchor: of the values the span's consumers read from before it,
-    // the one computed last (block arguments and constants come first).
+    // The anchor: of the values computed before the span that an op reading
+    // the recomputation also reads, the latest (not an argument or constant).
     Value anchor;
-    auto later = [&](Value v) {
-      return !anchor || (!isa<BlockArgument>(anchor) &&
-                         anchor.getDefiningOp()->isBeforeInBlock(v.getDefiningOp()));
-    };
     for (Operation *op = last->getNextNode(); op; op = op->getNextNode()) {
       if (llvm::none_of(op->getOperands(), [&](Value v) {
             return v.getDefiningOp() && inSpan.contains(v.getDefiningOp());
@@ -367,7 +363,8 @@ void insertRecomputeBarriers(func::FuncOp func) {
       for (Value v : op->getOperands()) {
         Operation *def = v.getDefiningOp();
         if (def && !inSpan.contains(def) && def->isBeforeInBlock(first) &&
-            !def->hasTrait<OpTrait::ConstantLike>() && isHloTensor(v.getType()) && later(v))
+            !def->hasTrait<OpTrait::ConstantLike>() && isHloTensor(v.getType()) &&
+            (!anchor || anchor.getDefiningOp()->isBeforeInBlock(def)))
           anchor = v;
       }
     }

@@ -242,7 +242,10 @@ def LowerToHlo : Pass<"kiln-lower-to-hlo", "mlir::ModuleOp"> {
     the grid op are removed; the module gains `hlo.replica_count` (the world
     size) and `hlo.distinct_replica_groups`. An op without a lowering is an
     error naming it and its fqn. Token ids stay int64 parameters and are
-    converted to int32 where they index.
+    converted to int32 where they index. Each checkpointed layer's
+    recomputation (`kiln.recomputed` ops) reads what it takes from before it
+    through one `hlo.opt_barrier` that also holds the cotangent its backward
+    starts from, so XLA neither merges it with the forward nor hoists it.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"",
