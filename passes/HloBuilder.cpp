@@ -66,6 +66,7 @@ Value HloBuilder::rsqrt(Value a) { return make<hlo::RsqrtOp>(a); }
 Value HloBuilder::sqrt(Value a) { return make<hlo::SqrtOp>(a); }
 Value HloBuilder::cos(Value a) { return make<hlo::CosineOp>(a); }
 Value HloBuilder::sin(Value a) { return make<hlo::SineOp>(a); }
+Value HloBuilder::sign(Value a) { return make<hlo::SignOp>(a); }
 
 Value HloBuilder::convert(Value a, Type element) {
   if (typeOf(a).getElementType() == element)
@@ -174,11 +175,15 @@ Value HloBuilder::dot(Value lhs, Value rhs, ArrayRef<int64_t> lhsBatch,
 
 Value HloBuilder::reduce(Value a, ArrayRef<int64_t> dims, hlo::Combiner combiner) {
   Type element = typeOf(a).getElementType();
+  // The combiner's identity; integers have no infinity.
+  bool integer = element.isInteger();
   double init = 0;
   if (combiner == hlo::Combiner::max)
-    init = -std::numeric_limits<double>::infinity();
+    init = integer ? double(std::numeric_limits<int32_t>::min())
+                   : -std::numeric_limits<double>::infinity();
   else if (combiner == hlo::Combiner::min)
-    init = std::numeric_limits<double>::infinity();
+    init = integer ? double(std::numeric_limits<int32_t>::max())
+                   : std::numeric_limits<double>::infinity();
   else if (combiner == hlo::Combiner::mul)
     init = 1;
   SmallVector<int64_t> shape;

@@ -54,6 +54,7 @@ public:
   mlir::Value sqrt(mlir::Value a);
   mlir::Value cos(mlir::Value a);
   mlir::Value sin(mlir::Value a);
+  mlir::Value sign(mlir::Value a);
   /// a op scalar constant.
   mlir::Value addScalar(mlir::Value a, double s) { return add(a, splatLike(a, s)); }
   mlir::Value mulScalar(mlir::Value a, double s) { return mul(a, splatLike(a, s)); }

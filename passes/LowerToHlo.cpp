@@ -407,6 +407,7 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
     populateBackwardToHlo(patterns, state);
     populateLossAndOptimizerToHlo(patterns, state);
     populateCollectivesAndKernelsToHlo(patterns, state);
+    populateMoeToHlo(patterns, state);
     if (failed(checkLowerable(func, patterns)))
       return signalPassFailure();
     insertRecomputeBarriers(func);

@@ -104,6 +104,11 @@ mlir::Value rmsInverse(HloBuilder &b, mlir::Value x, double eps);
 /// RoPE's rotation of x [b, s, heads, d] by cache [s, 2d], or its transpose.
 mlir::Value rotate(HloBuilder &b, mlir::Value x, mlir::Value cache, bool transpose);
 
+/// silu(gate) * up, and its gradients (d gate, d up) for the output's dy.
+mlir::Value swiglu(HloBuilder &b, mlir::Value gate, mlir::Value up);
+std::pair<mlir::Value, mlir::Value> swigluGrads(HloBuilder &b, mlir::Value dy, mlir::Value gate,
+                                                mlir::Value up);
+
 /// One value: the usual result of a lowering.
 inline llvm::SmallVector<mlir::Value> one(mlir::Value v) { return {v}; }
 
@@ -112,6 +117,7 @@ void populateBackwardToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &
 void populateLossAndOptimizerToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &state);
 void populateCollectivesAndKernelsToHlo(mlir::RewritePatternSet &patterns,
                                         HloLoweringState &state);
+void populateMoeToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &state);
 
 } // namespace kiln
 

@@ -93,17 +93,20 @@ FailureOr<SmallVector<Value>> lower(AttentionBackwardOp op, AttentionBackwardOp:
 
 FailureOr<SmallVector<Value>> lower(SwigluBackwardOp, SwigluBackwardOp::Adaptor a,
                                     HloBuilder &b, HloLoweringState &) {
-  Value dy = a.getOutGrad(), g = a.getGate(), u = a.getUp();
+  auto [dg, du] = swigluGrads(b, a.getOutGrad(), a.getGate(), a.getUp());
+  return SmallVector<Value>{dg, du};
+}
+
+} // namespace
+
+std::pair<Value, Value> swigluGrads(HloBuilder &b, Value dy, Value g, Value u) {
   Value sig = b.div(b.splatLike(g, 1.0), b.addScalar(b.exp(b.neg(g)), 1.0));
   Value du = b.mul(b.mul(dy, g), sig);
   // silu'(g) = sig (1 + g (1 - sig))
   Value oneMinusSig = b.sub(b.splatLike(sig, 1.0), sig);
   Value dsilu = b.mul(sig, b.addScalar(b.mul(g, oneMinusSig), 1.0));
-  Value dg = b.mul(b.mul(dy, u), dsilu);
-  return SmallVector<Value>{dg, du};
+  return {b.mul(b.mul(dy, u), dsilu), du};
 }
-
-} // namespace
 
 void populateBackwardToHlo(RewritePatternSet &patterns, HloLoweringState &state) {
   addHloLowering<EmbeddingBackwardOp>(patterns, state, lower);

@@ -118,9 +118,7 @@ FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a, HloB
 
 FailureOr<SmallVector<Value>> lower(SwigluOp, SwigluOp::Adaptor a, HloBuilder &b,
                                     HloLoweringState &) {
-  Value g = a.getGate();
-  Value silu = b.div(g, b.addScalar(b.exp(b.neg(g)), 1.0));
-  return one(b.mul(silu, a.getUp()));
+  return one(swiglu(b, a.getGate(), a.getUp()));
 }
 
 FailureOr<SmallVector<Value>> lower(AddOp, AddOp::Adaptor a, HloBuilder &b, HloLoweringState &) {
@@ -167,6 +165,10 @@ FailureOr<SmallVector<Value>> lower(ConstantOp op, ConstantOp::Adaptor, HloBuild
 }
 
 } // namespace
+
+Value swiglu(HloBuilder &b, Value gate, Value up) {
+  return b.mul(b.div(gate, b.addScalar(b.exp(b.neg(gate)), 1.0)), up);
+}
 
 Value rmsInverse(HloBuilder &b, Value x, double eps) {
   int64_t dim = HloBuilder::shapeOf(x).back();

@@ -231,7 +231,8 @@ def LowerToHlo : Pass<"kiln-lower-to-hlo", "mlir::ModuleOp"> {
   let summary = "Lower a per-rank training step to the hlo dialect (XLA HLO)";
   let description = [{
     The Neuron backend's lowering: every kiln op of `func` (forward, backward,
-    loss, optimizer; see lib/Runtime for the math each reproduces), the
+    loss, optimizer, mixture of experts with the experts dense; see
+    lib/Runtime for the math each reproduces), the
     upstream `shard` collectives (all_gather, reduce_scatter, all_reduce in
     XLA's flattened-id form: replica groups of global ranks from the grid
     axes, row-major with the last axis fastest, a channel id each,

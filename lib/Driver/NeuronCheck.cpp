@@ -14,6 +14,7 @@
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Kernels/Kernels.h"
+#include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
@@ -171,6 +172,17 @@ double maxAbsDiff(const HloArray &a, const Tensor &b) {
   return m;
 }
 
+/// The tensor of parameter `key` in `params` (HF keys): a stacked key's
+/// members (a MoE layer's experts, kept one tensor each) stacked.
+Tensor paramByKey(const TensorMap &params, const std::string &key, int64_t members) {
+  if (!isStackedKey(key))
+    return params.at(key);
+  std::vector<Tensor> stack;
+  for (int64_t i = 0; i < members; ++i)
+    stack.push_back(params.at(stackMemberKey(key, i)));
+  return stackTensors(stack);
+}
+
 } // namespace
 
 bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance) {
@@ -217,7 +229,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
     auto wholeShape = p["whole_shape"].get<std::vector<int64_t>>();
     HloArray whole;
     if (role == "param")
-      whole = arrayOf(initial.at(name));
+      whole = arrayOf(paramByKey(initial, name, wholeShape[0]));
     else if (role == "input" && name == "input_ids")
       whole = arrayOf(io.inputIds);
     else if (role == "input" && name == "labels")
@@ -261,7 +273,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
                  if (w >= 0)
                    whole.values[w] = results[r][index].values[part];
                });
-    double d = maxAbsDiff(whole, updated.at(key));
+    double d = maxAbsDiff(whole, paramByKey(updated, key, whole.dims[0]));
     if (d >= worstWeight) {
       worstWeight = d;
       worstKey = key;

@@ -252,6 +252,11 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                        {"seq_len", seq}};
   manifest["parameters"] = describeParameters(step, loss, grid, axisNames);
   manifest["kernels"] = describeKernels(step);
+  // Plain HLO runs a MoE layer's experts densely (LowerToHloMoe.cpp); the
+  // manifest and the summary name those layers.
+  std::vector<std::string> denseExperts;
+  step.walk([&](GroupedExpertsOp op) { denseExperts.push_back(op.getFqn().str()); });
+  manifest["dense_expert_layers"] = denseExperts;
   manifest["memory_plan_per_rank"] = {{"peak_bytes", plan.peakBytes},
                                       {"parameter_bytes", plan.parameterBytes},
                                       {"optimizer_state_bytes", plan.stateBytes},
@@ -346,6 +351,13 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                    ? " (" + config.activationCheckpoint.selectiveAcOption + ")"
                    : "",
                stats.byOpcode.count("opt-barrier") ? stats.byOpcode.at("opt-barrier") : 0);
+  if (!denseExperts.empty())
+    fmt::print("MoE: {} expert layer{} ({}{}) in plain HLO, dense: all {} experts over every "
+               "token, {}x the routed FLOPs; a kiln.grouped_experts rule with kernel "
+               "nki_grouped_experts runs them grouped\n",
+               denseExperts.size(), denseExperts.size() > 1 ? "s" : "", denseExperts.front(),
+               denseExperts.size() > 1 ? ", ..." : "", model.numExperts,
+               double(model.numExperts) / double(model.numExpertsPerTok));
   for (const auto &[key, c] : stats.collectives) {
     // The first group, its middle elided when long: {0,1,2,...,63},...
     std::string first = key.substr(key.find(' ') + 2);

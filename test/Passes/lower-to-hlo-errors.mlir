@@ -3,10 +3,12 @@
 // RUN: kiln-opt %s -split-input-file -verify-diagnostics --kiln-lower-to-hlo
 
 module {
-  func.func @train_step(%x: tensor<f32>) -> tensor<f32> {
-    // expected-error@+1 {{kiln-lower-to-hlo: no HLO lowering for 'kiln.scale' (fqn 'moe.aux_loss') yet}}
-    %s = kiln.scale %x {fqn = "moe.aux_loss", factor = 0.01 : f64} : (tensor<f32>) -> tensor<f32>
-    return %s : tensor<f32>
+  shard.grid @grid(shape = 2)
+  func.func @train_step(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    // expected-error@+1 {{kiln-lower-to-hlo: no HLO lowering for 'shard.all_to_all' (fqn '?') yet}}
+    %y = shard.all_to_all %x on @grid grid_axes = [0] split_axis = 0 concat_axis = 0
+      : tensor<2x4xf32> -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
   }
 }
 
