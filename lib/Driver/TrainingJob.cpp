@@ -320,8 +320,9 @@ int runTrainingJob(const TrainConfig &config) {
                          "learning-rate schedule follows the new total\n",
                  steps, briefJson(was));
     if (first >= steps)
-      fmt::print("step {} is already at training.steps = {}: nothing left to train\n", first,
-                 steps);
+      fmt::print("step {} is already at training.steps = {}: nothing left to train (raise "
+                 "training.steps to continue, or move {} away to start over)\n",
+                 first, steps, config.checkpoint.folder);
   } else if (config.checkpoint.enable) {
     fmt::print("checkpoint: no resumable checkpoint in {}; starting from {}\n",
                config.checkpoint.folder,
