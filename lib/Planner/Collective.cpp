@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 using namespace mlir;
@@ -105,20 +106,93 @@ double ringSeconds(int64_t steps, int64_t bytesSent, double latencySeconds, doub
   return double(steps) * latencySeconds + double(bytesSent) / bandwidth;
 }
 
-double collectiveSeconds(const Collective &c, const GroupPlacement &placement,
-                         const TargetProfile &target) {
-  if (c.kind == CollectiveKind::Local || c.groupSize < 2)
-    return 0;
-  double share = std::min(1.0, double(placement.membersPerDevice) / double(target.ranksPerDevice));
-  double bandwidth = target.intraNode.bandwidth * share;
-  double latency = target.intraNode.latencySeconds;
-  if (placement.nodes > 1) {
+namespace {
+
+/// The links of a placed group: each rank's share of its device's links (β
+/// inside a node) and of its node's network, and their latencies.
+struct GroupLinks {
+  double intraBandwidth, intraLatency, nodeNetwork, interLatency;
+
+  static GroupLinks of(const GroupPlacement &placement, const TargetProfile &target) {
+    double deviceShare =
+        std::min(1.0, double(placement.membersPerDevice) / double(target.ranksPerDevice));
     double nodeShare =
         std::min(1.0, double(placement.membersPerNode) / double(target.ranksPerNode));
-    bandwidth = std::min(bandwidth, target.interNode.bandwidth * nodeShare);
-    latency = std::max(latency, target.interNode.latencySeconds);
+    double eff = target.efficiency.collective;
+    return {target.intraNode.bandwidth * deviceShare * eff, target.intraNode.latencySeconds,
+            target.interNode.bandwidth * nodeShare * eff, target.interNode.latencySeconds};
   }
-  return ringSeconds(c.steps, c.bytesSent, latency, bandwidth * target.efficiency.collective);
+};
+
+/// A ring over every member: across nodes each step waits on the network's
+/// latency and every rank's stream on the slower of its device's share and
+/// the node's network (NCCL's channels spread a ring over the node's NICs).
+double flatRingSeconds(const Collective &c, const GroupPlacement &placement,
+                       const GroupLinks &links) {
+  double bandwidth = links.intraBandwidth, latency = links.intraLatency;
+  if (placement.nodes > 1) {
+    bandwidth = std::min(bandwidth, links.nodeNetwork);
+    latency = std::max(latency, links.interLatency);
+  }
+  return ringSeconds(c.steps, c.bytesSent, latency, bandwidth);
+}
+
+/// Two levels: rings inside each node over its m members, and rings across
+/// the N nodes between the members with the same place in their node, each
+/// carrying 1/m of the data while the node's m members share its network.
+/// all_reduce: reduce-scatter in the node, all-reduce across, all-gather in
+/// the node; reduce_scatter: in the node, then across; all_gather: across,
+/// then in the node.
+double twoLevelSeconds(const Collective &c, const GroupPlacement &placement,
+                       const GroupLinks &links) {
+  const int64_t m = placement.membersPerNode, nodes = placement.nodes;
+  const double s = double(c.messageBytes);
+  const double perRankNetwork = links.nodeNetwork / double(m);
+  auto inNode = [&](double bytes) { // one ring pass over the node's members
+    return double(m - 1) * links.intraLatency + double(m - 1) / double(m) * bytes / links.intraBandwidth;
+  };
+  auto acrossNodes = [&](double bytes, int64_t passes) {
+    return double(passes * (nodes - 1)) * links.interLatency +
+           double(passes * (nodes - 1)) / double(nodes) * bytes / perRankNetwork;
+  };
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    return 2 * inNode(s) + acrossNodes(s / double(m), 2);
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllGather:
+    return inNode(s) + acrossNodes(s / double(m), 1);
+  default:
+    return std::numeric_limits<double>::infinity();
+  }
+}
+
+} // namespace
+
+CollectiveTime collectiveTime(const Collective &c, const GroupPlacement &placement,
+                              const TargetProfile &target) {
+  if (c.kind == CollectiveKind::Local || c.groupSize < 2)
+    return {};
+  GroupLinks links = GroupLinks::of(placement, target);
+  CollectiveTime t{flatRingSeconds(c, placement, links), CollectiveAlgorithm::Ring};
+  // Across nodes with several members per node, the two-level algorithm
+  // trades the flat ring's n-1 network-latency steps for m-1 + N-1 shorter
+  // ones at nearly the same bytes: the faster one is used (as NCCL's tuner
+  // picks by size).
+  if (placement.nodes > 1 && placement.membersPerNode > 1) {
+    double twoLevel = twoLevelSeconds(c, placement, links);
+    if (twoLevel < t.seconds)
+      t = {twoLevel, CollectiveAlgorithm::TwoLevel};
+  }
+  return t;
+}
+
+double collectiveSeconds(const Collective &c, const GroupPlacement &placement,
+                         const TargetProfile &target) {
+  return collectiveTime(c, placement, target).seconds;
+}
+
+const char *collectiveAlgorithmName(CollectiveAlgorithm algorithm) {
+  return algorithm == CollectiveAlgorithm::TwoLevel ? "two_level" : "ring";
 }
 
 } // namespace kiln

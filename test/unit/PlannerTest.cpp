@@ -106,15 +106,46 @@ TEST(PlannerTest, RingTimeIsTheAlphaBetaFormula) {
   EXPECT_DOUBLE_EQ(collectiveSeconds(reduce, inNode, t),
                    14 * 1e-6 + 2 * (7.0 / 8.0) * double(int64_t(1) << 30) / 5e9);
 
-  // Across two nodes of 4 ranks the group crosses the network: the slower
-  // link and the larger latency. Every rank of a node is in the group, so it
-  // gets the whole of the node's network bandwidth.
+  // Across two nodes of 4 ranks the group crosses the network. A flat ring
+  // takes the slower link and the larger latency at every step (every rank
+  // of a node is in the group, so the ring gets the node's whole network
+  // bandwidth) and carries 7/8 of the tensor over it. The two-level
+  // algorithm gathers across the nodes first, each of a node's 4 members its
+  // own quarter with a quarter of the network (1/2 of the tensor crosses),
+  // then inside the node on the fast link: faster, so chosen.
   TargetProfile four = profile(4);
   GroupPlacement twoNodes = placeGroup({1, 8, 1}, {1}, four);
   EXPECT_EQ(twoNodes.nodes, 2);
   EXPECT_EQ(twoNodes.membersPerNode, 4);
-  EXPECT_DOUBLE_EQ(collectiveSeconds(gather, twoNodes, four),
-                   7 * 1e-5 + (7.0 / 8.0) * double(int64_t(1) << 30) / 0.5e9);
+  const double gib = double(int64_t(1) << 30);
+  double flat = 7 * 1e-5 + (7.0 / 8.0) * gib / 0.5e9;
+  double twoLevel = 3 * 1e-6 + (3.0 / 4.0) * gib / 5e9 + 1e-5 + 0.5 * (gib / 4) / (0.5e9 / 4);
+  CollectiveTime t2 = collectiveTime(gather, twoNodes, four);
+  EXPECT_EQ(t2.algorithm, CollectiveAlgorithm::TwoLevel);
+  EXPECT_DOUBLE_EQ(t2.seconds, twoLevel);
+  EXPECT_LT(twoLevel, flat);
+  // An all-reduce: reduce-scatter and all-gather in the node around an
+  // all-reduce of a quarter across.
+  CollectiveTime r2 = collectiveTime(reduce, twoNodes, four);
+  EXPECT_EQ(r2.algorithm, CollectiveAlgorithm::TwoLevel);
+  EXPECT_DOUBLE_EQ(r2.seconds, 2 * (3 * 1e-6 + (3.0 / 4.0) * gib / 5e9) + 2 * 1e-5 +
+                                   2 * 0.5 * (gib / 4) / (0.5e9 / 4));
+
+  // With the node's link no faster than its network, the two-level
+  // algorithm's extra pass inside the node costs more than the flat ring's
+  // extra network bytes: the flat ring is kept.
+  nlohmann::json slowLink = profileJson(4);
+  slowLink["interconnect"]["intra_node"]["bandwidth"] = 1e9;
+  TargetProfile slow = parseTargetProfile(slowLink.dump(), "slow.json", fakeProbe());
+  CollectiveTime t1 = collectiveTime(gather, twoNodes, slow);
+  EXPECT_EQ(t1.algorithm, CollectiveAlgorithm::Ring);
+  EXPECT_DOUBLE_EQ(t1.seconds, flat);
+  // A small message is latency-bound: 7 network steps for the flat ring
+  // against 3 in the node and 1 across.
+  Collective small = gather;
+  small.messageBytes = 8;
+  small.bytesSent = 7;
+  EXPECT_EQ(collectiveTime(small, twoNodes, slow).algorithm, CollectiveAlgorithm::TwoLevel);
 }
 
 TEST(PlannerTest, RanksOfADeviceShareItsLinks) {

@@ -59,7 +59,21 @@ struct GroupPlacement {
 GroupPlacement placeGroup(llvm::ArrayRef<int64_t> gridShape, llvm::ArrayRef<int16_t> axes,
                           const TargetProfile &target);
 
-/// Seconds of collective `c` for a group placed as `placement` on `target`.
+enum class CollectiveAlgorithm { Ring, TwoLevel };
+/// "ring", "two_level".
+const char *collectiveAlgorithmName(CollectiveAlgorithm algorithm);
+
+struct CollectiveTime {
+  double seconds = 0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
+};
+
+/// The time of collective `c` for a group placed as `placement` on `target`
+/// by the faster of a flat ring and, for a group spanning nodes with several
+/// members on each, the two-level algorithm.
+CollectiveTime collectiveTime(const Collective &c, const GroupPlacement &placement,
+                              const TargetProfile &target);
+/// collectiveTime's seconds.
 double collectiveSeconds(const Collective &c, const GroupPlacement &placement,
                          const TargetProfile &target);
 
