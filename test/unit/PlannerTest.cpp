@@ -25,6 +25,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <set>
+
 using namespace kiln;
 
 namespace {
@@ -271,6 +274,56 @@ TEST(PlannerTest, ParameterBytesPerRankAreTheModelOverTheFsdpDegree) {
   }
 }
 
+TEST(PlannerTest, EachOpStatesItsClassThroughTheCostInterface) {
+  // The fixture's step with the loss replaced by the chunked cross-entropy
+  // (which fuses the output projection: a GEMM), layer 0's attention by
+  // flash attention and every RoPE by NKI's: each op and kernel, forward
+  // and backward, answers its class itself.
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.hf_path=" + test::dataPath("qwen3-dense-tiny"), "--target.name=cpu",
+           R"(--override.rules=[
+             {"name": "loss", "target": "kiln.cross_entropy", "kernel": "chunked_cross_entropy"},
+             {"name": "flash", "target": "kiln.attention", "kernel": "nki_flash_attention",
+              "fqns": ["layers.0.attention.inner_attention"]},
+             {"name": "rope", "target": "kiln.rope", "kernel": "nki_rope"}])"});
+  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
+  kernels.log = false;
+  mlir::MLIRContext context;
+  CaptureOptions shape;
+  shape.batch = 1;
+  shape.seq = 16;
+  auto module = captureTrainingStep(context, Qwen3Config::resolve(config.model.hfPath), shape,
+                                    OptimizerSettings{}, nullptr, &kernels);
+  // Op name, or op name and kernel, -> the class it must state.
+  std::map<std::string, OpClass> expected = {
+      {"kiln.linear", OpClass::Matmul},
+      {"kiln.linear_backward_data", OpClass::Matmul},
+      {"kiln.linear_backward_weight", OpClass::Matmul},
+      {"kiln.attention", OpClass::Attention},
+      {"kiln.attention_backward", OpClass::Attention},
+      {"kiln.rms_norm", OpClass::Vector},
+      {"kiln.swiglu", OpClass::Vector},
+      {"kiln.kernel chunked_cross_entropy", OpClass::Matmul},
+      {"kiln.kernel_backward chunked_cross_entropy", OpClass::Matmul},
+      {"kiln.kernel nki_flash_attention", OpClass::Attention},
+      {"kiln.kernel_backward nki_flash_attention", OpClass::Attention},
+      {"kiln.kernel nki_rope", OpClass::Vector},
+      {"kiln.kernel_backward nki_rope", OpClass::Vector}};
+  std::set<std::string> seen;
+  module->lookupSymbol<mlir::func::FuncOp>("train_step").walk([&](CostOpInterface op) {
+    std::string key = op->getName().getStringRef().str();
+    if (auto kernel = op->getAttrOfType<mlir::StringAttr>("kernel"))
+      key += " " + kernel.getValue().str();
+    auto it = expected.find(key);
+    if (it == expected.end())
+      return;
+    seen.insert(key);
+    EXPECT_STREQ(opClassName(op.getOpClass()), opClassName(it->second)) << key;
+  });
+  for (const auto &[key, opClass] : expected)
+    EXPECT_TRUE(seen.count(key)) << "no " << key << " in the step";
+}
+
 TEST(PlannerTest, DoublingTheFsdpDegreeHalvesTheShardedState) {
   StepPlan two = planTrainingRun(fixtureRun(2), profile(2), 1);
   StepPlan four = planTrainingRun(fixtureRun(1), profile(4), 1); // same global batch
@@ -303,8 +356,10 @@ TEST(PlannerTest, ReducedMoeIsConsistentAndCountsOnlyRoutedExperts) {
   // experts, not 64.
   int64_t experts = 0;
   for (const ScheduledOp &op : fsdp64.schedule.ops)
-    if (op.name == "kiln.grouped_experts")
+    if (op.name == "kiln.grouped_experts") {
       experts += op.flops;
+      EXPECT_EQ(op.opClass, OpClass::Matmul);
+    }
   EXPECT_EQ(experts, 4 * expertFlops(4096 * 4, 2048, 768));
 }
 
