@@ -22,6 +22,8 @@ class ChunkedCrossEntropy final : public KernelBase {
 public:
   StringRef name() const override { return "chunked_cross_entropy"; }
   StringRef targetOp() const override { return "kiln.cross_entropy"; }
+  // Fuses the output projection into the loss: a GEMM's work, not a vector op's.
+  OpClass opClass() const override { return OpClass::Matmul; }
   StringRef summary() const override {
     return "output projection + cross-entropy in row chunks: no [tokens, vocab] logits";
   }

@@ -22,6 +22,7 @@ class NkiFlashAttention final : public KernelBase {
 public:
   StringRef name() const override { return "nki_flash_attention"; }
   StringRef targetOp() const override { return "kiln.attention"; }
+  OpClass opClass() const override { return OpClass::Attention; }
   StringRef summary() const override {
     return "NKI flash attention (flash_fwd / flash_attn_bwd): causal, GQA, online softmax";
   }

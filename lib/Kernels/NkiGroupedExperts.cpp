@@ -19,6 +19,7 @@ class NkiGroupedExperts final : public KernelBase {
 public:
   StringRef name() const override { return "nki_grouped_experts"; }
   StringRef targetOp() const override { return "kiln.grouped_experts"; }
+  OpClass opClass() const override { return OpClass::Matmul; }
   StringRef summary() const override {
     return "NKI grouped experts: tokens grouped per expert, SwiGLU GEMMs per group";
   }

@@ -17,6 +17,7 @@ class NkiRmsNorm final : public KernelBase {
 public:
   StringRef name() const override { return "nki_rms_norm"; }
   StringRef targetOp() const override { return "kiln.rms_norm"; }
+  OpClass opClass() const override { return OpClass::Vector; }
   StringRef summary() const override { return "NKI RMSNorm, forward and backward fused per row"; }
   StringRef layout() const override { return "x [..., dim], weight [dim] (Kiln's layout)"; }
   double tolerance(bool bf16) const override { return bf16 ? 2e-2 : 1e-6; }

@@ -20,6 +20,7 @@ class NkiRope final : public KernelBase {
 public:
   StringRef name() const override { return "nki_rope"; }
   StringRef targetOp() const override { return "kiln.rope"; }
+  OpClass opClass() const override { return OpClass::Vector; }
   StringRef summary() const override {
     return "NKI rope_hf (rope_fwd / rope_bwd): rotate-half RoPE of q and k";
   }

@@ -11,7 +11,6 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringSwitch.h"
 
 #include <algorithm>
 #include <limits>
@@ -20,25 +19,6 @@
 using namespace mlir;
 
 namespace kiln {
-
-OpClass classifyOp(Operation *op) {
-  StringRef name = op->getName().getStringRef();
-  if (name == "kiln.kernel" || name == "kiln.kernel_backward") {
-    // A substituted kernel runs at the class of the op it replaced; a kernel
-    // replacing the loss fuses the output projection into it (the chunked
-    // cross-entropy), so its work is a GEMM's.
-    auto target = op->getAttrOfType<StringAttr>("target");
-    name = target ? target.getValue() : StringRef();
-    if (name == "kiln.cross_entropy")
-      return OpClass::Matmul;
-  }
-  return llvm::StringSwitch<OpClass>(name)
-      .Cases({"kiln.linear", "kiln.linear_backward_data", "kiln.linear_backward_weight",
-              "kiln.grouped_experts", "kiln.grouped_experts_backward"},
-             OpClass::Matmul)
-      .Cases({"kiln.attention", "kiln.attention_backward"}, OpClass::Attention)
-      .Default(OpClass::Vector);
-}
 
 const char *opClassName(OpClass opClass) {
   switch (opClass) {
@@ -136,7 +116,7 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
       continue;
     }
     if (auto cost = dyn_cast<CostOpInterface>(op)) {
-      n.record.opClass = classifyOp(op);
+      n.record.opClass = cost.getOpClass();
       n.record.flops = cost.getFlops();
       n.record.bytes = scaledBytes(cost, precision);
       n.seconds = rooflineSeconds(n.record.flops, n.record.bytes, n.record.opClass, target,

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Planning.h"
@@ -23,6 +24,9 @@
 #include "mlir/Parser/Parser.h"
 
 #include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
 
 using namespace kiln;
 
@@ -68,6 +72,43 @@ TrainConfig fixtureRun(int64_t localBatch = 1, int64_t seq = 16) {
   return TrainConfig::load("", {"--model.hf_path=" + test::dataPath("qwen3-dense-tiny"),
                                 "--training.local_batch_size=" + std::to_string(localBatch),
                                 "--training.seq_len=" + std::to_string(seq)});
+}
+
+/// The seeds' reduced Qwen3-MoE at seq 4096, local batch 1.
+TrainConfig reducedMoeRun(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--model.flavor=qwen3-30b-a3b", "--model.num_hidden_layers=4",
+                                   "--model.num_experts=64", "--model.num_experts_per_tok=4",
+                                   "--training.local_batch_size=1", "--training.seq_len=4096"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return TrainConfig::load("", args);
+}
+
+/// The peak's categories (by category and by module, in the plan and in its
+/// JSON) sum to the peak, and the total adds the runtime's reserve.
+void expectCategoriesSumToTheTotal(const StepPlan &plan) {
+  int64_t sum = 0;
+  for (int64_t bytes : plan.memory.peakByCategory)
+    sum += bytes;
+  EXPECT_EQ(sum, plan.memory.peakBytes);
+  EXPECT_EQ(plan.totalBytes, plan.memory.peakBytes + plan.target.runtimeReserveBytes);
+  nlohmann::json json = planToJson(plan);
+  int64_t fromJson = 0;
+  for (auto &[key, value] : json["memory_per_rank_bytes"].items())
+    if (key != "total")
+      fromJson += value.get<int64_t>();
+  EXPECT_EQ(fromJson, json["memory_per_rank_bytes"]["total"].get<int64_t>());
+  int64_t byModule = 0;
+  for (const auto &[module, bytes] : plan.memory.peakByModule)
+    byModule += bytes;
+  EXPECT_EQ(byModule, plan.memory.peakBytes);
+}
+
+/// `half` shards over twice the ranks `whole` does: its parameters,
+/// gradients and moments (less the 8-byte update count) are half as large.
+void expectShardedStateHalved(const StepPlan &whole, const StepPlan &half) {
+  EXPECT_EQ(whole.memory.parameterBytes, 2 * half.memory.parameterBytes);
+  EXPECT_EQ(whole.memory.gradientBytes, 2 * half.memory.gradientBytes);
+  EXPECT_EQ(whole.memory.stateBytes - 8, 2 * (half.memory.stateBytes - 8));
 }
 
 std::string errorOf(const std::function<void()> &f) {
@@ -225,24 +266,11 @@ TEST(PlannerTest, FlopsPerTokenIsTorchtitansFormula) {
 
 TEST(PlannerTest, MemoryCategoriesSumToThePeak) {
   StepPlan plan = planTrainingRun(fixtureRun(), profile(4), 1);
-  int64_t sum = 0;
-  for (int64_t bytes : plan.memory.peakByCategory)
-    sum += bytes;
-  EXPECT_EQ(sum, plan.memory.peakBytes);
-  EXPECT_EQ(plan.totalBytes, plan.memory.peakBytes + plan.target.runtimeReserveBytes);
-  nlohmann::json json = planToJson(plan);
-  int64_t fromJson = 0;
-  for (auto &[key, value] : json["memory_per_rank_bytes"].items())
-    if (key != "total")
-      fromJson += value.get<int64_t>();
-  EXPECT_EQ(fromJson, json["memory_per_rank_bytes"]["total"].get<int64_t>());
+  expectCategoriesSumToTheTotal(plan);
   EXPECT_TRUE(plan.fits);
   EXPECT_FALSE(plan.memory.topContributors.empty());
-  // By module too: every layer of the fixture holds something at the peak.
-  int64_t byModule = 0;
-  for (const auto &[module, bytes] : plan.memory.peakByModule)
-    byModule += bytes;
-  EXPECT_EQ(byModule, plan.memory.peakBytes);
+  // Every layer of the fixture holds something at the peak.
+  nlohmann::json json = planToJson(plan);
   for (const char *layer : {"layers.0", "layers.1", "layers.2"})
     EXPECT_TRUE(json["memory_by_module"].contains(layer)) << layer;
 }
@@ -277,13 +305,93 @@ TEST(PlannerTest, ParameterBytesPerRankAreTheModelOverTheFsdpDegree) {
   }
 }
 
+TEST(PlannerTest, EachOpStatesItsClassThroughTheCostInterface) {
+  // The fixture's step with the loss replaced by the chunked cross-entropy
+  // (which fuses the output projection: a GEMM), layer 0's attention by
+  // flash attention and every RoPE by NKI's: each op and kernel, forward
+  // and backward, answers its class itself.
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.hf_path=" + test::dataPath("qwen3-dense-tiny"), "--target.name=cpu",
+           R"(--override.rules=[
+             {"name": "loss", "target": "kiln.cross_entropy", "kernel": "chunked_cross_entropy"},
+             {"name": "flash", "target": "kiln.attention", "kernel": "nki_flash_attention",
+              "fqns": ["layers.0.attention.inner_attention"]},
+             {"name": "rope", "target": "kiln.rope", "kernel": "nki_rope"}])"});
+  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
+  kernels.log = false;
+  mlir::MLIRContext context;
+  CaptureOptions shape;
+  shape.batch = 1;
+  shape.seq = 16;
+  auto module = captureTrainingStep(context, Qwen3Config::resolve(config.model.hfPath), shape,
+                                    OptimizerSettings{}, nullptr, &kernels);
+  // Op name, or op name and kernel, -> the class it must state.
+  std::map<std::string, OpClass> expected = {
+      {"kiln.linear", OpClass::Matmul},
+      {"kiln.linear_backward_data", OpClass::Matmul},
+      {"kiln.linear_backward_weight", OpClass::Matmul},
+      {"kiln.attention", OpClass::Attention},
+      {"kiln.attention_backward", OpClass::Attention},
+      {"kiln.rms_norm", OpClass::Vector},
+      {"kiln.swiglu", OpClass::Vector},
+      {"kiln.kernel chunked_cross_entropy", OpClass::Matmul},
+      {"kiln.kernel_backward chunked_cross_entropy", OpClass::Matmul},
+      {"kiln.kernel nki_flash_attention", OpClass::Attention},
+      {"kiln.kernel_backward nki_flash_attention", OpClass::Attention},
+      {"kiln.kernel nki_rope", OpClass::Vector},
+      {"kiln.kernel_backward nki_rope", OpClass::Vector}};
+  std::set<std::string> seen;
+  module->lookupSymbol<mlir::func::FuncOp>("train_step").walk([&](CostOpInterface op) {
+    std::string key = op->getName().getStringRef().str();
+    if (auto kernel = op->getAttrOfType<mlir::StringAttr>("kernel"))
+      key += " " + kernel.getValue().str();
+    auto it = expected.find(key);
+    if (it == expected.end())
+      return;
+    seen.insert(key);
+    EXPECT_STREQ(opClassName(op.getOpClass()), opClassName(it->second)) << key;
+  });
+  for (const auto &[key, opClass] : expected)
+    EXPECT_TRUE(seen.count(key)) << "no " << key << " in the step";
+}
+
 TEST(PlannerTest, DoublingTheFsdpDegreeHalvesTheShardedState) {
   StepPlan two = planTrainingRun(fixtureRun(2), profile(2), 1);
   StepPlan four = planTrainingRun(fixtureRun(1), profile(4), 1); // same global batch
-  EXPECT_EQ(two.memory.parameterBytes, 2 * four.memory.parameterBytes);
-  EXPECT_EQ(two.memory.gradientBytes, 2 * four.memory.gradientBytes);
-  EXPECT_EQ(two.memory.stateBytes - 8, 2 * (four.memory.stateBytes - 8));
+  expectShardedStateHalved(two, four);
   EXPECT_EQ(two.setting.tokensPerStep, four.setting.tokensPerStep);
+}
+
+TEST(PlannerTest, ReducedMoeIsConsistentAndCountsOnlyRoutedExperts) {
+  // The seeds' reduced Qwen3-MoE on trn2.48xlarge: FSDP 64, and FSDP 32
+  // (replicated twice) for the halving; every dim 0 divides by 64.
+  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
+  StepPlan fsdp64 = planTrainingRun(reducedMoeRun(), trn2, 1);
+  StepPlan fsdp32 = planTrainingRun(
+      reducedMoeRun({"--parallelism.data_parallel_shard_degree=32",
+                     "--parallelism.data_parallel_replicate_degree=2"}),
+      trn2, 1);
+  EXPECT_EQ(fsdp64.setting.layout, "dp_replicate 1 x dp_shard 64 x tp 1");
+  EXPECT_EQ(fsdp32.setting.layout, "dp_replicate 2 x dp_shard 32 x tp 1");
+  expectCategoriesSumToTheTotal(fsdp64);
+  expectCategoriesSumToTheTotal(fsdp32);
+  expectShardedStateHalved(fsdp32, fsdp64);
+  EXPECT_EQ(fsdp64.memory.parameterBytes, 1906330624 / 64 * 4);
+
+  // Per layer attention 2048 x (2 x 4096 + 2 x 512), the router 64 x 2048
+  // and k = 4 of the 64 experts (3 x 2048 x 768 each); the output projection.
+  int64_t active = 4 * (2048 * (2 * 4096 + 2 * 512) + 64 * 2048 + 4 * 3 * 2048 * 768) +
+                   int64_t(151936) * 2048;
+  EXPECT_DOUBLE_EQ(fsdp64.setting.flopsPerToken, 6.0 * double(active) + 12.0 * 4 * 32 * 128 * 4096);
+  // The scheduled grouped experts route each of the rank's 4096 tokens to 4
+  // experts, not 64.
+  int64_t experts = 0;
+  for (const ScheduledOp &op : fsdp64.schedule.ops)
+    if (op.name == "kiln.grouped_experts") {
+      experts += op.flops;
+      EXPECT_EQ(op.opClass, OpClass::Matmul);
+    }
+  EXPECT_EQ(experts, 4 * expertFlops(4096 * 4, 2048, 768));
 }
 
 TEST(PlannerTest, MixedPrecisionHalvesTheActivations) {

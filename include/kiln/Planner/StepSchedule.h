@@ -36,9 +36,7 @@ namespace kiln {
 
 class ValuePrecision;
 
-/// The class whose achieved peak an op runs at: GEMMs (linear and its
-/// backward, grouped experts), attention and everything else.
-OpClass classifyOp(mlir::Operation *op);
+/// "matmul", "attention" or "vector" (an op's class: CostOpInterface).
 const char *opClassName(OpClass opClass);
 
 struct ScheduledOp {

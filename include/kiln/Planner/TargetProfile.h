@@ -11,6 +11,8 @@
 #ifndef KILN_PLANNER_TARGETPROFILE_H
 #define KILN_PLANNER_TARGETPROFILE_H
 
+#include "kiln/Dialect/Kiln/IR/OpClass.h"
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -34,9 +36,6 @@ struct Link {
   double bandwidth = 0;
   double latencySeconds = 0;
 };
-
-/// The op classes whose achieved fraction of peak a profile states.
-enum class OpClass { Matmul, Attention, Vector };
 
 struct TargetProfile {
   std::string name, description;

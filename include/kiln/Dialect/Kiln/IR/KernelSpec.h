@@ -13,6 +13,7 @@
 #ifndef KILN_DIALECT_KILN_IR_KERNELSPEC_H
 #define KILN_DIALECT_KILN_IR_KERNELSPEC_H
 
+#include "kiln/Dialect/Kiln/IR/OpClass.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 
 #include "mlir/IR/Builders.h"
@@ -92,6 +93,10 @@ public:
   /// checks operand and result types, emitting an error on `op`.
   virtual mlir::LogicalResult verify(mlir::Operation *op, bool backward) const = 0;
   virtual int64_t flops(mlir::Operation *op, bool backward) const = 0;
+  /// The class its forward and backward run at: the replaced op's, or a
+  /// GEMM's when it fuses one (a loss kernel that takes in the output
+  /// projection).
+  virtual OpClass opClass() const = 0;
   virtual ShardingRule shardingRule(mlir::Operation *op, bool backward) const = 0;
   /// The forward's VJP: builds the kernel's backward from the cotangents of
   /// the forward's results (null where none flows).

@@ -82,6 +82,7 @@ def Kiln_LinearBackwardDataOp : Kiln_BackwardOp<"linear_backward_data", ["getGra
   }];
   let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$weight, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$input_grad);
+  let extraClassDeclaration = Kiln_MatmulClass;
 }
 
 def Kiln_LinearBackwardWeightOp : Kiln_BackwardOp<"linear_backward_weight", ["getGrad"]> {
@@ -96,6 +97,7 @@ def Kiln_LinearBackwardWeightOp : Kiln_BackwardOp<"linear_backward_weight", ["ge
   }];
   let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$input, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$weight_grad);
+  let extraClassDeclaration = Kiln_MatmulClass;
 }
 
 def Kiln_RopeBackwardOp : Kiln_BackwardOp<"rope_backward", ["getQGrad", "getKGrad"]> {
@@ -136,6 +138,7 @@ def Kiln_AttentionBackwardOp : Kiln_BackwardOp<"attention_backward", ["getOutGra
                        UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$q_grad, Kiln_FloatTensor:$k_grad,
                       Kiln_FloatTensor:$v_grad);
+  let extraClassDeclaration = Kiln_AttentionClass;
 }
 
 def Kiln_SwigluBackwardOp : Kiln_BackwardOp<"swiglu_backward", ["getOutGrad"]> {

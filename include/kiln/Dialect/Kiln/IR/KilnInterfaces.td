@@ -34,8 +34,19 @@ def Kiln_CostOpInterface : OpInterface<"CostOpInterface"> {
       grouped by data.}],
       "int64_t", "getPeakGroupFlops", (ins), [{}],
       [{ return $_op.getFlops(); }]>,
+    InterfaceMethod<[{The class whose achieved peak the op's FLOPs run at on a
+      target (kiln::OpClass): GEMMs and attention override the default,
+      vector work.}],
+      "::kiln::OpClass", "getOpClass", (ins), [{}],
+      [{ return ::kiln::OpClass::Vector; }]>,
   ];
 }
+
+// An op's extraClassDeclaration shadowing getOpClass's default.
+defvar Kiln_MatmulClass =
+    [{ ::kiln::OpClass getOpClass() { return ::kiln::OpClass::Matmul; } }];
+defvar Kiln_AttentionClass =
+    [{ ::kiln::OpClass getOpClass() { return ::kiln::OpClass::Attention; } }];
 
 def Kiln_TiedOperandOpInterface : OpInterface<"TiedOperandOpInterface"> {
   let cppNamespace = "::kiln";

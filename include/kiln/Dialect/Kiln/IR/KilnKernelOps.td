@@ -45,6 +45,8 @@ class Kiln_KernelCallOp<string mnemonic, list<Trait> traits = []>
   code commonDeclaration = [{
     /// The registered kernel this op calls (the verifier made sure it exists).
     const ::kiln::KernelSpec &getSpec();
+    /// Shadows the CostOpInterface default: the kernel's class.
+    ::kiln::OpClass getOpClass() { return getSpec().opClass(); }
   }];
 }
 
@@ -57,7 +59,9 @@ def Kiln_KernelOp : Kiln_KernelCallOp<"kernel", [DeclareOpInterfaceMethods<Kiln_
     kernel needs (scale, eps, ...). Operands and results are in the kernel's
     layout; results may include values saved for the backward (attention's
     log-sum-exp). The VJP is the kernel's own backward, `kiln.kernel_backward`
-    of the same kernel, so a substitution covers both directions.
+    of the same kernel, so a substitution covers both directions. Both run
+    at the kernel's op class (the planner's roofline class): the replaced
+    op's, or matmul for a kernel that fuses a GEMM.
 
     Example:
 

@@ -93,12 +93,12 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
                        Kiln_IdTensor:$experts, Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3,
                        Kiln_FloatTensor:$w2, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = !strconcat([{
     /// (token, expert) pairs: tokens * k.
     int64_t getRoutedPairs();
     /// Shadows the CostOpInterface default: one expert's GEMMs over every token.
     int64_t getPeakGroupFlops();
-  }];
+  }], Kiln_MatmulClass);
 }
 
 def Kiln_LoadBalancingLossOp : Kiln_Op<"load_balancing_loss", [
@@ -195,6 +195,7 @@ def Kiln_GroupedExpertsBackwardOp : Kiln_BackwardOp<"grouped_experts_backward",
   let results = (outs Kiln_FloatTensor:$input_grad, Kiln_F32Tensor:$weights_grad,
                       Kiln_FloatTensor:$w1_grad, Kiln_FloatTensor:$w3_grad,
                       Kiln_FloatTensor:$w2_grad);
+  let extraClassDeclaration = Kiln_MatmulClass;
 }
 
 def Kiln_LoadBalancingLossBackwardOp : Kiln_BackwardOp<"load_balancing_loss_backward",

@@ -4,6 +4,7 @@
 
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/OpClass.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 
 #include "mlir/IR/BuiltinAttributes.h"

@@ -115,6 +115,7 @@ def Kiln_LinearOp : Kiln_Op<"linear", [DeclareOpInterfaceMethods<Kiln_VjpOpInter
   }];
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
+  let extraClassDeclaration = Kiln_MatmulClass;
 }
 
 def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
@@ -187,6 +188,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [DeclareOpInterfaceMethods<Kiln_VjpO
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
                        UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$out, Kiln_F32Tensor:$lse);
+  let extraClassDeclaration = Kiln_AttentionClass;
 }
 
 def Kiln_SwigluOp : Kiln_ElementwiseOp<"swiglu", ["gate", "up", "result"], [
