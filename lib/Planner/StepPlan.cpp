@@ -42,6 +42,7 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
       ++totals.count;
       totals.bytesSent += op.collective->bytesSent;
       totals.seconds += op.seconds;
+      totals.twoLevel += op.algorithm == CollectiveAlgorithm::TwoLevel;
     }
   if (plan.stepSeconds > 0) {
     double tokensPerSecond = double(setting.tokensPerStep) / plan.stepSeconds;
@@ -67,7 +68,8 @@ nlohmann::json planToJson(const StepPlan &plan) {
                            {"axes", key.second},
                            {"count", totals.count},
                            {"bytes_sent_per_rank", totals.bytesSent},
-                           {"seconds", totals.seconds}});
+                           {"seconds", totals.seconds},
+                           {"two_level", totals.twoLevel}});
   json contributors = json::array();
   for (const MemoryPlan::Contributor &c : plan.memory.topContributors)
     contributors.push_back(
@@ -170,9 +172,11 @@ std::string formatPlan(const StepPlan &plan) {
   if (!plan.collectives.empty()) {
     out += "collectives per rank and step:\n";
     for (const auto &[key, totals] : plan.collectives)
-      out += fmt::format("  {:<15} on {:<24} {:>6} ops {:>12} sent {:>12}\n", key.first,
+      out += fmt::format("  {:<15} on {:<24} {:>6} ops {:>12} sent {:>12}{}\n", key.first,
                          key.second, totals.count, gib(totals.bytesSent),
-                         seconds(totals.seconds));
+                         seconds(totals.seconds),
+                         totals.twoLevel ? fmt::format("  ({} two-level)", totals.twoLevel)
+                                         : std::string());
   }
   return out;
 }

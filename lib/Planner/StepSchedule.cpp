@@ -111,7 +111,9 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
       n.communication = target.overlapCommunication;
       n.record.stream = ScheduledOp::Stream::Communication;
       auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes").asArrayRef();
-      n.seconds = collectiveSeconds(*c, placeGroup(gridShape, axes, target), target);
+      CollectiveTime time = collectiveTime(*c, placeGroup(gridShape, axes, target), target);
+      n.seconds = time.seconds;
+      n.record.algorithm = time.algorithm;
       n.record.collective = c;
       continue;
     }

@@ -36,6 +36,7 @@ struct CollectiveTotals {
   int64_t count = 0;
   int64_t bytesSent = 0; ///< per rank
   double seconds = 0;    ///< on the communication stream
+  int64_t twoLevel = 0;  ///< of count, those run by the two-level algorithm
 };
 
 struct StepPlan {

@@ -49,6 +49,8 @@ struct ScheduledOp {
   OpClass opClass = OpClass::Vector;
   bool memoryBound = false;
   std::optional<Collective> collective;
+  /// A collective's algorithm: the faster of a flat ring and two levels.
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
 };
 
 struct StepSchedule {
