@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/Planning.h"
+#include "kiln/SelectiveAcOption.h"
 #include "kiln/Support/Error.h"
 
 #include <fmt/format.h>
@@ -32,14 +33,15 @@ std::vector<CheckpointingChoice> parseSearchCheckpointing(const std::string &lis
     size_t end = list.find(',', begin);
     std::string word = list.substr(begin, end == std::string::npos ? end : end - begin);
     CheckpointingChoice choice;
+    std::optional<SelectiveAcOption> selective;
+    if (word.rfind("selective:", 0) == 0)
+      selective = parseSelectiveAcOption(word.substr(10));
     if (word == "none" || word == "full") {
       choice.mode = word;
     } else if (word == "selective") {
       choice.mode = "selective";
       choice.selectiveAcOption = "op";
-    } else if (word.rfind("selective:", 0) == 0 && word.size() > 10 && word.size() <= 19 &&
-               word.find_first_not_of("0123456789", 10) == std::string::npos &&
-               std::stoll(word.substr(10)) > 0) {
+    } else if (selective && !selective->opLevel) { // "op" is spelt "selective"
       choice.mode = "selective";
       choice.selectiveAcOption = word.substr(10);
     } else {
