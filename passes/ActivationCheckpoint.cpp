@@ -13,10 +13,12 @@
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Passes.h"
+#include "kiln/SelectiveAcOption.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <charconv>
 #include <map>
 
 namespace kiln {
@@ -26,6 +28,19 @@ namespace kiln {
 
 using namespace mlir;
 using namespace kiln;
+
+std::optional<SelectiveAcOption> kiln::parseSelectiveAcOption(std::string_view text) {
+  if (text == "op")
+    return SelectiveAcOption{true, 0};
+  // from_chars alone would take a leading '-' and stop at the first non-digit.
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  int64_t every = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), every).ec != std::errc() ||
+      every <= 0)
+    return std::nullopt;
+  return SelectiveAcOption{false, every};
+}
 
 namespace {
 
@@ -126,20 +141,22 @@ private:
       return module.emitError() << "kiln-activation-checkpoint: mode must be none, selective "
                                    "or full, got '"
                                 << mode << "'";
-    if (mode == "selective" && selectiveOption != "op" &&
-        (StringRef(selectiveOption).getAsInteger(10, every) || every <= 0))
+    if (mode != "selective")
+      return success();
+    std::optional<SelectiveAcOption> option = parseSelectiveAcOption(selectiveOption);
+    if (!option)
       return module.emitError() << "kiln-activation-checkpoint: selective-option must be 'op' "
                                    "or a positive integer (checkpoint every N-th layer), got '"
                                 << selectiveOption << "'";
+    selective = *option;
     return success();
   }
 
-  /// torchtitan counts blocks from 1 and wraps those with count % N == 0.
   bool isCheckpointed(int64_t layer) const {
-    return mode == "full" || selectiveOption == "op" || (layer + 1) % every == 0;
+    return mode == "full" || selective.opLevel || (layer + 1) % selective.every == 0;
   }
 
-  bool opLevel() const { return mode == "selective" && selectiveOption == "op"; }
+  bool opLevel() const { return mode == "selective" && selective.opLevel; }
 
   /// Rewrites the backward of one layer (`ops`, its forward in program order)
   /// to read recomputed values.
@@ -216,7 +233,7 @@ private:
   }
 
   llvm::DenseSet<Operation *> forward;
-  int64_t every = 0;
+  SelectiveAcOption selective; ///< with mode "selective"
 };
 
 } // namespace

@@ -349,11 +349,26 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         return s;
       };
 
+      // Results pending a sum they inherit (from every operand, or from the
+      // one they are linear in, which is then used as it is).
+      SmallVector<std::optional<Sharding>> inherited;
+      for (unsigned r = 0; r < op.getNumResults(); ++r)
+        inherited.push_back(pendingSum ? pendingSum
+                                       : pendingSumFromOperand(rule, *loops, operandShardings, r));
+      auto keptPending = [&](unsigned i) {
+        for (unsigned r = 0; r < op.getNumResults(); ++r)
+          if (inherited[r] && r < rule.pendingSumFrom.size() &&
+              rule.pendingSumFrom[r] == int64_t(i))
+            return true;
+        return false;
+      };
+
       SmallVector<Value> operands;
       for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
-        Sharding want = pendingSum ? *pendingSum
-                                   : padded(requiredOperandSharding(rule, *loops, i),
-                                            rule.operands[i]);
+        Sharding want = pendingSum       ? *pendingSum
+                        : keptPending(i) ? operandShardings[i]
+                                         : padded(requiredOperandSharding(rule, *loops, i),
+                                                  rule.operands[i]);
         FailureOr<Value> v = bring(operand, want, op.getLoc(), isRecomputed(&op));
         if (failed(v))
           return failure();
@@ -363,10 +378,10 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       SmallVector<Sharding> produced;
       SmallVector<Type> types;
       for (OpResult result : op.getResults()) {
-        Sharding s = pendingSum ? *pendingSum
-                                : padded(producedResultSharding(rule, *loops,
-                                                                result.getResultNumber()),
-                                         rule.results[result.getResultNumber()]);
+        unsigned r = result.getResultNumber();
+        Sharding s = inherited[r] ? *inherited[r]
+                                  : padded(producedResultSharding(rule, *loops, r),
+                                           rule.results[r]);
         FailureOr<RankedTensorType> type = localType(&op, result.getType(), s);
         if (failed(type))
           return failure();

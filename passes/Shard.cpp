@@ -392,8 +392,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         loops.assign(rule.splittable.size(), GridAxes());
       SmallVector<Attribute> results;
       for (OpResult result : op.getResults()) {
-        Sharding s = pendingSum ? *pendingSum
-                                : producedResultSharding(rule, loops, result.getResultNumber());
+        unsigned r = result.getResultNumber();
+        std::optional<Sharding> inherited =
+            pendingSum ? pendingSum : pendingSumFromOperand(rule, loops, operandShardings, r);
+        Sharding s = inherited ? *inherited : producedResultSharding(rule, loops, r);
         // A layout chosen for the value (a gradient's update layout, the SP
         // stream) wins; otherwise a pending sum is resolved where it stands,
         // its splits kept, unless only sums of partials read it.

@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/Planning.h"
+#include "kiln/SelectiveAcOption.h"
 #include "kiln/Support/Error.h"
 
 #include <fmt/format.h>
@@ -32,14 +33,15 @@ std::vector<CheckpointingChoice> parseSearchCheckpointing(const std::string &lis
     size_t end = list.find(',', begin);
     std::string word = list.substr(begin, end == std::string::npos ? end : end - begin);
     CheckpointingChoice choice;
+    std::optional<SelectiveAcOption> selective;
+    if (word.rfind("selective:", 0) == 0)
+      selective = parseSelectiveAcOption(word.substr(10));
     if (word == "none" || word == "full") {
       choice.mode = word;
     } else if (word == "selective") {
       choice.mode = "selective";
       choice.selectiveAcOption = "op";
-    } else if (word.rfind("selective:", 0) == 0 && word.size() > 10 && word.size() <= 19 &&
-               word.find_first_not_of("0123456789", 10) == std::string::npos &&
-               std::stoll(word.substr(10)) > 0) {
+    } else if (selective && !selective->opLevel) { // "op" is spelt "selective"
       choice.mode = "selective";
       choice.selectiveAcOption = word.substr(10);
     } else {
@@ -116,6 +118,37 @@ std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_
   return out;
 }
 
+/// Plans one candidate on the target's world. The result has no plan when
+/// the layout rules refuse it, and says why not when it does not fit: by how
+/// much, and its largest buffer.
+SearchResult planCandidate(const SearchCandidate &candidate, const TrainConfig &base,
+                           const TargetProfile &target, int64_t nodes) {
+  SearchResult result;
+  result.candidate = candidate;
+  try {
+    TrainConfig config = candidate.apply(base);
+    config.parallelism.worldSize = 0; // the target's world
+    result.plan = planTrainingRun(config, target, nodes);
+  } catch (const Error &e) {
+    result.whyNot = e.what();
+    return result;
+  }
+  if (!result.plan->fits) {
+    result.whyNot =
+        fmt::format("needs {:.2f} GiB per rank, {:.2f} GiB over the {:.2f} GiB of a rank",
+                    double(result.plan->totalBytes) / (1ll << 30),
+                    double(result.plan->totalBytes - target.memoryBytes) / (1ll << 30),
+                    double(target.memoryBytes) / (1ll << 30));
+    if (!result.plan->memory.topContributors.empty()) {
+      const MemoryPlan::Contributor &top = result.plan->memory.topContributors.front();
+      result.whyNot += fmt::format("; largest buffer {} ({:.2f} GiB, {})", top.what,
+                                   double(top.bytes) / (1ll << 30),
+                                   memoryCategoryName(top.category));
+    }
+  }
+  return result;
+}
+
 } // namespace
 
 LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target, int64_t nodes,
@@ -133,35 +166,19 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
     bool layoutRefused = false;
     for (const CheckpointingChoice &checkpointing : options.checkpointing) {
       for (int64_t batch = 1; batch <= options.maxLocalBatchSize && !layoutRefused; batch *= 2) {
-        SearchResult result;
-        result.candidate = layout;
-        result.candidate.checkpointing = checkpointing;
-        result.candidate.localBatchSize = batch;
+        SearchCandidate candidate = layout;
+        candidate.checkpointing = checkpointing;
+        candidate.localBatchSize = batch;
         ++search.planned;
-        try {
-          TrainConfig config = result.candidate.apply(base);
-          config.parallelism.worldSize = 0; // the target's world
-          result.plan = planTrainingRun(config, target, nodes);
-        } catch (const Error &e) {
+        SearchResult result = planCandidate(candidate, base, target, nodes);
+        if (!result.plan) {
           // The layout rules refuse it: no batch size or checkpointing
           // changes that.
-          result.whyNot = e.what();
           refused.push_back(std::move(result));
           layoutRefused = true;
           break;
         }
-        if (!result.plan->fits) {
-          result.whyNot =
-              fmt::format("needs {:.2f} GiB per rank, {:.2f} GiB over the {:.2f} GiB of a rank",
-                          double(result.plan->totalBytes) / (1ll << 30),
-                          double(result.plan->totalBytes - target.memoryBytes) / (1ll << 30),
-                          double(target.memoryBytes) / (1ll << 30));
-          if (!result.plan->memory.topContributors.empty()) {
-            const MemoryPlan::Contributor &top = result.plan->memory.topContributors.front();
-            result.whyNot +=
-                fmt::format("; largest buffer {} ({:.2f} GiB, {})", top.what,
-                            double(top.bytes) / (1ll << 30), memoryCategoryName(top.category));
-          }
+        if (!result.fits()) {
           search.notFitting.push_back(std::move(result));
           break; // a larger batch needs more memory still
         }

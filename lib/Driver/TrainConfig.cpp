@@ -4,6 +4,7 @@
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 #include "kiln/OverrideRules.h"
+#include "kiln/SelectiveAcOption.h"
 
 #include <algorithm>
 #include <cctype>
@@ -199,11 +200,7 @@ const std::vector<Field> &fields() {
             &C::ActivationCheckpoint::selectiveAcOption,
             Rule{"must be \"op\" or a positive integer N (checkpoint every N-th layer)",
                  [](const json &v) {
-                   std::string s = v.get<std::string>();
-                   return s == "op" ||
-                          (!s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") ==
-                                                              std::string::npos &&
-                           std::stoll(s) > 0);
+                   return parseSelectiveAcOption(v.get<std::string>()).has_value();
                  }}),
 
       field("checkpoint", "enable", &C::checkpoint, &C::Checkpoint::enable),

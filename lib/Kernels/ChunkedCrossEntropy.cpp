@@ -115,9 +115,13 @@ public:
     SmallVector<int64_t> h(lead);
     h.push_back(k);
     if (backward) {
-      // Scaling by the replicated dloss: dL/dW arrives summed.
+      // dW = dloss * the saved dL/dW, with dloss the same on every rank: a
+      // saved dL/dW pending its sum over the positions' split stays pending,
+      // so a tied embedding's two gradients are summed before one
+      // reduce-scatter rather than each all-reduced.
       rule.operands = {{}, h, {v, k}};
       rule.results = {h, {v, k}};
+      rule.pendingSumFrom = {-1, 2};
       return rule;
     }
     // Splitting the positions leaves the mean and dL/dW partial sums (the

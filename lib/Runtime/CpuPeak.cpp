@@ -1,15 +1,13 @@
 //===- CpuPeak.cpp - This machine's attainable FLOP rate ------------------===//
 
 #include "kiln/Runtime/CpuPeak.h"
+#include "kiln/Runtime/ThreadBudget.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
-#include <omp.h>
 
-#include <algorithm>
 #include <chrono>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -60,24 +58,6 @@ double copyBandwidth() {
   });
 }
 
-/// Every core for the probes (a rank under mpiexec runs with one thread per
-/// core it was given), restored afterwards.
-class AllCores {
-public:
-  AllCores() : omp_(omp_get_max_threads()), blas_(openblas_get_num_threads()) {
-    int cores = std::max(1, int(std::thread::hardware_concurrency()));
-    omp_set_num_threads(cores);
-    openblas_set_num_threads(cores);
-  }
-  ~AllCores() {
-    omp_set_num_threads(omp_);
-    openblas_set_num_threads(blas_);
-  }
-
-private:
-  int omp_, blas_;
-};
-
 std::optional<CpuRates> &knownRates() {
   static std::optional<CpuRates> rates;
   return rates;
@@ -87,7 +67,9 @@ std::optional<CpuRates> &knownRates() {
 CpuRates cpuRates() {
   std::optional<CpuRates> &rates = knownRates();
   if (!rates) {
-    AllCores cores;
+    // Every core for the probes (a rank under mpiexec runs with one thread
+    // per core it was given).
+    ThreadBudget cores = ThreadBudget::allCores();
     rates = CpuRates{sgemmRate(), copyBandwidth()};
   }
   return *rates;

@@ -19,6 +19,7 @@
 
 #include "kiln/Runtime/FlashAttention.h"
 #include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ThreadBudget.h"
 
 #include <cblas.h>
 
@@ -33,18 +34,6 @@ namespace kiln::kernels {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-/// OpenBLAS single-threaded for this scope (the caller's threads are OpenMP's).
-class BlasSingleThreaded {
-public:
-  BlasSingleThreaded() : previous_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~BlasSingleThreaded() { openblas_set_num_threads(previous_); }
-  BlasSingleThreaded(const BlasSingleThreaded &) = delete;
-  BlasSingleThreaded &operator=(const BlasSingleThreaded &) = delete;
-
-private:
-  int previous_;
-};
 
 struct Dims {
   int64_t batch, heads, kvHeads, seq, d, group;
@@ -94,7 +83,7 @@ std::pair<Tensor, Tensor> flashAttention(const Tensor &q, const Tensor &k, const
   Tensor out = Tensor::uninitialized(DType::F32, q.shape());
   Tensor lse = Tensor::uninitialized(DType::F32, {dims.batch, dims.heads, S});
   const int64_t qBlocks = (S + Br - 1) / Br, tasks = dims.batch * dims.heads * qBlocks;
-  BlasSingleThreaded blas;
+  ThreadBudget blas = ThreadBudget::blasSingleThreaded();
 #pragma omp parallel
   {
     std::vector<float> scores(Br * Bc), acc(Br * D), rowMax(Br);
@@ -153,7 +142,7 @@ flashAttentionBackward(const Tensor &dout, const Tensor &q, const Tensor &k, con
   // Zero-filled: every block product accumulates (beta = 1) into them.
   Tensor dq(DType::F32, q.shape()), dk(DType::F32, k.shape()), dv(DType::F32, v.shape());
   const int64_t tasks = dims.batch * dims.kvHeads;
-  BlasSingleThreaded blas;
+  ThreadBudget blas = ThreadBudget::blasSingleThreaded();
 #pragma omp parallel
   {
     std::vector<float> p(Br * Bc), ds(Br * Bc), rowDot(S);

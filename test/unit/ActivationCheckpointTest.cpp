@@ -10,9 +10,11 @@
 
 #include "TestUtil.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
+#include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/TokenBatch.h"
+#include "kiln/SelectiveAcOption.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -80,6 +82,47 @@ TEST(ActivationCheckpointTest, EveryModeTrainsBitForBitWithAnExactSmallerPlan) {
   EXPECT_LT(full.plan.savedActivationBytes, every2.plan.savedActivationBytes);
   EXPECT_LT(every2.plan.savedActivationBytes, none.plan.savedActivationBytes);
   EXPECT_LT(full.plan.peakBytes, none.plan.peakBytes);
+}
+
+TEST(ActivationCheckpoint, OneParserDecidesEverySelectiveOption) {
+  struct Case {
+    std::string text;
+    std::optional<int64_t> every; ///< nullopt: rejected
+  };
+  // Long values the config and --search-ac once bounded differently.
+  for (const Case &c : std::vector<Case>{{"2", 2},
+                                         {"007", 7},
+                                         {"1234567890", 1234567890},
+                                         {"9223372036854775807", INT64_MAX},
+                                         {"9223372036854775808", std::nullopt},
+                                         {"0", std::nullopt},
+                                         {"-1", std::nullopt},
+                                         {"+1", std::nullopt},
+                                         {"2.5", std::nullopt},
+                                         {"", std::nullopt}}) {
+    SCOPED_TRACE(c.text);
+    std::optional<SelectiveAcOption> parsed = parseSelectiveAcOption(c.text);
+    ASSERT_EQ(parsed.has_value(), c.every.has_value());
+    if (parsed) {
+      EXPECT_FALSE(parsed->opLevel);
+      EXPECT_EQ(parsed->every, *c.every);
+    }
+    auto accepted = [](auto fn) {
+      try {
+        fn();
+        return true;
+      } catch (const Error &) {
+        return false;
+      }
+    };
+    EXPECT_EQ(accepted([&] { checkpointConfig("selective", c.text); }), c.every.has_value());
+    EXPECT_EQ(accepted([&] { parseSearchCheckpointing("selective:" + c.text); }),
+              c.every.has_value());
+  }
+  ASSERT_TRUE(parseSelectiveAcOption("op"));
+  EXPECT_TRUE(parseSelectiveAcOption("op")->opLevel);
+  // --search-ac spells op-level checkpointing "selective".
+  EXPECT_ANY_THROW(parseSearchCheckpointing("selective:op"));
 }
 
 } // namespace

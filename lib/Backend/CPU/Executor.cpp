@@ -5,15 +5,14 @@
 #include "kiln/Backend/CPU/CpuKernelInterface.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Runtime/HfCheckpoint.h"
+#include "kiln/Runtime/ThreadBudget.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
 #include "llvm/ADT/DenseMap.h"
 
-#include <cblas.h>
 #include <chrono>
 #include <set>
-#include <omp.h>
 
 using namespace mlir;
 
@@ -68,29 +67,6 @@ private:
 
 } // namespace
 
-namespace {
-/// Applies ExecutionContext::threads to OpenMP and OpenBLAS for one run.
-class ThreadBudget {
-public:
-  explicit ThreadBudget(int threads) : previous_(omp_get_max_threads()), set_(threads > 0) {
-    if (set_) {
-      omp_set_num_threads(threads);
-      openblas_set_num_threads(threads);
-    }
-  }
-  ~ThreadBudget() {
-    if (set_) {
-      omp_set_num_threads(previous_);
-      openblas_set_num_threads(previous_);
-    }
-  }
-
-private:
-  int previous_;
-  bool set_;
-};
-} // namespace
-
 std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
                                 ExecutionStats *stats, const ExecutionContext &context,
                                 std::vector<Tensor> *unusedOnFailure) {
@@ -118,7 +94,7 @@ std::vector<Tensor> runFunction(func::FuncOp fn, std::vector<Tensor> args,
   for (auto [arg, tensor] : llvm::zip(body.getArguments(), args))
     define(arg, std::move(tensor));
   args.clear();
-  ThreadBudget threads(context.threads);
+  ThreadBudget threads = ThreadBudget::threads(context.threads);
 
   // On failure, hand the caller back the arguments no op has consumed yet,
   // so state moved into a failed run is not lost with it.

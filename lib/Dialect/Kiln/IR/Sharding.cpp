@@ -155,6 +155,22 @@ std::optional<Sharding> pendingSumThrough(const ShardingRule &rule,
   return operands.front();
 }
 
+std::optional<Sharding> pendingSumFromOperand(const ShardingRule &rule, const LoopSharding &loops,
+                                              ArrayRef<Sharding> operands, unsigned result) {
+  if (result >= rule.pendingSumFrom.size() || rule.pendingSumFrom[result] < 0)
+    return std::nullopt;
+  unsigned operand = unsigned(rule.pendingSumFrom[result]);
+  Sharding given = operands[operand];
+  GridAxes pending = std::move(given.partial);
+  given.partial.clear();
+  Sharding produced = producedResultSharding(rule, loops, result);
+  if (pending.empty() || given != requiredOperandSharding(rule, loops, operand) ||
+      !produced.partial.empty())
+    return std::nullopt;
+  produced.partial = pending;
+  return produced;
+}
+
 ArrayAttr loopShardingToAttr(MLIRContext *context, const LoopSharding &loops,
                              ArrayRef<std::string> axisNames) {
   Builder b(context);

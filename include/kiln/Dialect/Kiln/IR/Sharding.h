@@ -81,6 +81,13 @@ struct ShardingRule {
   /// The op is linear in every operand: operands pending the same sum give
   /// a result pending it, with no collective (a sum of partial gradients).
   bool sumsPartials = false;
+  /// Per result, the operand it is linear in, every other operand it reads
+  /// being the same on every rank (-1 or absent: none). A pending sum of that
+  /// operand then passes to the result instead of being resolved first (a
+  /// kernel's backward scaling a saved partial gradient by the loss's
+  /// cotangent), so it can join other partial gradients before one
+  /// reduction.
+  llvm::SmallVector<int64_t> pendingSumFrom;
 
   /// Adds a loop and returns its index.
   int64_t loop(bool canSplit = true) {
@@ -111,6 +118,15 @@ Sharding producedResultSharding(const ShardingRule &rule, const LoopSharding &lo
 /// with no loop split.
 std::optional<Sharding> pendingSumThrough(const ShardingRule &rule,
                                           llvm::ArrayRef<Sharding> operands);
+
+/// Under `loops`, the sharding result `result` takes when it inherits the
+/// pending sum of its ShardingRule::pendingSumFrom operand: the one `loops`
+/// produce, pending that operand's sum. Only when the operand pends a sum,
+/// is otherwise laid out as `loops` need it (it is then used as it is) and
+/// the result sums over no split loop itself; nullopt otherwise.
+std::optional<Sharding> pendingSumFromOperand(const ShardingRule &rule, const LoopSharding &loops,
+                                              llvm::ArrayRef<Sharding> operands,
+                                              unsigned result);
 
 mlir::ArrayAttr loopShardingToAttr(mlir::MLIRContext *context, const LoopSharding &loops,
                                    llvm::ArrayRef<std::string> axisNames);

@@ -1,0 +1,48 @@
+//===- ThreadBudget.cpp - OpenMP and OpenBLAS thread counts for a scope ---===//
+
+#include "kiln/Runtime/ThreadBudget.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace kiln {
+
+ThreadBudget::ThreadBudget(std::optional<int> openMp, std::optional<int> blas) {
+  if (openMp) {
+    previousOpenMp_ = omp_get_max_threads();
+    omp_set_num_threads(*openMp);
+  }
+  if (blas) {
+    previousBlas_ = openblas_get_num_threads();
+    openblas_set_num_threads(*blas);
+  }
+}
+
+ThreadBudget::~ThreadBudget() {
+  if (previousOpenMp_)
+    omp_set_num_threads(*previousOpenMp_);
+  if (previousBlas_)
+    openblas_set_num_threads(*previousBlas_);
+}
+
+ThreadBudget ThreadBudget::allCores() {
+  int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  return ThreadBudget(cores, cores);
+}
+
+ThreadBudget ThreadBudget::threads(int threads) {
+  if (threads <= 0)
+    return ThreadBudget(std::nullopt, std::nullopt);
+  return ThreadBudget(threads, threads);
+}
+
+ThreadBudget ThreadBudget::blasSingleThreaded() { return ThreadBudget(std::nullopt, 1); }
+
+int ThreadBudget::openMpThreads() { return omp_get_max_threads(); }
+
+int ThreadBudget::blasThreads() { return openblas_get_num_threads(); }
+
+} // namespace kiln
