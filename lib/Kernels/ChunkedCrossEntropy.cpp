@@ -135,8 +135,12 @@ public:
   void localize(Operation *clone, Operation *global, bool split) const override {
     if (!split)
       return;
+    // Only the forward normalises by the positions of every rank; the
+    // backward reads that from its cotangent.
+    auto call = dyn_cast<KernelOp>(clone);
+    if (!call)
+      return;
     OpBuilder b(clone);
-    auto call = cast<KernelOp>(clone);
     int64_t total = typeOf(global->getOperand(2)).getNumElements();
     NamedAttrList options(call.getOptions());
     options.set("total_positions", b.getI64IntegerAttr(total));

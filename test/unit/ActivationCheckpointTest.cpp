@@ -64,8 +64,9 @@ TEST(ActivationCheckpointTest, EveryModeTrainsBitForBitWithAnExactSmallerPlan) {
                                   {"full", &full}, {"selective op", &op},
                                   {"selective 2", &every2}}) {
     SCOPED_TRACE(name);
-    if (run != &none)
+    if (run != &none) {
       EXPECT_GT(run->recomputedOps, 0);
+    }
     for (size_t k = 0; k < run->steps.size(); ++k) {
       // Identical, not close: the same kernels on the same operands.
       EXPECT_EQ(run->steps[k].loss, none.steps[k].loss) << "step " << k;
