@@ -27,11 +27,12 @@ RUNTIME_IO := lib/Runtime/Tensor.cpp lib/Runtime/SafeTensors.cpp lib/Runtime/Tok
 DIALECT := $(wildcard lib/Dialect/Kiln/IR/*.cpp)
 KERNELS := $(filter-out lib/Kernels/KernelCheck.cpp,$(wildcard lib/Kernels/*.cpp))
 RUNTIME_KERNELS := lib/Runtime/Kernels.cpp lib/Runtime/BackwardKernels.cpp \
-  lib/Runtime/FlashAttention.cpp lib/Runtime/ChunkedCrossEntropy.cpp lib/Runtime/MoeKernels.cpp
+  lib/Runtime/FlashAttention.cpp lib/Runtime/ChunkedCrossEntropy.cpp lib/Runtime/MoeKernels.cpp \
+  lib/Runtime/ThreadBudget.cpp
 
 SOURCES_safetensors := fuzz/SafeTensorsFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_config := fuzz/ConfigFuzzer.cpp lib/Driver/TrainConfig.cpp lib/Frontend/Qwen3Config.cpp \
-  passes/OverrideRules.cpp $(SUPPORT)
+  passes/OverrideRules.cpp passes/SelectiveAcOption.cpp $(SUPPORT)
 SOURCES_tokens := fuzz/TokensFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_tokenizer := fuzz/TokenizerFuzzer.cpp lib/Data/Tokenizer.cpp $(SUPPORT)
 SOURCES_mlir := fuzz/MlirFuzzer.cpp $(DIALECT) $(KERNELS) lib/Runtime/Tensor.cpp \

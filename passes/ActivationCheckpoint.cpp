@@ -18,7 +18,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
-#include <charconv>
 #include <map>
 
 namespace kiln {
@@ -28,19 +27,6 @@ namespace kiln {
 
 using namespace mlir;
 using namespace kiln;
-
-std::optional<SelectiveAcOption> kiln::parseSelectiveAcOption(std::string_view text) {
-  if (text == "op")
-    return SelectiveAcOption{true, 0};
-  // from_chars alone would take a leading '-' and stop at the first non-digit.
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos)
-    return std::nullopt;
-  int64_t every = 0;
-  if (std::from_chars(text.data(), text.data() + text.size(), every).ec != std::errc() ||
-      every <= 0)
-    return std::nullopt;
-  return SelectiveAcOption{false, every};
-}
 
 namespace {
 

@@ -3,12 +3,21 @@
 #include "kiln/Runtime/ThreadBudget.h"
 
 #include <cblas.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <algorithm>
 #include <thread>
 
 namespace kiln {
+
+// Built without OpenMP (the fuzzers), a process has one OpenMP thread and
+// nothing to set.
+#ifndef _OPENMP
+static int omp_get_max_threads() { return 1; }
+static void omp_set_num_threads(int) {}
+#endif
 
 ThreadBudget::ThreadBudget(std::optional<int> openMp, std::optional<int> blas) {
   if (openMp) {
