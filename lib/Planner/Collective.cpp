@@ -191,8 +191,4 @@ double collectiveSeconds(const Collective &c, const GroupPlacement &placement,
   return collectiveTime(c, placement, target).seconds;
 }
 
-const char *collectiveAlgorithmName(CollectiveAlgorithm algorithm) {
-  return algorithm == CollectiveAlgorithm::TwoLevel ? "two_level" : "ring";
-}
-
 } // namespace kiln

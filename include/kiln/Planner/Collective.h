@@ -60,8 +60,6 @@ GroupPlacement placeGroup(llvm::ArrayRef<int64_t> gridShape, llvm::ArrayRef<int1
                           const TargetProfile &target);
 
 enum class CollectiveAlgorithm { Ring, TwoLevel };
-/// "ring", "two_level".
-const char *collectiveAlgorithmName(CollectiveAlgorithm algorithm);
 
 struct CollectiveTime {
   double seconds = 0;
