@@ -175,22 +175,31 @@ Value HloBuilder::dot(Value lhs, Value rhs, ArrayRef<int64_t> lhsBatch,
 
 Value HloBuilder::reduce(Value a, ArrayRef<int64_t> dims, hlo::Combiner combiner) {
   Type element = typeOf(a).getElementType();
-  // The combiner's identity; integers have no infinity.
-  bool integer = element.isInteger();
-  double init = 0;
-  if (combiner == hlo::Combiner::max)
-    init = integer ? double(std::numeric_limits<int32_t>::min())
-                   : -std::numeric_limits<double>::infinity();
-  else if (combiner == hlo::Combiner::min)
-    init = integer ? double(std::numeric_limits<int32_t>::max())
-                   : std::numeric_limits<double>::infinity();
-  else if (combiner == hlo::Combiner::mul)
-    init = 1;
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < typeOf(a).getRank(); ++d)
     if (!llvm::is_contained(dims, d))
       shape.push_back(shapeOf(a)[d]);
-  return make<hlo::ReduceOp>(tensor(shape, element), a, scalar(element, init), dims, combiner);
+  // The combiner's identity. Integers have no infinity: the extreme value of
+  // their width (a pred is unsigned).
+  bool extreme = combiner == hlo::Combiner::max || combiner == hlo::Combiner::min;
+  Value init;
+  if (auto integer = dyn_cast<IntegerType>(element); integer && extreme) {
+    unsigned width = integer.getWidth();
+    bool isUnsigned = integer.isUnsigned() || width == 1;
+    APInt v = combiner == hlo::Combiner::max
+                  ? (isUnsigned ? APInt::getMinValue(width) : APInt::getSignedMinValue(width))
+                  : (isUnsigned ? APInt::getMaxValue(width) : APInt::getSignedMaxValue(width));
+    auto type = tensor({}, element);
+    init = make<hlo::ConstantOp>(
+        type, cast<ElementsAttr>(DenseElementsAttr::get(type, ArrayRef<APInt>{v})));
+  } else {
+    double identity = combiner == hlo::Combiner::mul ? 1 : 0;
+    if (extreme)
+      identity = combiner == hlo::Combiner::max ? -std::numeric_limits<double>::infinity()
+                                                : std::numeric_limits<double>::infinity();
+    init = scalar(element, identity);
+  }
+  return make<hlo::ReduceOp>(tensor(shape, element), a, init, dims, combiner);
 }
 
 Value HloBuilder::sumLast(Value a) { return sum(a, {typeOf(a).getRank() - 1}); }
