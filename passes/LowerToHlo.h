@@ -104,6 +104,8 @@ mlir::Value rmsInverse(HloBuilder &b, mlir::Value x, double eps);
 /// RoPE's rotation of x [b, s, heads, d] by cache [s, 2d], or its transpose.
 mlir::Value rotate(HloBuilder &b, mlir::Value x, mlir::Value cache, bool transpose);
 
+/// Every dimension of `v` but the last (its rows, to sum a per-row value over).
+llvm::SmallVector<int64_t> leadingDims(mlir::Value v);
 /// silu(gate) * up, and its gradients (d gate, d up) for the output's dy.
 mlir::Value swiglu(HloBuilder &b, mlir::Value gate, mlir::Value up);
 std::pair<mlir::Value, mlir::Value> swigluGrads(HloBuilder &b, mlir::Value dy, mlir::Value gate,

@@ -11,7 +11,6 @@
 using namespace mlir;
 
 namespace kiln {
-namespace {
 
 SmallVector<int64_t> leadingDims(Value v) {
   SmallVector<int64_t> dims;
@@ -19,6 +18,8 @@ SmallVector<int64_t> leadingDims(Value v) {
     dims.push_back(d);
   return dims;
 }
+
+namespace {
 
 FailureOr<SmallVector<Value>> lower(EmbeddingBackwardOp op, EmbeddingBackwardOp::Adaptor a,
                                     HloBuilder &b, HloLoweringState &state) {

@@ -63,10 +63,7 @@ Value sumOverSlots(HloBuilder &b, Value mask, Value perSlot) {
 /// Tokens per expert over every row and slot of ids [..., k]: f32 [experts].
 Value expertCounts(HloBuilder &b, Value ids, int64_t experts) {
   Value mask = expertMask(b, ids, experts);
-  SmallVector<int64_t> dims;
-  for (int64_t d = 0; d + 1 < HloBuilder::typeOf(mask).getRank(); ++d)
-    dims.push_back(d);
-  return b.sum(mask, dims);
+  return b.sum(mask, leadingDims(mask));
 }
 
 /// x [..., dim] as rows [tokens, dim].
@@ -219,7 +216,7 @@ FailureOr<SmallVector<Value>> lower(LoadBalancingLossOp, LoadBalancingLossOp::Ad
   double n = double(totalRows(a.getExperts()));
   Value probSum;
   for (Value p : a.getProbs()) {
-    Value rows = b.sum(asRows(b, p), {0});
+    Value rows = b.sum(p, leadingDims(p));
     probSum = probSum ? b.add(probSum, rows) : rows;
   }
   Value counts = countsOverLayers(b, a.getExperts(), experts);
