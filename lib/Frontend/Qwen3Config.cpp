@@ -68,7 +68,7 @@ void Qwen3Config::checkSizes(const std::string &source) const {
     fail("{}: 'num_hidden_layers' is {}; Kiln captures at most {} layers (the largest "
          "Qwen3 has 94)",
          source, numLayers, kMaxLayers);
-  // Every later count (elements, bytes, FLOPs) is a product of these: work
+  // Every later count (elements, bytes) is a product of these: work
   // them out in 128 bits so no size can wrap around int64 unnoticed.
   using Wide = __int128;
   auto check = [&](const char *what, Wide value) {

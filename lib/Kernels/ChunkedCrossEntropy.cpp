@@ -95,14 +95,15 @@ public:
     return success();
   }
 
-  int64_t flops(Operation *op, bool backward) const override {
+  double flops(Operation *op, bool backward) const override {
     if (backward)
-      return typeOf(op->getOperand(1)).getNumElements() + typeOf(op->getOperand(2)).getNumElements();
+      return double(typeOf(op->getOperand(1)).getNumElements()) +
+             double(typeOf(op->getOperand(2)).getNumElements());
     auto h = typeOf(op->getOperand(0));
     int64_t rows = h.getNumElements() / h.getShape().back(), hidden = h.getShape().back(),
             vocab = typeOf(op->getOperand(1)).getDimSize(0);
     // The logits GEMM and the two gradient GEMMs, plus softmax per logit.
-    return 6 * rows * hidden * vocab + 6 * rows * vocab;
+    return 6.0 * rows * hidden * vocab + 6.0 * rows * vocab;
   }
 
   ShardingRule shardingRule(Operation *op, bool backward) const override {

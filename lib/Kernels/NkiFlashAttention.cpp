@@ -101,7 +101,7 @@ public:
     return success();
   }
 
-  int64_t flops(Operation *op, bool backward) const override {
+  double flops(Operation *op, bool backward) const override {
     auto q = typeOf(op->getOperand(backward ? 1 : 0)); // [b, heads, s, d]
     bool causal = flagOption(op->getAttrOfType<DictionaryAttr>("options"), "causal");
     return attentionFlops(q.getDimSize(0), q.getDimSize(2), q.getDimSize(1), q.getDimSize(3),

@@ -82,11 +82,11 @@ public:
     return success();
   }
 
-  int64_t flops(Operation *op, bool backward) const override {
+  double flops(Operation *op, bool backward) const override {
     unsigned x = backward ? 1 : 0;
     auto w1 = typeOf(op->getOperand(x + 3));
     int64_t pairs = typeOf(op->getOperand(x + 2)).getNumElements();
-    int64_t forward = expertFlops(pairs, w1.getDimSize(2), w1.getDimSize(1));
+    double forward = expertFlops(pairs, w1.getDimSize(2), w1.getDimSize(1));
     return backward ? forward * 8 / 3 : forward;
   }
   ShardingRule shardingRule(Operation *op, bool backward) const override {

@@ -59,8 +59,8 @@ public:
     return success();
   }
 
-  int64_t flops(Operation *op, bool backward) const override {
-    return (backward ? 8 : 4) * typeOf(op->getOperand(backward ? 1 : 0)).getNumElements();
+  double flops(Operation *op, bool backward) const override {
+    return (backward ? 8.0 : 4.0) * typeOf(op->getOperand(backward ? 1 : 0)).getNumElements();
   }
   ShardingRule shardingRule(Operation *op, bool backward) const override {
     return rmsNormShardingRule(typeOf(op->getOperand(backward ? 1 : 0)).getRank(), backward);

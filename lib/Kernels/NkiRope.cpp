@@ -75,8 +75,8 @@ public:
     return success();
   }
 
-  int64_t flops(Operation *op, bool) const override {
-    return 3 * (typeOf(op->getOperand(0)).getNumElements() +
+  double flops(Operation *op, bool) const override {
+    return 3.0 * (typeOf(op->getOperand(0)).getNumElements() +
                 typeOf(op->getOperand(1)).getNumElements());
   }
 

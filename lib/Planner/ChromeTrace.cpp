@@ -33,7 +33,7 @@ void writeChromeTrace(const StepPlan &plan, const std::string &path) {
       args["message_bytes"] = op.collective->messageBytes;
       args["ranks"] = op.collective->groupSize;
     } else {
-      args["flops"] = op.flops;
+      args["flops"] = flopsJson(op.flops);
       args["bytes"] = op.bytes;
       args["class"] = opClassName(op.opClass);
       args["bound"] = op.memoryBound ? "memory" : "compute";

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 
@@ -55,6 +56,12 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
   return plan;
 }
 
+nlohmann::json flopsJson(double flops) {
+  if (std::fabs(flops) < 0x1p63)
+    return int64_t(std::llround(flops));
+  return flops;
+}
+
 nlohmann::json planToJson(const StepPlan &plan) {
   using nlohmann::json;
   json memory = json::object();
@@ -98,8 +105,8 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"compute_seconds", plan.schedule.computeSeconds},
       {"communication_seconds", plan.schedule.communicationSeconds},
       {"exposed_communication_seconds", plan.exposedCommunicationSeconds},
-      {"flops_per_rank", plan.schedule.flops},
-      {"recompute_flops_per_rank", plan.schedule.recomputeFlops},
+      {"flops_per_rank", flopsJson(plan.schedule.flops)},
+      {"recompute_flops_per_rank", flopsJson(plan.schedule.recomputeFlops)},
       {"recompute_seconds", plan.schedule.recomputeSeconds},
       {"tokens_per_second_per_device", plan.tokensPerSecondPerDevice},
       {"tflops_per_device", plan.tflopsPerDevice},
@@ -162,7 +169,7 @@ std::string formatPlan(const StepPlan &plan) {
     out += fmt::format("  of the compute, activation checkpointing recomputes {} ({:.4g} FLOPs "
                        "per rank)\n",
                        seconds(plan.schedule.recomputeSeconds),
-                       double(plan.schedule.recomputeFlops));
+                       plan.schedule.recomputeFlops);
   out += fmt::format("throughput: {:.1f} tokens/s per device, {:.1f} TFLOPS per device, "
                      "MFU {:.1f}% ({:.4g} FLOPs/token, {} tokens per step)\n",
                      plan.tokensPerSecondPerDevice, plan.tflopsPerDevice, 100 * plan.mfu,

@@ -32,9 +32,9 @@ const char *opClassName(OpClass opClass) {
   return "vector";
 }
 
-double rooflineSeconds(int64_t flops, int64_t bytes, OpClass opClass,
+double rooflineSeconds(double flops, int64_t bytes, OpClass opClass,
                        const TargetProfile &target, bool *memoryBound) {
-  double compute = double(flops) / target.achievedFlops(opClass);
+  double compute = flops / target.achievedFlops(opClass);
   double memory = double(bytes) / target.achievedMemoryBandwidth();
   if (memoryBound)
     *memoryBound = memory > compute;

@@ -10,6 +10,8 @@
 
 #include "mlir/IR/MLIRContext.h"
 
+#include <cmath>
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -102,13 +104,76 @@ TEST(FrontendTest, CaptureBindsParametersByHfKeyAndCostsMatchTheModel) {
   int64_t linearFlops = 2 * batch * seq * c.matmulParameterCount();
   int64_t attentionFlops =
       c.numLayers * batch * c.numHeads * (seq * (seq + 1) / 2) * (4 * c.headDim + 5);
-  int64_t linearOnly = 0;
+  double linearOnly = 0;
   forward.walk([&](LinearOp op) { linearOnly += op.getFlops(); });
-  EXPECT_EQ(linearOnly, linearFlops);
-  int64_t attentionOnly = 0;
+  EXPECT_EQ(linearOnly, double(linearFlops));
+  double attentionOnly = 0;
   forward.walk([&](AttentionOp op) { attentionOnly += op.getFlops(); });
-  EXPECT_EQ(attentionOnly, attentionFlops);
-  EXPECT_GT(cost.flops, linearFlops + attentionFlops);
+  EXPECT_EQ(attentionOnly, double(attentionFlops));
+  EXPECT_GT(cost.flops, double(linearFlops + attentionFlops));
+}
+
+// The global step of a large model at a realistic batch: FLOP counts are
+// doubles, so neither the capture nor the cost refuses or wraps where int64
+// would. Estimates by hand: a forward is 2 FLOPs per matmul parameter a token
+// uses, plus causal attention's q.k and p.v, 4 x head_dim per scored pair
+// ((seq + 1) / 2 per query): torchtitan's 6 N + 12 L H Q T is the forward
+// and backward of full attention, a third of it forward, half of that causal.
+double forwardEstimate(double activeMatmulParameters, const Qwen3Config &c, double batch,
+                       double seq) {
+  double tokens = batch * seq;
+  return 2 * activeMatmulParameters * tokens +
+         c.numLayers * batch * c.numHeads * (seq * (seq + 1) / 2) * 4 * c.headDim;
+}
+
+TEST(FrontendTest, CaptureCostsGlobalStepsBeyondInt64) {
+  mlir::MLIRContext context;
+  {
+    // Qwen3-235B-A22B over 4096 x 4096 tokens (512 ranks x 8 x 4096):
+    // 16.8M tokens x 235B parameters x 6 used to be refused as too large.
+    const Qwen3Config &c = flavor("qwen3-235b-a22b");
+    const int64_t batch = 4096, seq = 4096;
+    auto module = captureQwen3(context, c, {batch, seq});
+    auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+    ASSERT_TRUE(forward);
+    // Per layer: q, k, v, o (64 and 4 heads of 128 on 4096), the router
+    // (128 experts) and 8 routed experts' gate, up and down (1536); the
+    // untied output projection.
+    double active = 94 * (4096.0 * (2 * 64 * 128 + 2 * 4 * 128) + 128 * 4096.0 +
+                          8 * 3 * 4096.0 * 1536) +
+                    151936.0 * 4096;
+    EXPECT_EQ(active, double(c.activeMatmulParameterCount()));
+    double flops = programCost(forward).flops;
+    EXPECT_TRUE(std::isfinite(flops));
+    EXPECT_GT(flops, 0);
+    EXPECT_NEAR(flops, forwardEstimate(active, c, batch, seq),
+                0.01 * forwardEstimate(active, c, batch, seq));
+    // The LM head alone: 2 x tokens x hidden x vocab, exactly.
+    double head = 0;
+    forward.walk([&](LinearOp op) {
+      if (op.getFqn() == "output")
+        head += op.getFlops();
+    });
+    EXPECT_EQ(head, 2.0 * batch * seq * 4096 * 151936);
+  }
+  {
+    // Llama 3.1 405B over the same 16.8M tokens: the forward alone, ~1.4e19,
+    // passes INT64_MAX (9.2e18).
+    const Qwen3Config &c = flavor("llama3.1-405b");
+    const int64_t batch = 4096, seq = 4096;
+    auto module = captureQwen3(context, c, {batch, seq});
+    auto loss = module->lookupSymbol<mlir::func::FuncOp>("loss");
+    ASSERT_TRUE(loss);
+    // Per layer: q, k, v, o (128 and 8 heads of 128 on 16384) and the MLP
+    // (53248); the untied output projection.
+    double active = 126 * (16384.0 * (2 * 128 * 128 + 2 * 8 * 128) + 3 * 16384.0 * 53248) +
+                    128256.0 * 16384;
+    double flops = programCost(loss).flops;
+    EXPECT_TRUE(std::isfinite(flops));
+    EXPECT_GT(flops, 0x1p63);
+    EXPECT_NEAR(flops, forwardEstimate(active, c, batch, seq),
+                0.01 * forwardEstimate(active, c, batch, seq));
+  }
 }
 
 TEST(FrontendTest, CaptureRejectsSequencesBeyondTheModelsPositions) {

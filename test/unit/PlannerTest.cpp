@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -385,7 +386,7 @@ TEST(PlannerTest, ReducedMoeIsConsistentAndCountsOnlyRoutedExperts) {
   EXPECT_DOUBLE_EQ(fsdp64.setting.flopsPerToken, 6.0 * double(active) + 12.0 * 4 * 32 * 128 * 4096);
   // The scheduled grouped experts route each of the rank's 4096 tokens to 4
   // experts, not 64.
-  int64_t experts = 0;
+  double experts = 0;
   for (const ScheduledOp &op : fsdp64.schedule.ops)
     if (op.name == "kiln.grouped_experts") {
       experts += op.flops;
@@ -440,6 +441,23 @@ TEST(PlannerTest, ThroughputMfuAndCostFollowFromTheStep) {
   for (const auto &[key, totals] : plan.collectives)
     seconds += totals.seconds;
   EXPECT_NEAR(seconds, plan.schedule.communicationSeconds, 1e-12);
+}
+
+TEST(PlannerTest, FlopCountsPrintAsIntegersBelowInt64) {
+  // Per-rank figures print as they did when they were int64; a count past
+  // INT64_MAX stays a number instead of wrapping.
+  EXPECT_EQ(flopsJson(0).dump(), "0");
+  EXPECT_EQ(flopsJson(51180000000000.0).dump(), "51180000000000");
+  EXPECT_EQ(flopsJson(2.0 / 3).dump(), "1");
+  EXPECT_EQ(flopsJson(0x1p62).dump(), "4611686018427387904");
+  nlohmann::json beyond = flopsJson(1.4e19);
+  EXPECT_TRUE(beyond.is_number_float());
+  EXPECT_DOUBLE_EQ(beyond.get<double>(), 1.4e19);
+  StepPlan plan = planTrainingRun(fixtureRun(), profile(2), 1);
+  nlohmann::json j = planToJson(plan);
+  EXPECT_TRUE(j["flops_per_rank"].is_number_integer());
+  EXPECT_EQ(j["flops_per_rank"].get<int64_t>(), std::llround(plan.schedule.flops));
+  EXPECT_EQ(j["recompute_flops_per_rank"].dump(), "0");
 }
 
 TEST(PlannerTest, BuiltinProfilesParseAndCiteEveryFigure) {

@@ -82,7 +82,7 @@ void printSummary(mlir::ModuleOp module, const Qwen3Config &c) {
     // The token ids come first: FLOPs per token count the routed experts only.
     auto ids = mlir::cast<mlir::RankedTensorType>(fn.getArgumentTypes()[0]);
     fmt::print("  {:.4g} GFLOP ({:.4g} FLOPs/token), {:.4g} MB read, {:.4g} MB written\n",
-               cost.flops / 1e9, double(cost.flops) / double(ids.getNumElements()),
+               cost.flops / 1e9, cost.flops / double(ids.getNumElements()),
                cost.bytesRead / 1e6, cost.bytesWritten / 1e6);
   }
 }

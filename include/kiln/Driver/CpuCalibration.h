@@ -24,7 +24,8 @@ struct EfficiencyFit {
   std::string field;  ///< "efficiency.matmul"
   std::string ops;    ///< which ops fit it
   int64_t count = 0;
-  int64_t flops = 0, bytes = 0;
+  double flops = 0;
+  int64_t bytes = 0;
   double measuredSeconds = 0, shippedSeconds = 0;
   double shipped = 0, fitted = 0;
 };

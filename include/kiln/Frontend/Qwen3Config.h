@@ -79,8 +79,8 @@ struct Qwen3Config {
   /// large that element counts would overflow (checkSizes).
   void validate(const std::string &source) const;
   /// The most layers Kiln captures, and the largest element count of any
-  /// tensor or of all parameters: 2^50, so bytes and the FLOPs of any
-  /// realistic step stay well inside int64.
+  /// tensor or of all parameters: 2^50, so bytes stay well inside int64
+  /// (FLOP counts are doubles).
   static constexpr int64_t kMaxLayers = 4096;
   static constexpr int64_t kMaxElements = int64_t(1) << 50;
 

@@ -11,7 +11,9 @@
 namespace kiln {
 
 struct ProgramCost {
-  int64_t flops = 0;
+  /// A double, as CostOpInterface's: a global step of a large model passes
+  /// int64 (bytes stay int64: tensors have at most 2^50 elements).
+  double flops = 0;
   int64_t bytesRead = 0;
   int64_t bytesWritten = 0;
   int64_t parameterBytes = 0;  ///< arguments tagged kiln.param

@@ -69,6 +69,9 @@ StepPlan planStep(mlir::func::FuncOp perRankStep, const TargetProfile &target,
 
 /// The plan as one JSON object (docs/planner.md lists the fields).
 nlohmann::json planToJson(const StepPlan &plan);
+/// A FLOP count (a double) as JSON: an integer (rounded) below 2^63, as the
+/// per-rank figures of a plan always printed, a number beyond.
+nlohmann::json flopsJson(double flops);
 
 /// The human report: a memory bar per category, time, throughput, cost and
 /// collectives; the top contributors when the step does not fit.

@@ -45,7 +45,8 @@ struct ScheduledOp {
   std::string fqn;  ///< its module (a collective: its consumer's or producer's)
   mlir::Operation *op = nullptr; ///< the op in the planned program
   double start = 0, seconds = 0;
-  int64_t flops = 0, bytes = 0; ///< compute: FLOPs and bytes read + written
+  double flops = 0;  ///< compute: FLOPs (CostOpInterface: a double)
+  int64_t bytes = 0; ///< compute: bytes read + written
   OpClass opClass = OpClass::Vector;
   bool memoryBound = false;
   std::optional<Collective> collective;
@@ -58,11 +59,11 @@ struct StepSchedule {
   double seconds = 0;           ///< the critical path
   double computeSeconds = 0;    ///< busy time of the compute stream
   double communicationSeconds = 0; ///< busy time of the communication stream
-  int64_t flops = 0;
+  double flops = 0;
   /// The part of the compute that recomputes checkpointed activations (ops
   /// tagged kiln.recomputed).
   double recomputeSeconds = 0;
-  int64_t recomputeFlops = 0;
+  double recomputeFlops = 0;
 };
 
 /// Schedules the body of `fn` (a per-rank program) on `target`, tensors sized
@@ -71,7 +72,7 @@ StepSchedule scheduleStep(mlir::func::FuncOp fn, const TargetProfile &target,
                           const ValuePrecision &precision);
 
 /// Roofline seconds of `flops` and `bytes` for an op of class `opClass`.
-double rooflineSeconds(int64_t flops, int64_t bytes, OpClass opClass,
+double rooflineSeconds(double flops, int64_t bytes, OpClass opClass,
                        const TargetProfile &target, bool *memoryBound = nullptr);
 
 } // namespace kiln

@@ -20,7 +20,7 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location
   types.push_back(type);
   return success();
 }
-int64_t ConstantOp::getFlops() { return 0; }
+double ConstantOp::getFlops() { return 0; }
 
 //===----------------------------------------------------------------------===//
 // EmbeddingBackwardOp
@@ -46,7 +46,7 @@ LogicalResult EmbeddingBackwardOp::inferReturnTypes(MLIRContext *, std::optional
   return success();
 }
 LogicalResult EmbeddingBackwardOp::verify() { return verifyVocabAxes(*this, getVocabAxes()); }
-int64_t EmbeddingBackwardOp::getFlops() { return getGrad().getType().getNumElements(); }
+double EmbeddingBackwardOp::getFlops() { return double(getGrad().getType().getNumElements()); }
 
 //===----------------------------------------------------------------------===//
 // RmsNormBackwardOp
@@ -71,7 +71,7 @@ LogicalResult RmsNormBackwardOp::inferReturnTypes(MLIRContext *, std::optional<L
   types.append({input, weight});
   return success();
 }
-int64_t RmsNormBackwardOp::getFlops() { return 8 * getInput().getType().getNumElements(); }
+double RmsNormBackwardOp::getFlops() { return 8.0 * getInput().getType().getNumElements(); }
 
 //===----------------------------------------------------------------------===//
 // LinearBackwardDataOp, LinearBackwardWeightOp
@@ -96,8 +96,8 @@ LogicalResult LinearBackwardDataOp::inferReturnTypes(MLIRContext *,
   types.push_back(withShape(grad, shape));
   return success();
 }
-int64_t LinearBackwardDataOp::getFlops() {
-  return 2 * leadingElements(getGrad().getType()) * getWeight().getType().getNumElements();
+double LinearBackwardDataOp::getFlops() {
+  return 2.0 * leadingElements(getGrad().getType()) * getWeight().getType().getNumElements();
 }
 
 LogicalResult LinearBackwardWeightOp::inferReturnTypes(MLIRContext *,
@@ -116,8 +116,8 @@ LogicalResult LinearBackwardWeightOp::inferReturnTypes(MLIRContext *,
   types.push_back(withShape(grad, {grad.getShape().back(), input.getShape().back()}));
   return success();
 }
-int64_t LinearBackwardWeightOp::getFlops() {
-  return 2 * leadingElements(getGrad().getType()) *
+double LinearBackwardWeightOp::getFlops() {
+  return 2.0 * leadingElements(getGrad().getType()) *
          getWeightGrad().getType().getNumElements();
 }
 
@@ -131,8 +131,8 @@ LogicalResult RopeBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Loca
                                         "k_grad", adaptor.getKGrad(), adaptor.getCache(),
                                         types);
 }
-int64_t RopeBackwardOp::getFlops() {
-  return 3 * (getQGrad().getType().getNumElements() + getKGrad().getType().getNumElements());
+double RopeBackwardOp::getFlops() {
+  return 3.0 * (getQGrad().getType().getNumElements() + getKGrad().getType().getNumElements());
 }
 
 //===----------------------------------------------------------------------===//
@@ -160,7 +160,7 @@ LogicalResult AttentionBackwardOp::inferReturnTypes(MLIRContext *context,
   types.append({q, adaptor.getK().getType(), adaptor.getV().getType()});
   return success();
 }
-int64_t AttentionBackwardOp::getFlops() {
+double AttentionBackwardOp::getFlops() {
   auto q = getQ().getType();
   return attentionFlops(q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), q.getDimSize(3),
                         getCausal(), /*backward=*/true);
@@ -183,7 +183,7 @@ LogicalResult SwigluBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Lo
   types.append({adaptor.getGate().getType(), adaptor.getUp().getType()});
   return success();
 }
-int64_t SwigluBackwardOp::getFlops() { return 10 * getGate().getType().getNumElements(); }
+double SwigluBackwardOp::getFlops() { return 10.0 * getGate().getType().getNumElements(); }
 
 //===----------------------------------------------------------------------===//
 // CrossEntropyBackwardOp
@@ -206,6 +206,6 @@ LogicalResult CrossEntropyBackwardOp::inferReturnTypes(MLIRContext *,
   types.push_back(logits);
   return success();
 }
-int64_t CrossEntropyBackwardOp::getFlops() {
-  return 4 * getLogits().getType().getNumElements();
+double CrossEntropyBackwardOp::getFlops() {
+  return 4.0 * getLogits().getType().getNumElements();
 }

@@ -102,8 +102,8 @@ LogicalResult KernelBackwardOp::verify() {
   return verifyKernelCall(*this, getKernel(), getTarget(), /*backward=*/true);
 }
 
-int64_t KernelOp::getFlops() { return getSpec().flops(*this, false); }
-int64_t KernelBackwardOp::getFlops() { return getSpec().flops(*this, true); }
+double KernelOp::getFlops() { return getSpec().flops(*this, false); }
+double KernelBackwardOp::getFlops() { return getSpec().flops(*this, true); }
 ShardingRule KernelOp::getShardingRule() { return getSpec().shardingRule(*this, false); }
 ShardingRule KernelBackwardOp::getShardingRule() { return getSpec().shardingRule(*this, true); }
 
@@ -146,7 +146,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
-int64_t TransposeOp::getFlops() { return 0; }
+double TransposeOp::getFlops() { return 0; }
 
 ShardingRule TransposeOp::getShardingRule() {
   ShardingRule rule;

@@ -77,8 +77,8 @@ LogicalResult checkExperts(std::optional<Location> loc, AdaptorT adaptor) {
 
 /// Three GEMMs, silu * up, and the weighted sum into the token's output, per
 /// (token, expert) pair.
-int64_t kiln::expertFlops(int64_t rows, int64_t hidden, int64_t inter) {
-  return rows * (6 * hidden * inter + 5 * inter + 2 * hidden);
+double kiln::expertFlops(int64_t rows, int64_t hidden, int64_t inter) {
+  return double(rows) * (6.0 * hidden * inter + 5.0 * inter + 2.0 * hidden);
 }
 
 //===----------------------------------------------------------------------===//
@@ -110,9 +110,9 @@ LogicalResult RouterOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
 }
 
 // exp, sum and divide per logit, then k passes of selection.
-int64_t RouterOp::getFlops() {
+double RouterOp::getFlops() {
   auto logits = getLogits().getType();
-  return logits.getNumElements() * (3 + int64_t(getTopK()));
+  return double(logits.getNumElements()) * (3.0 + getTopK());
 }
 
 //===----------------------------------------------------------------------===//
@@ -130,12 +130,12 @@ LogicalResult GroupedExpertsOp::inferReturnTypes(MLIRContext *, std::optional<Lo
 
 int64_t GroupedExpertsOp::getRoutedPairs() { return getExperts().getType().getNumElements(); }
 
-int64_t GroupedExpertsOp::getFlops() {
+double GroupedExpertsOp::getFlops() {
   auto w1 = getW1().getType();
   return expertFlops(getRoutedPairs(), w1.getDimSize(2), w1.getDimSize(1));
 }
 
-int64_t GroupedExpertsOp::getPeakGroupFlops() {
+double GroupedExpertsOp::getPeakGroupFlops() {
   auto w1 = getW1().getType();
   return expertFlops(leadingElements(getInput().getType()), w1.getDimSize(2), w1.getDimSize(1));
 }
@@ -174,8 +174,8 @@ LogicalResult LoadBalancingLossOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-int64_t LoadBalancingLossOp::getFlops() {
-  int64_t flops = 0;
+double LoadBalancingLossOp::getFlops() {
+  double flops = 0;
   for (Value p : getProbs())
     flops += cast<RankedTensorType>(p.getType()).getNumElements();
   for (Value ids : getExperts())
@@ -206,8 +206,9 @@ LogicalResult ExpertBiasUpdateOp::inferReturnTypes(MLIRContext *, std::optional<
   return success();
 }
 
-int64_t ExpertBiasUpdateOp::getFlops() {
-  return getExperts().getType().getNumElements() + 4 * getExpertBias().getType().getNumElements();
+double ExpertBiasUpdateOp::getFlops() {
+  return double(getExperts().getType().getNumElements()) +
+         4.0 * getExpertBias().getType().getNumElements();
 }
 std::optional<unsigned> ExpertBiasUpdateOp::getTiedOperand(unsigned) { return 0; }
 
@@ -215,7 +216,7 @@ std::optional<unsigned> ExpertBiasUpdateOp::getTiedOperand(unsigned) { return 0;
 // ScaleOp
 //===----------------------------------------------------------------------===//
 
-int64_t ScaleOp::getFlops() { return getInput().getType().getNumElements(); }
+double ScaleOp::getFlops() { return double(getInput().getType().getNumElements()); }
 
 //===----------------------------------------------------------------------===//
 // RouterBackwardOp
@@ -247,7 +248,7 @@ LogicalResult RouterBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Lo
   return success();
 }
 
-int64_t RouterBackwardOp::getFlops() { return 4 * getProbs().getType().getNumElements(); }
+double RouterBackwardOp::getFlops() { return 4.0 * getProbs().getType().getNumElements(); }
 
 //===----------------------------------------------------------------------===//
 // GroupedExpertsBackwardOp
@@ -271,7 +272,7 @@ LogicalResult GroupedExpertsBackwardOp::inferReturnTypes(MLIRContext *,
 }
 
 // The recomputed forward GEMMs (2 of 3) and the backward's six.
-int64_t GroupedExpertsBackwardOp::getFlops() {
+double GroupedExpertsBackwardOp::getFlops() {
   auto w1 = getW1().getType();
   int64_t rows = getExperts().getType().getNumElements();
   return expertFlops(rows, w1.getDimSize(2), w1.getDimSize(1)) * 8 / 3;
@@ -305,8 +306,8 @@ LogicalResult LoadBalancingLossBackwardOp::inferReturnTypes(MLIRContext *context
   return success();
 }
 
-int64_t LoadBalancingLossBackwardOp::getFlops() {
-  int64_t flops = 0;
+double LoadBalancingLossBackwardOp::getFlops() {
+  double flops = 0;
   for (Type t : getResultTypes())
     flops += cast<RankedTensorType>(t).getNumElements();
   return flops;

@@ -102,7 +102,7 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 
 LogicalResult EmbeddingOp::verify() { return verifyVocabAxes(*this, getVocabAxes()); }
 
-int64_t EmbeddingOp::getFlops() { return 0; }
+double EmbeddingOp::getFlops() { return 0; }
 // Only the gathered rows of the table are read.
 int64_t EmbeddingOp::getBytesRead() {
   return tensorBytes(getIds().getType()) + tensorBytes(getResult().getType());
@@ -138,8 +138,8 @@ LogicalResult RmsNormOp::verify() {
   return success();
 }
 
-int64_t RmsNormOp::getFlops() {
-  return 4 * getInput().getType().getNumElements();
+double RmsNormOp::getFlops() {
+  return 4.0 * getInput().getType().getNumElements();
 }
 
 //===----------------------------------------------------------------------===//
@@ -167,9 +167,9 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
-int64_t LinearOp::getFlops() {
+double LinearOp::getFlops() {
   auto weight = getWeight().getType();
-  return 2 * leadingElements(getInput().getType()) * weight.getNumElements();
+  return 2.0 * leadingElements(getInput().getType()) * weight.getNumElements();
 }
 
 //===----------------------------------------------------------------------===//
@@ -210,7 +210,7 @@ std::vector<float> RopeCacheOp::getInverseFrequencies() {
   return ropeInverseFrequencies(theta, int64_t(getHeadDim()), &scaling);
 }
 
-int64_t RopeCacheOp::getFlops() { return 2 * int64_t(getSeqLen()) * int64_t(getHeadDim()); }
+double RopeCacheOp::getFlops() { return 2.0 * getSeqLen() * getHeadDim(); }
 
 //===----------------------------------------------------------------------===//
 // RopeOp
@@ -223,8 +223,8 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
                                 adaptor.getK(), adaptor.getCache(), types);
 }
 
-int64_t RopeOp::getFlops() {
-  return 3 * (getQ().getType().getNumElements() + getK().getType().getNumElements());
+double RopeOp::getFlops() {
+  return 3.0 * (getQ().getType().getNumElements() + getK().getType().getNumElements());
 }
 
 //===----------------------------------------------------------------------===//
@@ -245,33 +245,33 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-int64_t AttentionOp::getFlops() {
+double AttentionOp::getFlops() {
   auto q = getQ().getType();
   return attentionFlops(q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), q.getDimSize(3),
                         getCausal(), /*backward=*/false);
 }
 
-int64_t kiln::attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
-                             bool causal, bool backward) {
+double kiln::attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
+                            bool causal, bool backward) {
   // Per scored pair, forward: q.k and p*v (2 * head_dim multiply-adds) plus
   // ~5 for scale, max, exp, sum and normalize. Backward: recompute q.k, then
   // dP = dO.v, dV += p dO, dQ += dS k, dK += dS q (5 * 2 * head_dim) plus
   // ~8 elementwise.
-  return batch * heads * scoredPairs(seq, causal) *
-         (backward ? 10 * headDim + 8 : 4 * headDim + 5);
+  return double(batch) * heads * scoredPairs(seq, causal) *
+         (backward ? 10.0 * headDim + 8 : 4.0 * headDim + 5);
 }
 
 //===----------------------------------------------------------------------===//
 // Elementwise: SwigluOp, AddOp
 //===----------------------------------------------------------------------===//
 
-int64_t SwigluOp::getFlops() { return 5 * getGate().getType().getNumElements(); }
+double SwigluOp::getFlops() { return 5.0 * getGate().getType().getNumElements(); }
 
-int64_t AddOp::getFlops() { return getLhs().getType().getNumElements(); }
+double AddOp::getFlops() { return double(getLhs().getType().getNumElements()); }
 std::optional<unsigned> AddOp::getTiedOperand(unsigned) { return 0; }
 
 // CastOp: one rounding per element.
-int64_t CastOp::getFlops() { return getInput().getType().getNumElements(); }
+double CastOp::getFlops() { return double(getInput().getType().getNumElements()); }
 
 //===----------------------------------------------------------------------===//
 // CrossEntropyOp
@@ -293,8 +293,8 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-int64_t CrossEntropyOp::getFlops() {
-  return 3 * getLogits().getType().getNumElements();
+double CrossEntropyOp::getFlops() {
+  return 3.0 * getLogits().getType().getNumElements();
 }
 
 //===----------------------------------------------------------------------===//
@@ -325,7 +325,7 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 }
 
 // A reshape of a row-major tensor is a view: no work, no traffic.
-int64_t ReshapeOp::getFlops() { return 0; }
+double ReshapeOp::getFlops() { return 0; }
 int64_t ReshapeOp::getBytesRead() { return 0; }
 int64_t ReshapeOp::getBytesWritten() { return 0; }
 Value ReshapeOp::getViewSource() { return getInput(); }
@@ -361,7 +361,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
   return inferResized<PadOp>(loc, adaptor.getFqn(), adaptor.getInput(),
                              int64_t(adaptor.getDim()), int64_t(adaptor.getSize()), true, types);
 }
-int64_t PadOp::getFlops() { return 0; }
+double PadOp::getFlops() { return 0; }
 
 LogicalResult NarrowOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
@@ -369,7 +369,7 @@ LogicalResult NarrowOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                 int64_t(adaptor.getDim()), int64_t(adaptor.getSize()), false,
                                 types);
 }
-int64_t NarrowOp::getFlops() { return 0; }
+double NarrowOp::getFlops() { return 0; }
 
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnOps.cpp.inc"

@@ -30,8 +30,8 @@ LogicalResult GlobalNormOp::inferReturnTypes(MLIRContext *context, std::optional
   types.push_back(scalarF32(context));
   return success();
 }
-int64_t GlobalNormOp::getFlops() {
-  int64_t elements = 0;
+double GlobalNormOp::getFlops() {
+  double elements = 0;
   for (Type type : getTensors().getTypes())
     elements += cast<RankedTensorType>(type).getNumElements();
   return 2 * elements;
@@ -51,7 +51,7 @@ LogicalResult ClipCoefOp::inferReturnTypes(MLIRContext *context, std::optional<L
   types.push_back(scalarF32(context));
   return success();
 }
-int64_t ClipCoefOp::getFlops() { return 3; }
+double ClipCoefOp::getFlops() { return 3; }
 
 //===----------------------------------------------------------------------===//
 // LrScheduleOp
@@ -79,7 +79,7 @@ LogicalResult LrScheduleOp::verify() {
     return error() << "min_lr_factor must be in [0, 1]";
   return success();
 }
-int64_t LrScheduleOp::getFlops() { return 0; }
+double LrScheduleOp::getFlops() { return 0; }
 
 //===----------------------------------------------------------------------===//
 // AdamWOp
@@ -105,13 +105,13 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   types.append({param, param, param});
   return success();
 }
-int64_t AdamWOp::getFlops() { return 12 * getParam().getType().getNumElements(); }
+double AdamWOp::getFlops() { return 12.0 * getParam().getType().getNumElements(); }
 // The new parameter and moments overwrite the old ones.
 std::optional<unsigned> AdamWOp::getTiedOperand(unsigned result) {
   return std::array<unsigned, 3>{0, 2, 3}[result];
 }
 
-int64_t SqrtOp::getFlops() { return getInput().getType().getNumElements(); }
+double SqrtOp::getFlops() { return double(getInput().getType().getNumElements()); }
 
 //===----------------------------------------------------------------------===//
 // NextStepOp
@@ -125,4 +125,4 @@ LogicalResult NextStepOp::inferReturnTypes(MLIRContext *, std::optional<Location
   types.push_back(adaptor.getStep().getType());
   return success();
 }
-int64_t NextStepOp::getFlops() { return 0; }
+double NextStepOp::getFlops() { return 0; }

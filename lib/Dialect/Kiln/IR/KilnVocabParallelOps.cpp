@@ -57,7 +57,7 @@ LogicalResult VocabParallelMaxOp::inferReturnTypes(MLIRContext *context,
                                         Float32Type::get(context)));
   return success();
 }
-int64_t VocabParallelMaxOp::getFlops() { return getLogits().getType().getNumElements(); }
+double VocabParallelMaxOp::getFlops() { return double(getLogits().getType().getNumElements()); }
 
 //===----------------------------------------------------------------------===//
 // VocabParallelStatsOp
@@ -85,7 +85,7 @@ LogicalResult VocabParallelStatsOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 LogicalResult VocabParallelStatsOp::verify() { return verifyVocabAxes(*this, getVocabAxes()); }
-int64_t VocabParallelStatsOp::getFlops() { return 3 * getLogits().getType().getNumElements(); }
+double VocabParallelStatsOp::getFlops() { return 3.0 * getLogits().getType().getNumElements(); }
 
 //===----------------------------------------------------------------------===//
 // VocabParallelLossOp
@@ -108,7 +108,7 @@ LogicalResult VocabParallelLossOp::inferReturnTypes(MLIRContext *context,
   types.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
 }
-int64_t VocabParallelLossOp::getFlops() { return 3 * getMax().getType().getNumElements(); }
+double VocabParallelLossOp::getFlops() { return 3.0 * getMax().getType().getNumElements(); }
 
 //===----------------------------------------------------------------------===//
 // VocabParallelLossBackwardOp
@@ -141,6 +141,6 @@ LogicalResult VocabParallelLossBackwardOp::inferReturnTypes(MLIRContext *,
 LogicalResult VocabParallelLossBackwardOp::verify() {
   return verifyVocabAxes(*this, getVocabAxes());
 }
-int64_t VocabParallelLossBackwardOp::getFlops() {
-  return 4 * getLogits().getType().getNumElements();
+double VocabParallelLossBackwardOp::getFlops() {
+  return 4.0 * getLogits().getType().getNumElements();
 }

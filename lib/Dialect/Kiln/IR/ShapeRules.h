@@ -171,9 +171,11 @@ inline RankedTensorType lseType(MLIRContext *context, RankedTensorType q) {
                                Float32Type::get(context));
 }
 
-/// Number of (query, key) pairs scored per (batch, head).
-inline int64_t scoredPairs(int64_t seq, bool causal) {
-  return causal ? seq * (seq + 1) / 2 : seq * seq;
+/// Number of (query, key) pairs scored per (batch, head), in double: a FLOP
+/// count's factor (seq^2 passes int64 for seq > 3e9).
+inline double scoredPairs(int64_t seq, bool causal) {
+  double s = double(seq);
+  return causal ? s * (s + 1) / 2 : s * s;
 }
 
 /// Per-row operands of a loss (labels, row maxima) have the logits' leading

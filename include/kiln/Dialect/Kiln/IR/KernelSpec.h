@@ -92,7 +92,8 @@ public:
   /// kiln.kernel (backward = false) or kiln.kernel_backward of this kernel:
   /// checks operand and result types, emitting an error on `op`.
   virtual mlir::LogicalResult verify(mlir::Operation *op, bool backward) const = 0;
-  virtual int64_t flops(mlir::Operation *op, bool backward) const = 0;
+  /// FLOPs of the call, in double (CostOpInterface::getFlops).
+  virtual double flops(mlir::Operation *op, bool backward) const = 0;
   /// The class its forward and backward run at: the replaced op's, or a
   /// GEMM's when it fuses one (a loss kernel that takes in the output
   /// projection).

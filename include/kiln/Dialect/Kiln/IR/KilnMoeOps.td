@@ -97,7 +97,7 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
     /// (token, expert) pairs: tokens * k.
     int64_t getRoutedPairs();
     /// Shadows the CostOpInterface default: one expert's GEMMs over every token.
-    int64_t getPeakGroupFlops();
+    double getPeakGroupFlops();
   }], Kiln_MatmulClass);
 }
 

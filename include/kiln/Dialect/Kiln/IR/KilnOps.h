@@ -31,12 +31,12 @@ std::string parameterPath(mlir::Value param);
 
 /// FLOPs of `rows` tokens through one SwiGLU expert of `hidden` -> `inter`
 /// -> `hidden` (the grouped experts' forward).
-int64_t expertFlops(int64_t rows, int64_t hidden, int64_t inter);
+double expertFlops(int64_t rows, int64_t hidden, int64_t inter);
 
 /// FLOPs of kiln.attention (or, `backward`, its backward) over q of
 /// [batch, seq, heads, headDim], with or without the causal mask.
-int64_t attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim, bool causal,
-                       bool backward);
+double attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim, bool causal,
+                      bool backward);
 
 /// The cotangent `grad`, or, when none flows back (a result nobody
 /// differentiates through), a kiln.constant of zeros of `like`'s type named
