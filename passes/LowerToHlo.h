@@ -83,8 +83,8 @@ struct VocabIds {
 };
 VocabIds localVocabIds(HloBuilder &b, HloLoweringState &state, mlir::Value ids, int64_t rows,
                        std::optional<llvm::ArrayRef<int16_t>> axes);
-/// This rank's first id of a vocabulary split over `axes` in blocks of
-/// `rows` (s32 scalar), or null without axes.
+/// This rank's first id of a vocabulary (or of experts) split over `axes` in
+/// blocks of `rows` (s32 scalar), or null without axes.
 mlir::Value vocabOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
                         std::optional<llvm::ArrayRef<int16_t>> axes);
 

@@ -13,7 +13,8 @@
 // kernel's that the nki_grouped_experts rule substitutes) has no plain-HLO
 // equivalent; the dense form costs experts / top_k times the routed FLOPs and
 // [experts, tokens, moe_intermediate] activations. kiln compile reports every
-// densely lowered layer.
+// densely lowered layer. Under expert parallelism the rank's block of
+// experts runs over the tokens gathered from its expert group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,9 +38,11 @@ SmallVector<int64_t> withLast(ArrayRef<int64_t> shape, int64_t last) {
   return out;
 }
 
-/// The f32 one-hot [..., k, experts] of expert ids [..., k].
-Value expertMask(HloBuilder &b, Value ids, int64_t experts) {
-  return b.convert(b.oneHot(b.convert(ids, b.i32()), experts), b.f32());
+/// The f32 one-hot [..., k, experts] of expert ids [..., k]; with `offset`
+/// (expert parallelism: the rank's first expert) over its block of experts,
+/// ids of other blocks matching none.
+Value expertMask(HloBuilder &b, Value ids, int64_t experts, Value offset = {}) {
+  return b.convert(b.oneHot(b.convert(ids, b.i32()), experts, offset), b.f32());
 }
 
 /// A per-expert [..., experts] value repeated over the slots of `mask`.
@@ -147,16 +150,17 @@ struct DenseExperts {
 };
 
 /// Each token's routing weight per expert: [T, E], zero where unselected.
-Value combineWeights(HloBuilder &b, Value weights, Value ids, int64_t experts) {
-  return sumOverSlots(b, expertMask(b, asRows(b, ids), experts), asRows(b, weights));
+Value combineWeights(HloBuilder &b, Value weights, Value ids, int64_t experts, Value offset) {
+  return sumOverSlots(b, expertMask(b, asRows(b, ids), experts, offset), asRows(b, weights));
 }
 
 FailureOr<SmallVector<Value>> lower(GroupedExpertsOp op, GroupedExpertsOp::Adaptor a,
-                                    HloBuilder &b, HloLoweringState &) {
+                                    HloBuilder &b, HloLoweringState &state) {
   int64_t experts = HloBuilder::shapeOf(a.getW1())[0];
   Value x = asRows(b, a.getInput());
   DenseExperts d = DenseExperts::run(b, x, a.getW1(), a.getW3(), a.getW2());
-  Value c = combineWeights(b, a.getWeights(), a.getExperts(), experts);
+  Value c = combineWeights(b, a.getWeights(), a.getExperts(), experts,
+                           vocabOffset(b, state, experts, op.getExpertAxes()));
   // [E, T, H] . [T, E] over E, batched over T -> [T, H]
   Value y = b.dot(d.y, c, {1}, {0}, {0}, {1});
   return one(b.reshape(y, HloBuilder::shapeOf(op.getResult())));
@@ -164,12 +168,13 @@ FailureOr<SmallVector<Value>> lower(GroupedExpertsOp op, GroupedExpertsOp::Adapt
 
 FailureOr<SmallVector<Value>> lower(GroupedExpertsBackwardOp op,
                                     GroupedExpertsBackwardOp::Adaptor a, HloBuilder &b,
-                                    HloLoweringState &) {
+                                    HloLoweringState &state) {
   Value w1 = a.getW1(), w3 = a.getW3(), w2 = a.getW2();
   int64_t experts = HloBuilder::shapeOf(w1)[0];
   Value x = asRows(b, a.getInput()), dy = asRows(b, a.getResultGrad());
   ArrayRef<int64_t> rows = HloBuilder::shapeOf(x);
-  Value mask = expertMask(b, asRows(b, a.getExperts()), experts); // [T, k, E]
+  Value mask = expertMask(b, asRows(b, a.getExperts()), experts,
+                          vocabOffset(b, state, experts, op.getExpertAxes())); // [T, k, E]
   Value c = sumOverSlots(b, mask, asRows(b, a.getWeights()));      // [T, E]
   DenseExperts d = DenseExperts::run(b, x, w1, w3, w2);
 

@@ -485,6 +485,18 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
                          b.getI64IntegerAttr(cast<RankedTensorType>(types[0]).getDimSize(0)));
       }
     }
+    // Experts split over grid axes (expert parallelism): the op runs this
+    // rank's block of them; pairs routed elsewhere give nothing.
+    if (isa<GroupedExpertsOp, GroupedExpertsBackwardOp>(op)) {
+      unsigned w1 = isa<GroupedExpertsOp>(op) ? 3 : 4;
+      const GridAxes &experts = loops[rule.operands[w1][0]];
+      if (!experts.empty()) {
+        clone->setAttr("expert_axes", b.getDenseI16ArrayAttr(experts));
+        clone->setAttr("num_experts",
+                       b.getI64IntegerAttr(
+                           cast<RankedTensorType>(op.getOperand(w1).getType()).getDimSize(0)));
+      }
+    }
     // A mean over split positions divides by the global count.
     if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op) && split) {
       Value labels = op.getOperand(1);

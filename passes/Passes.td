@@ -167,18 +167,23 @@ def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
   let summary = "Decide the sharding of every value of @train_step for a parallel layout";
   let description = [{
     Adds `shard.grid @grid` of shape [dp-replicate, dp-shard, tp] with
-    `kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]` and annotates
+    `kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]` (with ep > 1:
+    [dp-replicate, dp-shard / ep, ep, tp], axes
+    ["dp_replicate", "dp_shard", "ep", "tp"]) and annotates
     @<func>: `kiln.sharding` on every argument and result (how it is stored),
     and on every op `kiln.loops` (the grid axes of each loop of its
     ShardingRule) and `kiln.shardings` (what its consumers see). FSDP2 over
     dp-shard, replication over dp-replicate and tensor parallelism over tp
-    by the styles of `tp-plan`; see Shard.cpp.
+    by the styles of `tp-plan`, expert parallelism over ep (the stacked
+    experts split over ep, their tokens gathered over it); see Shard.cpp.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,
     Option<"dpReplicate", "dp-replicate", "int64_t", "1", "data_parallel_replicate_degree">,
     Option<"dpShard", "dp-shard", "int64_t", "1", "data_parallel_shard_degree (resolved)">,
     Option<"tp", "tp", "int64_t", "1", "tensor_parallel_degree">,
+    Option<"ep", "ep", "int64_t", "1",
+           "expert_parallel_degree: ranks of dp-shard the experts are split over">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "enable_sequence_parallel (when tp > 1)">,
     ListOption<"tpPlan", "tp-plan", "std::string",

@@ -15,6 +15,16 @@
 //  * a partial sum is resolved into the layout its in-place consumer (the
 //    AdamW of its parameter) needs, so every other reader (the gradient
 //    norm) sees the gradient shards, as FSDP2 reduce-scatters them.
+// Expert parallelism (ep, borrowed from dp_shard as torchtitan does): the
+// grid splits dp_shard into [dp_shard / ep, ep]; non-expert parameters stay
+// FSDP-sharded over both, batch inputs are split over both. Stacked expert
+// weights are split on their expert dimension over ep for compute (never
+// gathered over it) and FSDP-sharded over the rest of dp_shard. A grouped
+// experts op then splits its expert loop over ep: its tokens are gathered
+// over ep (an axis cannot split both the tokens and the experts they are
+// summed over) and its output is a partial sum over ep, reduce-scattered
+// back onto the tokens' ranks: the all-gather token dispatcher, static in
+// shape and exact (Neuron's expert parallelism exchanges tokens this way).
 // Tensor parallelism (tp): parameters whose
 // module matches a `tp-plan` glob are split colwise (weight dim 0, the
 // output features) or rowwise (dim 1, the input features) over tp; compute
@@ -47,7 +57,7 @@ using namespace kiln;
 
 namespace {
 
-constexpr int16_t kDpReplicate = 0, kDpShard = 1, kTp = 2;
+constexpr int16_t kDpReplicate = 0, kDpShard = 1;
 
 struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   using ShardBase::ShardBase;
@@ -59,9 +69,22 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
                          << kGridAxesAttr << "')";
       return signalPassFailure();
     }
-    if (dpReplicate < 1 || dpShard < 1 || tp < 1) {
-      module.emitError() << "kiln-shard: dp-replicate, dp-shard and tp must be >= 1";
+    if (dpReplicate < 1 || dpShard < 1 || tp < 1 || ep < 1) {
+      module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp and ep must be >= 1";
       return signalPassFailure();
+    }
+    if (dpShard % ep) {
+      module.emitError() << "kiln-shard: ep=" << int64_t(ep) << " must divide dp-shard="
+                         << int64_t(dpShard) << " (expert parallelism borrows dp_shard's ranks)";
+      return signalPassFailure();
+    }
+    SmallVector<StringRef> names = {"dp_replicate", "dp_shard", "tp"};
+    gridShape = {dpReplicate, dpShard, tp};
+    if (ep > 1) {
+      names = {"dp_replicate", "dp_shard", "ep", "tp"};
+      gridShape = {dpReplicate, dpShard / ep, ep, tp};
+      kEp = 2;
+      kTp = 3;
     }
     if (failed(parsePlan(module)))
       return signalPassFailure();
@@ -76,11 +99,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
 
     OpBuilder b(module.getBodyRegion());
     shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
-                          b.getDenseI64ArrayAttr({dpReplicate, dpShard, tp}));
-    SmallVector<Attribute> names;
-    for (const char *name : {"dp_replicate", "dp_shard", "tp"})
-      names.push_back(b.getStringAttr(name));
-    module->setAttr(kGridAxesAttr, b.getArrayAttr(names));
+                          b.getDenseI64ArrayAttr(gridShape));
+    SmallVector<Attribute> nameAttrs;
+    for (StringRef name : names)
+      nameAttrs.push_back(b.getStringAttr(name));
+    module->setAttr(kGridAxesAttr, b.getArrayAttr(nameAttrs));
     axisNames = gridAxisNames(module);
 
     if (failed(annotate(fn, *layout)))
@@ -132,14 +155,29 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     return Style::Replicated;
   }
 
-  /// The axes of `axes` whose size is above 1 (splitting over 1 is a no-op).
+  /// The axes of `axes` whose size is above 1 (splitting over 1 is a no-op;
+  /// a negative axis is absent from the grid).
   GridAxes nonTrivial(std::initializer_list<int16_t> axes) {
-    int64_t sizes[] = {dpReplicate, dpShard, tp};
     GridAxes out;
     for (int16_t a : axes)
-      if (sizes[a] > 1)
+      if (a >= 0 && gridShape[a] > 1)
         out.push_back(a);
     return out;
+  }
+  /// The product of the sizes of `axes`.
+  int64_t degree(ArrayRef<int16_t> axes) {
+    int64_t n = 1;
+    for (int16_t a : axes)
+      n *= gridShape[a];
+    return n;
+  }
+
+  /// A stack of experts' weights: a weight operand of a grouped experts op.
+  static bool isExpertStack(Value param) {
+    return llvm::any_of(parameterUses(param), [](OpOperand *use) {
+      auto experts = dyn_cast<GroupedExpertsOp>(use->getOwner());
+      return experts && use->getOperandNumber() >= experts.getW1Mutable().getOperandNumber();
+    });
   }
 
   /// A parameter and the arguments stored as it is (its AdamW moments in a
@@ -190,8 +228,9 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     DenseMap<Value, Sharding> storage, visible, compute;
     for (BlockArgument arg : body.getArguments())
       storage[arg] = Sharding::replicated(rankOf(arg));
-    GridAxes fsdp = nonTrivial({kDpShard}), batch = nonTrivial({kDpReplicate, kDpShard}),
-             tpAxes = nonTrivial({kTp});
+    GridAxes fsdp = nonTrivial({kDpShard, kEp}),
+             batch = nonTrivial({kDpReplicate, kDpShard, kEp}), tpAxes = nonTrivial({kTp}),
+             epAxes = nonTrivial({kEp}), expertFsdp = nonTrivial({kDpShard});
     for (const StoredParam &p : sig.params) {
       Value param = body.getArgument(p.arg);
       Sharding tpLayout = Sharding::replicated(rankOf(param));
@@ -216,22 +255,37 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
                                 << " over tp=" << int64_t(tp);
         tpLayout.dims[dim] = tpAxes;
       }
+      bool experts = !epAxes.empty() && isExpertStack(param);
+      if (experts) {
+        if (cast<RankedTensorType>(param.getType()).getDimSize(0) % ep)
+          return fn.emitError() << "kiln-shard: expert stack '" << p.key
+                                << "' cannot split its experts over ep=" << int64_t(ep);
+        tpLayout.dims[0] = epAxes;
+      }
       compute[param] = tpLayout;
+      const GridAxes &shardAxes = experts ? expertFsdp : fsdp;
       for (auto [index, result] : p.stored) {
         Value arg = body.getArgument(index);
         storage[arg] = tpLayout;
         if (rankOf(arg) == 0)
           continue;
         int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
-        int64_t tpDim0 = tpLayout.dims[0].empty() ? 1 : int64_t(tp);
-        if (!fsdp.empty() && (dim0 / tpDim0) % dpShard) {
-          // Uneven shards: FSDP2 pads dim 0 (of each tp shard) to a
-          // multiple of the degree.
+        int64_t tpDim0 = degree(tpLayout.dims[0]), shards = degree(shardAxes);
+        if (!shardAxes.empty() && (dim0 / tpDim0) % shards) {
+          // Uneven shards: FSDP2 pads dim 0 (of each tp or ep shard) to a
+          // multiple of the degree. A padded split pads before its last
+          // axis only, so FSDP over [dp_shard, ep] must divide evenly.
+          if (shardAxes.size() > 1)
+            return fn.emitError()
+                   << "kiln-shard: parameter '" << p.key << "' has " << dim0 / tpDim0
+                   << " rows" << (tpDim0 > 1 ? " per tp shard" : "")
+                   << ", not divisible by data_parallel_shard_degree " << shards
+                   << "; under expert parallelism its FSDP shards must be even";
           int64_t block = dim0 / tpDim0;
           storage[arg].paddedTo.assign(rankOf(arg), 0);
-          storage[arg].paddedTo[0] = tpDim0 * ((block + dpShard - 1) / dpShard * dpShard);
+          storage[arg].paddedTo[0] = tpDim0 * ((block + shards - 1) / shards * shards);
         }
-        storage[arg].dims[0].append(fsdp.begin(), fsdp.end());
+        storage[arg].dims[0].append(shardAxes.begin(), shardAxes.end());
       }
     }
     for (PlanEntry &entry : plan)
@@ -360,20 +414,28 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       // Parameters first: a weight's tensor-parallel split wins over an
       // activation's, which is then gathered (sequence parallelism's
       // all-gather before a colwise linear); then the wanted layouts of the
-      // results, then the other operands.
-      auto followOperands = [&](bool ofParams) {
+      // results, then the other operands, those pending a sum last (a sum is
+      // scattered into the layout of a resolved operand rather than both
+      // gathered: the experts' input gradient under expert parallelism
+      // joins the router's on the tokens' ranks).
+      auto followOperands = [&](bool ofParams, bool pending = false) {
         for (unsigned i = 0; i < op.getNumOperands(); ++i) {
           Value operand = op.getOperand(i);
-          if (params.contains(operand) != ofParams)
+          if (params.contains(operand) != ofParams ||
+              (!ofParams && visible[operand].partial.empty() == pending))
             continue;
           // An op writing a parameter in place works on its storage.
           bool inPlace = tied && ofParams && i == *tied.getTiedOperand(0);
           const Sharding &s = inPlace ? storage[operand] : visible[operand];
           for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
-            const GridAxes &axes = s.dims[d];
-            if (l < 0 || axes.empty() || !rule.splittable[l] || !loops[l].empty() ||
-                clashes(l, axes))
+            if (l < 0 || s.dims[d].empty() || !rule.splittable[l] || !loops[l].empty())
               continue;
+            // The longest leading part of the operand's split that clashes
+            // with nothing; the operand is gathered over the rest (tokens
+            // over ep, for experts split over ep).
+            GridAxes axes = s.dims[d];
+            while (!axes.empty() && clashes(l, axes))
+              axes.pop_back();
             loops[l] = axes;
           }
         }
@@ -381,6 +443,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       followOperands(/*ofParams=*/true);
       followWanted(/*tensorParallelOnly=*/true);
       followOperands(/*ofParams=*/false);
+      followOperands(/*ofParams=*/false, /*pending=*/true);
       followWanted(/*tensorParallelOnly=*/false);
       // Operands pending one sum, into an op linear in them: the sum stays
       // pending (no loop is split; kiln-partition clones the op as is).
@@ -441,6 +504,8 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   }
 
   SmallVector<std::string> axisNames;
+  SmallVector<int64_t> gridShape;
+  int16_t kEp = -1, kTp = 2; ///< grid axes (no ep axis without expert parallelism)
 };
 
 } // namespace

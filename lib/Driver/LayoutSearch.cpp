@@ -67,8 +67,9 @@ std::string describeCheckpointing(const CheckpointingChoice &choice) {
 }
 
 std::string SearchCandidate::describe() const {
-  return fmt::format("dp_replicate {} x dp_shard {} x tp {}{}, {}, local batch {}", dpReplicate,
-                     dpShard, tp, sequenceParallel ? " (sp)" : "",
+  return fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}, {}, local batch {}",
+                     dpReplicate, dpShard, tp, sequenceParallel ? " (sp)" : "",
+                     ep > 1 ? fmt::format(", ep {}", ep) : "",
                      describeCheckpointing(checkpointing), localBatchSize);
 }
 
@@ -77,6 +78,7 @@ TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
   config.parallelism.dataParallelReplicateDegree = dpReplicate;
   config.parallelism.dataParallelShardDegree = dpShard;
   config.parallelism.tensorParallelDegree = tp;
+  config.parallelism.expertParallelDegree = ep;
   config.parallelism.enableSequenceParallel = sequenceParallel;
   config.activationCheckpoint = checkpointing;
   config.training.localBatchSize = localBatchSize;
@@ -96,8 +98,10 @@ namespace {
 /// The layouts of `world` ranks: tensor parallelism within a node (its
 /// degree a divisor of the ranks per node), with and without sequence
 /// parallelism, and over several nodes also HSDP (replicas across nodes,
-/// FSDP within one).
-std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_t nodes) {
+/// FSDP within one); for a model of `experts` experts (0: dense) also expert
+/// parallelism over 2, 4, ... of the FSDP ranks, up to `maxExpertParallel`.
+std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_t nodes,
+                                     int64_t experts, int64_t maxExpertParallel) {
   std::vector<SearchCandidate> out;
   for (int64_t tp = 1; tp <= std::min(world, ranksPerNode); ++tp) {
     if (ranksPerNode % tp || world % tp)
@@ -113,6 +117,9 @@ std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_
         c.tp = tp;
         c.sequenceParallel = sp;
         out.push_back(c);
+        for (c.ep = 2; experts > 0 && c.ep <= maxExpertParallel; c.ep *= 2)
+          if (c.dpShard % c.ep == 0 && experts % c.ep == 0)
+            out.push_back(c);
       }
   }
   return out;
@@ -161,8 +168,10 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   std::vector<SearchResult> refused;
   if (options.checkpointing.empty())
     fail("plan: --search-ac names no activation-checkpointing setting");
-  for (const SearchCandidate &layout :
-       layouts(target.ranksPerNode * nodes, target.ranksPerNode, nodes)) {
+  Qwen3Config model = base.model.resolve();
+  int64_t experts = model.isMoe() && model.numSparseLayers() > 0 ? model.numExperts : 0;
+  for (const SearchCandidate &layout : layouts(target.ranksPerNode * nodes, target.ranksPerNode,
+                                               nodes, experts, options.maxExpertParallel)) {
     bool layoutRefused = false;
     for (const CheckpointingChoice &checkpointing : options.checkpointing) {
       for (int64_t batch = 1; batch <= options.maxLocalBatchSize && !layoutRefused; batch *= 2) {
@@ -236,6 +245,7 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
     json j = {{"dp_replicate", c.dpReplicate},
               {"dp_shard", c.dpShard},
               {"tp", c.tp},
+              {"ep", c.ep},
               {"sequence_parallel", c.sequenceParallel},
               {"activation_checkpoint", {{"mode", c.checkpointing.mode}}},
               {"local_batch_size", c.localBatchSize},

@@ -233,10 +233,8 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   bf16.computeBytes = 2;
   ValuePrecision precision(step, bf16);
   MemoryPlan plan = planMemory(step, paramDtype == "bfloat16" ? &precision : nullptr);
-  auto gridShape = layout.shape();
-  std::vector<int64_t> grid(gridShape.begin(), gridShape.end());
-  std::vector<std::string> axisNames(ParallelLayout::kAxisNames.begin(),
-                                     ParallelLayout::kAxisNames.end());
+  std::vector<int64_t> grid = layout.shape();
+  std::vector<std::string> axisNames = layout.axisNames();
   json manifest;
   manifest["model"] = model.name;
   manifest["target"] = {{"name", config.target.name}, {"lnc", config.target.lnc}};
@@ -334,10 +332,11 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   writeFileAtomic(outDir + "/README.txt", readme(config, layout));
   double writeSeconds = secondsSince(t);
 
-  fmt::print("compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {} x tp {}), "
+  fmt::print("compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {} x tp {}{}), "
              "batch {} x seq {}\n",
              model.name, config.target.name, config.target.lnc, layout.worldSize(),
-             layout.worldSize() > 1 ? "s" : "", grid[0], grid[1], grid[2],
+             layout.worldSize() > 1 ? "s" : "", layout.dpReplicate, layout.dpShard, layout.tp,
+             layout.ep > 1 ? fmt::format(", experts over ep {}", layout.ep) : "",
              config.training.localBatchSize * layout.dataParallelDegree(), seq);
   fmt::print("precision: {} parameters and matmuls; float32 master weights, optimizer state "
              "and gradient reductions (training.mixed_precision_param)\n",
@@ -352,11 +351,13 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                    : "",
                stats.byOpcode.count("opt-barrier") ? stats.byOpcode.at("opt-barrier") : 0);
   if (!denseExperts.empty())
-    fmt::print("MoE: {} expert layer{} ({}{}) in plain HLO, dense: all {} experts over every "
-               "token, {}x the routed FLOPs; a kiln.grouped_experts rule with kernel "
+    fmt::print("MoE: {} expert layer{} ({}{}) in plain HLO, dense: all {} experts{} over every "
+               "token{}, {}x the routed FLOPs; a kiln.grouped_experts rule with kernel "
                "nki_grouped_experts runs them grouped\n",
                denseExperts.size(), denseExperts.size() > 1 ? "s" : "", denseExperts.front(),
-               denseExperts.size() > 1 ? ", ..." : "", model.numExperts,
+               denseExperts.size() > 1 ? ", ..." : "", model.numExperts / layout.ep,
+               layout.ep > 1 ? fmt::format(" of each rank's block (ep {})", layout.ep) : "",
+               layout.ep > 1 ? " of its expert group" : "",
                double(model.numExperts) / double(model.numExpertsPerTok));
   for (const auto &[key, c] : stats.collectives) {
     // The first group, its middle elided when long: {0,1,2,...,63},...

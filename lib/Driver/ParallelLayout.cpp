@@ -41,12 +41,37 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
       fail("parallelism.tensor_parallel_degree={} must divide {}={} of {}{}", l.tp, field,
            value, model.name,
            std::string(field) == "vocab_size" ? " (Kiln does not pad the vocabulary)" : "");
+  l.ep = o.expertParallelDegree;
+  if (l.ep > 1) {
+    if (!model.isMoe() || model.numSparseLayers() == 0)
+      fail("parallelism.expert_parallel_degree={} needs a MoE model; {} has no expert layers",
+           l.ep, model.name);
+    if (l.dpShard % l.ep)
+      fail("parallelism.expert_parallel_degree={} must divide data_parallel_shard_degree={} "
+           "(expert parallelism borrows its ranks from dp_shard)",
+           l.ep, l.dpShard);
+    if (model.numExperts % l.ep)
+      fail("parallelism.expert_parallel_degree={} must divide num_experts={} of {}", l.ep,
+           model.numExperts, model.name);
+  }
   l.sequenceParallel = o.enableSequenceParallel && l.tp > 1;
   if (l.sequenceParallel && seqLen % l.tp)
     fail("training.seq_len={} must be divisible by parallelism.tensor_parallel_degree={} "
          "under sequence parallelism (parallelism.enable_sequence_parallel=true)",
          seqLen, l.tp);
   return l;
+}
+
+std::vector<std::string> ParallelLayout::axisNames() const {
+  if (ep > 1)
+    return {"dp_replicate", "dp_shard", "ep", "tp"};
+  return {"dp_replicate", "dp_shard", "tp"};
+}
+
+std::vector<int64_t> ParallelLayout::shape() const {
+  if (ep > 1)
+    return {dpReplicate, dpShard / ep, ep, tp};
+  return {dpReplicate, dpShard, tp};
 }
 
 std::pair<int64_t, int64_t> ParallelLayout::batchRows(int64_t rows, int64_t dpRank,

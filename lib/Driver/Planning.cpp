@@ -58,8 +58,9 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
   setting.tokensPerStep = config.training.localBatchSize * layout.dataParallelDegree() * seq;
   setting.nodes = nodes;
-  setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}", layout.dpReplicate,
+  setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}", layout.dpReplicate,
                                layout.dpShard, layout.tp,
+                               layout.ep > 1 ? fmt::format(" (experts over ep {})", layout.ep) : "",
                                layout.sequenceParallel ? " (sequence parallel)" : "");
   return setting;
 }

@@ -248,6 +248,8 @@ const std::vector<Field> &fields() {
                  }}),
       field("parallelism", "tensor_parallel_degree", &C::parallelism,
             &C::Parallelism::tensorParallelDegree, positive()),
+      field("parallelism", "expert_parallel_degree", &C::parallelism,
+            &C::Parallelism::expertParallelDegree, positive()),
       field("parallelism", "enable_sequence_parallel", &C::parallelism,
             &C::Parallelism::enableSequenceParallel),
       field("parallelism", "fsdp_reshard_after_forward", &C::parallelism,

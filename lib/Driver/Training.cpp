@@ -76,6 +76,7 @@ void addPartitionPasses(PassManager &pm, const Qwen3Config &model, const Paralle
   shard.dpReplicate = layout.dpReplicate;
   shard.dpShard = layout.dpShard;
   shard.tp = layout.tp;
+  shard.ep = layout.ep;
   shard.sequenceParallel = layout.sequenceParallel;
   if (layout.tp > 1)
     for (std::string &entry : qwen3TensorParallelPlan(model))
@@ -231,11 +232,7 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     config_.training.localBatchSize =
         layout_.batchRows(tokens->dim(0), 0, config.data.tokensFile).second;
   if (layout_.worldSize() > 1) {
-    auto shape = layout_.shape();
-    grid_ = std::make_unique<DeviceGrid>(
-        std::vector<std::string>(ParallelLayout::kAxisNames.begin(),
-                                 ParallelLayout::kAxisNames.end()),
-        std::vector<int64_t>(shape.begin(), shape.end()));
+    grid_ = std::make_unique<DeviceGrid>(layout_.axisNames(), layout_.shape());
     execution_.grid = grid_.get();
     execution_.rank = world.rank();
     execution_.worldSize = world.size();
@@ -333,7 +330,7 @@ double Trainer::measureMachine() const {
     data[1] = float(measured.memoryBandwidth);
   }
   MpiWorld::get().idleBarrier();
-  rates = grid_->allReduce(std::move(rates), {0, 1, 2}, Reduction::Max);
+  rates = grid_->allReduce(std::move(rates), grid_->allAxes(), Reduction::Max);
   adoptCpuRates({rates.data<float>()[0], rates.data<float>()[1]});
   return cpuRates().sgemmFlops;
 }
@@ -402,7 +399,7 @@ bool Trainer::anyRank(bool value) const {
     return value;
   Tensor flag(DType::I64, {});
   *flag.mutableData<int64_t>() = value;
-  return *grid_->allReduce(flag, {0, 1, 2}, Reduction::Max).data<int64_t>() != 0;
+  return *grid_->allReduce(flag, grid_->allAxes(), Reduction::Max).data<int64_t>() != 0;
 }
 
 void Trainer::checkTokens(const Tensor &tokens) const {
@@ -499,7 +496,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   if (grid_) { // the largest rank's
     Tensor peak(DType::I64, {});
     *peak.mutableData<int64_t>() = stats.peakLiveBytes;
-    m.memLivePeakBytes = *grid_->allReduce(peak, {0, 1, 2}, Reduction::Max).data<int64_t>();
+    m.memLivePeakBytes = *grid_->allReduce(peak, grid_->allAxes(), Reduction::Max).data<int64_t>();
   }
   m.rssPeakBytes = rssPeakBytes();
   m.opSeconds = std::move(stats.opSeconds);

@@ -331,9 +331,10 @@ int runTrainingJob(const TrainConfig &config) {
   }
   const ParallelLayout &layout = trainer.layout();
   if (layout.worldSize() > 1)
-    fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {} (FSDP2 over "
+    fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {}{} (FSDP2 over "
                "dp_shard, reshard after forward: {}); global batch {}\n",
                layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
+               layout.ep > 1 ? fmt::format(", experts over ep {} of dp_shard", layout.ep) : "",
                layout.reshardAfterForward, trainer.globalBatchSize());
   printPlan(trainer);
   StepPlan cpuPlan = planThisRun(trainer);

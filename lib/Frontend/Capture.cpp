@@ -112,7 +112,8 @@ private:
     return GroupedExpertsOp::create(b, loc(experts), x, router.getWeights(),
                                     router.getExperts(), param(experts + ".w1"),
                                     param(experts + ".w3"), param(experts + ".w2"),
-                                    fqn(experts));
+                                    fqn(experts), /*expert_axes=*/nullptr,
+                                    /*num_experts=*/nullptr);
   }
 
   Value norm(const std::string &module, Value x) {

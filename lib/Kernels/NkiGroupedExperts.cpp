@@ -90,8 +90,10 @@ public:
     return backward ? forward * 8 / 3 : forward;
   }
   ShardingRule shardingRule(Operation *op, bool backward) const override {
+    // The kernel takes whole stacks: under expert parallelism they are
+    // gathered for it, like any other op that cannot split the experts.
     return groupedExpertsShardingRule(typeOf(op->getOperand(backward ? 1 : 0)).getRank(),
-                                      backward);
+                                      backward, /*expertParallel=*/false);
   }
 
   LogicalResult buildVjp(Operation *forward, OpBuilder &b, ArrayRef<Value> grads,
@@ -128,7 +130,8 @@ public:
   SmallVector<CheckResult> buildReference(OpBuilder &b, Location loc, ValueRange in,
                                                      const KernelCheckShape &,
                                                      StringAttr fqn) const override {
-    return {{GroupedExpertsOp::create(b, loc, in[0], in[1], in[2], in[3], in[4], in[5], fqn),
+    return {{GroupedExpertsOp::create(b, loc, in[0], in[1], in[2], in[3], in[4], in[5], fqn,
+                                      /*expert_axes=*/nullptr, /*num_experts=*/nullptr),
              "out"}};
   }
 

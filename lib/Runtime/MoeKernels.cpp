@@ -38,7 +38,7 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const float
 /// The (token, slot) pairs grouped by expert. Pair i = t * k + j; the pairs
 /// of expert e sit at [start[e], start[e + 1]) by slot, then token; pair[p]
 /// is the pair at grouped position p and at[i] the grouped position of
-/// pair i.
+/// pair i, -1 for a pair routed to an expert of another rank's shard.
 struct Grouping {
   std::vector<int64_t> start, pair, at;
 
@@ -51,16 +51,27 @@ struct Grouping {
   }
 };
 
-Grouping groupByExpert(const Tensor &experts, int64_t numExperts) {
-  checkIds(experts, numExperts, "expert id");
+/// The grouping over the `numExperts` experts of `shard`.
+Grouping groupByExpert(const Tensor &experts, int64_t numExperts, ExpertShard shard) {
+  const int64_t total = shard.total ? shard.total : numExperts;
+  if (shard.offset < 0 || shard.offset + numExperts > total)
+    fail("grouped experts: a shard of {} experts at {} does not fit in {}", numExperts,
+         shard.offset, total);
+  checkIds(experts, total, "expert id");
   const int64_t pairs = experts.numel();
+  // The local expert of pair i, or -1.
+  auto local = [&](int64_t i) {
+    int64_t e = idAt(experts, i) - shard.offset;
+    return e >= 0 && e < numExperts ? e : -1;
+  };
   Grouping g;
   g.start.assign(numExperts + 1, 0);
-  g.pair.resize(pairs);
-  g.at.resize(pairs);
+  g.at.assign(pairs, -1);
   for (int64_t i = 0; i < pairs; ++i)
-    ++g.start[idAt(experts, i) + 1];
+    if (int64_t e = local(i); e >= 0)
+      ++g.start[e + 1];
   std::partial_sum(g.start.begin(), g.start.end(), g.start.begin());
+  g.pair.resize(g.start.back());
   std::vector<int64_t> next(g.start.begin(), g.start.end() - 1);
   // Slot-major, as HF's torch.where over the [k, tokens] expert mask lists
   // an expert's tokens: its first-choice tokens, then its second-choice ones.
@@ -68,7 +79,10 @@ Grouping groupByExpert(const Tensor &experts, int64_t numExperts) {
   const int64_t k = experts.rank() == 0 ? 1 : experts.shape().back(), tokens = pairs / k;
   for (int64_t j = 0; j < k; ++j)
     for (int64_t t = 0; t < tokens; ++t) {
-      int64_t i = t * k + j, p = next[idAt(experts, i)]++;
+      int64_t i = t * k + j, e = local(i);
+      if (e < 0)
+        continue;
+      int64_t p = next[e]++;
       g.pair[p] = i;
       g.at[i] = p;
     }
@@ -133,12 +147,15 @@ ExpertActivations runExperts(const Tensor &xs, const Grouping &g, const Tensor &
   return {gate, up, act, y};
 }
 
-/// The k grouped positions of token t's pairs, ascending: the grouping puts
-/// experts in ascending id order and, within one expert, slots in ascending
-/// order, which is the order HF's index_add_ adds them in.
-void positionsOfToken(const Grouping &g, int64_t t, int64_t k, int64_t *pos) {
-  std::copy_n(g.at.data() + t * k, k, pos);
-  std::sort(pos, pos + k);
+/// The grouped positions of token t's local pairs, ascending (the grouping
+/// puts experts in ascending id order and, within one expert, slots in
+/// ascending order, which is the order HF's index_add_ adds them in); returns
+/// how many.
+int64_t positionsOfToken(const Grouping &g, int64_t t, int64_t k, int64_t *pos) {
+  int64_t *end = std::copy_if(g.at.data() + t * k, g.at.data() + (t + 1) * k, pos,
+                              [](int64_t p) { return p >= 0; });
+  std::sort(pos, end);
+  return end - pos;
 }
 
 /// out [shape] with out[t] = sum over token t's pairs p, in ascending expert
@@ -158,8 +175,9 @@ Tensor sumPerToken(const Tensor &rows, const Grouping &g, const Shape &shape, in
     for (int64_t t = 0; t < tokens; ++t) {
       float *row = o + t * hidden;
       std::fill(row, row + hidden, 0.0f);
-      positionsOfToken(g, t, topK, pos.data());
-      for (int64_t p : pos) {
+      int64_t n = positionsOfToken(g, t, topK, pos.data());
+      for (int64_t q = 0; q < n; ++q) {
+        const int64_t p = pos[q];
         const float c = scale(g.pair[p]), *r = in + p * hidden;
         for (int64_t h = 0; h < hidden; ++h)
           row[h] += c * r[h];
@@ -266,10 +284,10 @@ Tensor routerBackward(const Tensor &probs, const Tensor &experts, const Tensor &
 }
 
 Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &experts,
-                      const Tensor &w1, const Tensor &w3, const Tensor &w2) {
+                      const Tensor &w1, const Tensor &w3, const Tensor &w2, ExpertShard shard) {
   const int64_t hidden = x.shape().back(), tokens = rowsOf(x),
                 topK = experts.shape().back();
-  Grouping g = groupByExpert(experts, w1.dim(0));
+  Grouping g = groupByExpert(experts, w1.dim(0), shard);
   Tensor xs = gatherRows(x, g, topK, [](int64_t) { return 1.0f; });
   Tensor y = runExperts(xs, g, w1, w3, w2).y;
   const float *w = weights.data<float>();
@@ -279,11 +297,12 @@ Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &expe
 GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
                                            const Tensor &weights, const Tensor &experts,
                                            const Tensor &w1, const Tensor &w3,
-                                           const Tensor &w2) {
+                                           const Tensor &w2, ExpertShard shard) {
   const int64_t hidden = x.shape().back(), tokens = rowsOf(x),
                 topK = experts.shape().back(), numExperts = w1.dim(0),
                 inter = w1.dim(1), pairs = experts.numel();
-  Grouping g = groupByExpert(experts, numExperts);
+  Grouping g = groupByExpert(experts, numExperts, shard);
+  const int64_t local = int64_t(g.pair.size());
   const float *w = weights.data<float>(), *dy = dout.data<float>();
   Tensor xs = gatherRows(x, g, topK, [](int64_t) { return 1.0f; });
   // d Y of pair (t, j) = weights[t, j] * dout[t].
@@ -295,11 +314,15 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
                             Tensor::uninitialized(DType::F32, w1.shape()),
                             Tensor::uninitialized(DType::F32, w3.shape()),
                             Tensor::uninitialized(DType::F32, w2.shape())};
-  // d weights[t, j] = dout[t] . Y of pair (t, j).
+  // d weights[t, j] = dout[t] . Y of pair (t, j); 0 for another shard's.
   float *dw = grads.weights.mutableData<float>();
   const float *ys = a.y.data<float>();
 #pragma omp parallel for schedule(static) if (pairs * hidden > (1 << 16))
   for (int64_t i = 0; i < pairs; ++i) {
+    if (g.at[i] < 0) {
+      dw[i] = 0.0f;
+      continue;
+    }
     const float *yr = ys + g.at[i] * hidden, *dr = dy + i / topK * hidden;
     double dot = 0;
     for (int64_t h = 0; h < hidden; ++h)
@@ -319,7 +342,7 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
     }
 
   // dA = dY w2_e [n, I]; dw2_e = dY^T A [H, I].
-  Tensor dact = Tensor::uninitialized(DType::F32, {pairs, inter});
+  Tensor dact = Tensor::uninitialized(DType::F32, {local, inter});
   g.forEachExpert([&](int64_t e, int64_t s, int64_t n) {
     const float *d = dys.data<float>() + s * hidden;
     gemm(false, false, n, inter, hidden, d, w2.data<float>() + e * block, 0.0f,

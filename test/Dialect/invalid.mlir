@@ -433,6 +433,33 @@ func.func @grouped_experts_tokens(%x: tensor<2x8x32xf32>, %w: tensor<2x7x2xf32>,
 
 // -----
 
+func.func @grouped_experts_axes_without_count(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %ids: tensor<2x8x2xi64>,
+                                              %w1: tensor<2x12x32xf32>, %w2: tensor<2x32x12xf32>) {
+  // expected-error@+1 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): expert_axes and num_experts go together}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts", expert_axes = array<i16: 0>} : (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<2x12x32xf32>, tensor<2x12x32xf32>, tensor<2x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_experts_count_not_a_multiple(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %ids: tensor<2x8x2xi64>,
+                                                %w1: tensor<3x12x32xf32>, %w2: tensor<3x32x12xf32>) {
+  // expected-error@+1 {{'kiln.grouped_experts_backward' op (fqn 'layers.0.moe.experts'): num_experts 4 is not a multiple of the 3 experts of the stacks}}
+  %0:5 = kiln.grouped_experts_backward %x, %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts", expert_axes = array<i16: 0>, num_experts = 4 : i64} : (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<3x12x32xf32>, tensor<3x12x32xf32>, tensor<3x32x12xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<3x12x32xf32>, tensor<3x12x32xf32>, tensor<3x32x12xf32>)
+  return
+}
+
+// -----
+
+func.func @grouped_experts_axis_twice(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %ids: tensor<2x8x2xi64>,
+                                      %w1: tensor<1x12x32xf32>, %w2: tensor<1x32x12xf32>) {
+  // expected-error@+1 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): expert_axes names axis 1 twice}}
+  %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {fqn = "layers.0.moe.experts", expert_axes = array<i16: 1, 1>, num_experts = 4 : i64} : (tensor<2x8x32xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi64>, tensor<1x12x32xf32>, tensor<1x12x32xf32>, tensor<1x32x12xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
 func.func @grouped_experts_w1_hidden(%x: tensor<2x8x32xf32>, %w: tensor<2x8x2xf32>, %ids: tensor<2x8x2xi64>,
                                      %w1: tensor<4x12x16xf32>, %w2: tensor<4x32x12xf32>) {
   // expected-error@+2 {{'kiln.grouped_experts' op (fqn 'layers.0.moe.experts'): w1 'tensor<4x12x16xf32>' must be [experts, inter, hidden] with hidden 32 (the last dimension of input 'tensor<2x8x32xf32>')}}

@@ -8,6 +8,13 @@
 // reduce-scattered back into the shards.
 // RUN: kiln-opt %s --kiln-training --kiln-shard="tp=2 sequence-parallel=false tp-plan=layers.*.moe.experts.w1=colwise,layers.*.moe.experts.w3=colwise,layers.*.moe.experts.w2=rowwise" --kiln-partition | FileCheck %s --implicit-check-not=shard.all_gather --implicit-check-not=shard.reduce_scatter
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" --kiln-partition | FileCheck %s --check-prefix=FSDP
+// RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 ep=2" --kiln-partition | FileCheck %s --check-prefix=EP
+// RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 ep=3" 2>&1 | FileCheck %s --check-prefix=BADEP
+// BADEP: kiln-shard: ep=3 must divide dp-shard=2
+// RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=8 ep=8" 2>&1 | FileCheck %s --check-prefix=EPEXPERTS
+// EPEXPERTS: kiln-shard: expert stack 'model.layers.0.mlp.experts.*.gate_proj.weight' cannot split its experts over ep=8
+// RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=8 ep=2" 2>&1 | FileCheck %s --check-prefix=EPUNEVEN
+// EPUNEVEN: kiln-shard: parameter 'model.layers.0.mlp.gate.weight' has 4 rows, not divisible by data_parallel_shard_degree 8; under expert parallelism its FSDP shards must be even
 
 // The plan names the expert stacks by the grouped_experts op's fqn plus the
 // operand (kiln::parameterPath); the router's gate is a plain linear.
@@ -104,3 +111,38 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // FSDP: kiln.adamw %[[W1]], %[[S1]], {{.*}} -> (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
 // FSDP-NEXT: kiln.adamw %[[W3]], %[[S3]], {{.*}} -> (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
 // FSDP-NEXT: kiln.adamw %[[W2]], %[[S2]], {{.*}} -> (tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<2x8x6xf32>)
+
+// EP2 (ep borrowed from dp_shard 2): the grid is [1, 1, 2, 1] and ep its
+// axis 2. The stacks hold 2 of the 4 experts each, split over ep and never
+// gathered; non-expert parameters are FSDP-sharded over [dp_shard, ep] (ep
+// alone here, dp_shard being one rank), and the batch is split over ep too.
+// EP: kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]
+// EP: shard.grid @grid(shape = 1x1x2x1)
+// EP-LABEL: func.func @train_step(
+// EP-SAME: tensor<2x8xf32> {kiln.param = "model.layers.0.mlp.gate.weight", kiln.sharding = {dims = {{\[}}["ep"], []]}}
+// EP-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// EP-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// EP-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// EP-SAME: tensor<1x3xi64> {kiln.input = "input_ids", kiln.sharding = {dims = {{\[}}["ep"], []]}}
+// Forward: the rank routes its own tokens; the tokens, their routing weights
+// and their expert ids are gathered over ep; the local op runs this rank's
+// 2 experts on the stacks as stored; its partial output goes back to the
+// tokens' ranks by a reduce-scatter over ep.
+// EP: %[[W:[a-z0-9_]+]], %[[IDS:[a-z0-9_]+]], %{{[a-z0-9_]+}} = kiln.router {{.*}} : (tensor<1x3x4xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xi64>, tensor<1x3x4xf32>)
+// EP-NEXT: %[[GX:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x8xf32> -> tensor<2x3x8xf32>
+// EP-NEXT: %[[GW:.*]] = shard.all_gather %[[W]] on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x2xf32> -> tensor<2x3x2xf32>
+// EP-NEXT: %[[GIDS:.*]] = shard.all_gather %[[IDS]] on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x2xi64> -> tensor<2x3x2xi64>
+// EP-NEXT: %[[Y:.*]] = kiln.grouped_experts %[[GX]], %[[GW]], %[[GIDS]], %[[W1]], %[[W3]], %[[W2]] {expert_axes = array<i16: 2>, fqn = "layers.0.moe.experts", num_experts = 4 : i64} : (tensor<2x3x8xf32>, tensor<2x3x2xf32>, tensor<2x3x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>) -> tensor<2x3x8xf32>
+// EP-NEXT: %[[RS:.*]] = shard.reduce_scatter %[[Y]] on @grid grid_axes = [2] scatter_axis = 0 : tensor<2x3x8xf32> -> tensor<1x3x8xf32>
+// EP-NEXT: kiln.add %{{.*}}, %[[RS]] {fqn = "layers.0.ffn_residual"
+// Backward: the output gradient is gathered like the tokens; the input's
+// and the routing weights' gradients, partial over ep, are reduce-scattered;
+// the experts' weight gradients are the rank's blocks as they come out, and
+// AdamW updates the stored blocks with no collective.
+// EP: %[[GDY:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x8xf32> -> tensor<2x3x8xf32>
+// EP-NEXT: %{{[^,]+}}, %[[DW:[^,]+]], %[[DW1:[^,]+]], %[[DW3:[^,]+]], %[[DW2:[^ ]+]] = kiln.grouped_experts_backward %[[GDY]], %[[GX]], %[[GW]], %[[GIDS]], %[[W1]], %[[W3]], %[[W2]] {expert_axes = array<i16: 2>, fqn = "layers.0.moe.experts", num_experts = 4 : i64} : {{.*}} -> (tensor<2x3x8xf32>, tensor<2x3x2xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>)
+// EP-NEXT: shard.reduce_scatter %{{.*}} on @grid grid_axes = [2] scatter_axis = 0 : tensor<2x3x8xf32> -> tensor<1x3x8xf32>
+// EP: shard.reduce_scatter %[[DW]] on @grid grid_axes = [2] scatter_axis = 0 : tensor<2x3x2xf32> -> tensor<1x3x2xf32>
+// EP: kiln.adamw %[[W1]], %[[DW1]], {{.*}} -> (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
+// EP-NEXT: kiln.adamw %[[W3]], %[[DW3]], {{.*}} -> (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
+// EP-NEXT: kiln.adamw %[[W2]], %[[DW2]], {{.*}} -> (tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<2x8x6xf32>)

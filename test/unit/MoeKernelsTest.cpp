@@ -412,6 +412,67 @@ TEST(MoeKernelsTest, GroupedExpertsRejectsOutOfRangeExpertIds) {
       {"expert id 9"});
 }
 
+/// Experts [offset, offset + count) of a stack [E, ...].
+Tensor expertBlock(const Tensor &stack, int64_t offset, int64_t count) {
+  Shape shape = stack.shape();
+  int64_t per = stack.numel() / shape[0];
+  shape[0] = count;
+  Tensor out(DType::F32, shape);
+  std::copy_n(stack.data<float>() + offset * per, count * per, out.mutableData<float>());
+  return out;
+}
+
+Vec plus(Vec a, const Vec &b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] += b[i];
+  return a;
+}
+
+TEST(MoeKernelsTest, ExpertShardsSumToTheWholeLayer) {
+  // Expert parallelism: two ranks hold experts {0, 1} and {2, 3}. Each runs
+  // its block over all the tokens; the outputs, input and routing-weight
+  // gradients sum to the whole layer's, and each block's weight gradients
+  // are the whole's rows for it.
+  std::mt19937 rng(39);
+  ExpertCase c(kDims, rng);
+  kernels::RouterOutputs r = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  Tensor dout = randomTensor(c.x.shape(), rng);
+  kernels::GroupedExpertsGrads whole =
+      kernels::groupedExpertsBackward(dout, c.x, r.weights, r.experts, c.w1, c.w3, c.w2);
+  Vec out(c.x.numel()), dx(c.x.numel()), dw(r.weights.numel());
+  for (int64_t offset : {0, 2}) {
+    kernels::ExpertShard shard{offset, kDims.experts};
+    Tensor w1 = expertBlock(c.w1, offset, 2), w3 = expertBlock(c.w3, offset, 2),
+           w2 = expertBlock(c.w2, offset, 2);
+    out = plus(out, toDoubles(kernels::groupedExperts(c.x, r.weights, r.experts, w1, w3, w2,
+                                                      shard)));
+    kernels::GroupedExpertsGrads g =
+        kernels::groupedExpertsBackward(dout, c.x, r.weights, r.experts, w1, w3, w2, shard);
+    dx = plus(dx, toDoubles(g.x));
+    dw = plus(dw, toDoubles(g.weights));
+    expectClose("dw1 block", g.w1, toDoubles(expertBlock(whole.w1, offset, 2)));
+    expectClose("dw3 block", g.w3, toDoubles(expertBlock(whole.w3, offset, 2)));
+    expectClose("dw2 block", g.w2, toDoubles(expertBlock(whole.w2, offset, 2)));
+  }
+  expectClose("out", c.run(r.weights, r.experts), out);
+  expectClose("dx", whole.x, dx);
+  expectClose("dweights", whole.weights, dw);
+  // A block past the experts, and ids checked against all of them.
+  expectError(
+      [&] {
+        kernels::groupedExperts(c.x, r.weights, r.experts, c.w1, c.w3, c.w2,
+                                kernels::ExpertShard{2, 4});
+      },
+      {"4 experts at 2", "does not fit in 4"});
+  expectError(
+      [&] {
+        kernels::groupedExperts(c.x, r.weights, idTensor({2, 5, 2}, std::vector<int64_t>(20, 7)),
+                                expertBlock(c.w1, 0, 2), expertBlock(c.w3, 0, 2),
+                                expertBlock(c.w2, 0, 2), kernels::ExpertShard{0, 4});
+      },
+      {"expert id 7", "[0, 4)"});
+}
+
 // --- Load balancing loss ----------------------------------------------------
 
 TEST(MoeKernelsTest, LoadBalancingLossMatchesHfFormula) {

@@ -115,7 +115,8 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
              "seq_len": 0, "seed": 0, "validation_fraction": 0.0, "cache_dir": "",
              "save_validation_tokens": ""},
     "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
-                    "tensor_parallel_degree": 1, "enable_sequence_parallel": true,
+                    "tensor_parallel_degree": 1, "expert_parallel_degree": 1,
+                    "enable_sequence_parallel": true,
                     "fsdp_reshard_after_forward": "default", "world_size": 0},
     "override": {"rules": [], "files": []},
     "target": {"name": "trn2", "lnc": 2},
@@ -316,7 +317,7 @@ ParallelLayout layoutOf(const std::vector<std::string> &overrides, int64_t world
 
 TEST(ParallelLayout, ShardDegreeMinusOneTakesTheRestOfTheWorld) {
   ParallelLayout l = layoutOf({"--parallelism.tensor_parallel_degree=2"}, 8);
-  EXPECT_EQ(l.shape(), (std::array<int64_t, 3>{1, 4, 2}));
+  EXPECT_EQ(l.shape(), (std::vector<int64_t>{1, 4, 2}));
   EXPECT_TRUE(l.sequenceParallel);
   EXPECT_EQ(l.dataParallelDegree(), 4);
   ParallelLayout one = layoutOf({}, 1);
@@ -357,6 +358,36 @@ TEST(ParallelLayout, InvalidLayoutsNameTheOptionAndTheNumbers) {
               {"'parallelism.data_parallel_shard_degree' must be -1 or > 0, got 0"});
   expectError([&] { layoutOf({"--parallelism.fsdp_reshard_after_forward=sometimes"}, 1); },
               {"fsdp_reshard_after_forward", "\"default\", \"always\", \"never\""});
+}
+
+TEST(ParallelLayout, ExpertParallelismBorrowsFromTheShardDegree) {
+  Qwen3Config moe = layoutModel();
+  moe.numExperts = 8;
+  moe.numExpertsPerTok = 2;
+  moe.moeIntermediateSize = 64;
+  moe.decoderSparseStep = 1;
+  moe.numLayers = 2;
+  auto resolve = [&](const Qwen3Config &model, std::vector<std::string> options, int64_t world) {
+    options.insert(options.begin(), "--model.flavor=x");
+    TrainConfig c = TrainConfig::load("", options);
+    return ParallelLayout::resolve(c.parallelism, model, 128, world);
+  };
+  ParallelLayout l = resolve(moe, {"--parallelism.expert_parallel_degree=2"}, 8);
+  EXPECT_EQ(l.dpShard, 8);
+  EXPECT_EQ(l.shape(), (std::vector<int64_t>{1, 4, 2, 1}));
+  EXPECT_EQ(l.axisNames(), (std::vector<std::string>{"dp_replicate", "dp_shard", "ep", "tp"}));
+  EXPECT_EQ(l.dataParallelDegree(), 8); // ep ranks see different tokens
+  EXPECT_EQ(resolve(moe, {}, 8).axisNames().size(), 3u);
+
+  expectError([&] { resolve(layoutModel(), {"--parallelism.expert_parallel_degree=2"}, 4); },
+              {"expert_parallel_degree=2", "MoE model", "no expert layers"});
+  expectError([&] { resolve(moe, {"--parallelism.expert_parallel_degree=4"}, 6); },
+              {"expert_parallel_degree=4 must divide data_parallel_shard_degree=6"});
+  moe.numExperts = 6;
+  expectError([&] { resolve(moe, {"--parallelism.expert_parallel_degree=4"}, 4); },
+              {"expert_parallel_degree=4 must divide num_experts=6"});
+  expectError([&] { resolve(moe, {"--parallelism.expert_parallel_degree=0"}, 4); },
+              {"expert_parallel_degree", "got 0"});
 }
 
 TEST(ParallelLayout, DataParallelRanksTakeTheirBlockOfRows) {

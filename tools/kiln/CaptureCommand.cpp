@@ -107,11 +107,10 @@ std::map<std::string, std::pair<int64_t, int64_t>> collectiveTraffic(mlir::func:
 /// slices it holds.
 std::string rankHeader(const ParallelLayout &layout, int64_t rank) {
   std::string text = fmt::format("// rank {} of {}:", rank, layout.worldSize());
-  auto shape = layout.shape();
-  std::vector<int64_t> coords =
-      DeviceGrid::coordinatesOf(std::vector<int64_t>(shape.begin(), shape.end()), rank);
+  std::vector<int64_t> coords = DeviceGrid::coordinatesOf(layout.shape(), rank);
+  std::vector<std::string> names = layout.axisNames();
   for (size_t a = 0; a < coords.size(); ++a)
-    text += fmt::format(" {}={}", ParallelLayout::kAxisNames[a], coords[a]);
+    text += fmt::format(" {}={}", names[a], coords[a]);
   return text + " (every rank runs this program on its own slices)\n";
 }
 

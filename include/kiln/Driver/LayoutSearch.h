@@ -2,7 +2,8 @@
 //
 // Enumerates the layouts a run could take on a target (data-parallel
 // replicate and shard degrees, tensor parallelism with or without sequence
-// parallelism, activation checkpointing, the local batch size), plans each
+// parallelism, expert parallelism for a MoE model, activation checkpointing,
+// the local batch size), plans each
 // one, and ranks the ones that fit by tokens/s or by $ per million tokens.
 // A layout the layout rules refuse or that does not fit keeps its reason,
 // so the report can say why the best of them fail.
@@ -44,7 +45,7 @@ std::string describeCheckpointing(const CheckpointingChoice &choice);
 
 /// One point of the search: the settings it gives the run config.
 struct SearchCandidate {
-  int64_t dpReplicate = 1, dpShard = 1, tp = 1;
+  int64_t dpReplicate = 1, dpShard = 1, tp = 1, ep = 1;
   bool sequenceParallel = false;
   CheckpointingChoice checkpointing;
   int64_t localBatchSize = 1;
@@ -67,6 +68,10 @@ struct SearchResult {
 struct SearchOptions {
   SearchObjective objective = SearchObjective::TokensPerSecond;
   int64_t maxLocalBatchSize = 8; ///< powers of two from 1 up to this
+  /// Expert-parallel degrees tried for a MoE model: powers of two up to this.
+  /// Kiln's expert parallelism all-gathers each rank's tokens over the
+  /// group, which moves no more than an all-to-all while ep <= top-k.
+  int64_t maxExpertParallel = 8;
   /// Tried for every layout, in this order.
   std::vector<CheckpointingChoice> checkpointing = parseSearchCheckpointing("none,selective,full");
 };

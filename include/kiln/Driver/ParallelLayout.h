@@ -2,8 +2,10 @@
 //
 // torchtitan's `parallelism` options resolved against the world size and the
 // model: the device grid [dp_replicate, dp_shard, tp] (torchtitan's mesh
-// order, tp fastest), with every inconsistent layout rejected by an error that
-// names the option and the numbers.
+// order, tp fastest), or [dp_replicate, dp_shard, ep, tp] under expert
+// parallelism (EP borrows its ranks from dp_shard, as in torchtitan: the grid's
+// dp_shard axis is then dp_shard / ep), with every inconsistent layout
+// rejected by an error that names the option and the numbers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_PARALLELLAYOUT_H
@@ -12,21 +14,23 @@
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Frontend/Qwen3Config.h"
 
-#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
 struct ParallelLayout {
-  int64_t dpReplicate = 1, dpShard = 1, tp = 1;
+  /// dpShard is data_parallel_shard_degree, the FSDP degree of every
+  /// non-expert parameter; ep of those ranks split the experts.
+  int64_t dpReplicate = 1, dpShard = 1, tp = 1, ep = 1;
   /// Sequence parallelism in effect: enabled and tp > 1.
   bool sequenceParallel = false;
   std::string reshardAfterForward = "default";
 
-  /// The grid axes, in order.
-  static constexpr std::array<const char *, 3> kAxisNames{"dp_replicate", "dp_shard", "tp"};
-  std::array<int64_t, 3> shape() const { return {dpReplicate, dpShard, tp}; }
+  /// The grid axes, in order, and their sizes.
+  std::vector<std::string> axisNames() const;
+  std::vector<int64_t> shape() const;
   int64_t worldSize() const { return dpReplicate * dpShard * tp; }
   /// Ranks that see different data: dp_replicate x dp_shard.
   int64_t dataParallelDegree() const { return dpReplicate * dpShard; }

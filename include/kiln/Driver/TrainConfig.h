@@ -123,6 +123,9 @@ struct TrainConfig {
     int64_t dataParallelReplicateDegree = 1;
     int64_t dataParallelShardDegree = -1; ///< -1: what the other degrees leave
     int64_t tensorParallelDegree = 1;
+    /// MoE experts split over this many of the data_parallel_shard_degree
+    /// ranks (torchtitan's expert_parallel_degree: EP borrows from dp_shard).
+    int64_t expertParallelDegree = 1;
     bool enableSequenceParallel = true;   ///< applies when tp > 1
     std::string fsdpReshardAfterForward = "default"; ///< "default", "always", "never"
     int64_t worldSize = 0; ///< compile-only runs; 0: the launcher's (1 without MPI)

@@ -51,13 +51,22 @@ Tensor expertBiasUpdate(const Tensor &bias, const Tensor &experts, double coeff)
 Tensor routerBackward(const Tensor &probs, const Tensor &experts, const Tensor &dWeights,
                       const Tensor *dProbs, bool normalize);
 
+/// The experts a rank's stacks hold under expert parallelism: ids
+/// [offset, offset + the stacks' count) of `total`; the default holds all.
+struct ExpertShard {
+  int64_t offset = 0;
+  int64_t total = 0; ///< 0: the stacks are every expert
+};
+
 /// x [..., H]; weights, experts [..., k]; w1 (gate_proj), w3 (up_proj)
 /// [E, I, H]; w2 (down_proj) [E, H, I] -> out [..., H] with
 /// out[t] = sum over slots j (ascending expert id) of
 ///          weights[t, j] * w2_e (silu(w1_e x_t) * (w3_e x_t)),  e = experts[t, j].
-/// No capacity limit: every token reaches all of its k experts.
+/// No capacity limit: every token reaches all of its k experts. With a
+/// shard, pairs routed to experts outside it contribute nothing.
 Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &experts,
-                      const Tensor &w1, const Tensor &w3, const Tensor &w2);
+                      const Tensor &w1, const Tensor &w3, const Tensor &w2,
+                      ExpertShard shard = {});
 
 struct GroupedExpertsGrads {
   Tensor x, weights, w1, w3, w2;
@@ -69,7 +78,7 @@ struct GroupedExpertsGrads {
 GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
                                            const Tensor &weights, const Tensor &experts,
                                            const Tensor &w1, const Tensor &w3,
-                                           const Tensor &w2);
+                                           const Tensor &w2, ExpertShard shard = {});
 
 /// HF's load_balancing_loss_func (no attention mask) over the sparse layers
 /// together: with N = total tokens over all layers, E experts, k slots,

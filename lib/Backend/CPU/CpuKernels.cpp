@@ -203,8 +203,22 @@ void run(RouterOp op, const Context &, In in, Out &out) {
                                              op.getExpertBias() ? &in[1] : nullptr);
   out.append({r.weights, r.experts, r.probs});
 }
-void run(GroupedExpertsOp, const Context &, In in, Out &out) {
-  out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5]));
+/// The block of the experts this rank's stacks hold (expert parallelism).
+template <typename OpT> kernels::ExpertShard expertShard(OpT op, const Context &ctx) {
+  std::optional<ArrayRef<int16_t>> axes = op.getExpertAxes();
+  if (!axes || axes->empty())
+    return {};
+  if (!ctx.grid)
+    fail("{} (fqn '{}'): experts split over grid axes need a device grid",
+         op->getName().getStringRef().str(), op.getFqn().str());
+  std::vector<int16_t> list(axes->begin(), axes->end());
+  int64_t local = op.getW1().getType().getDimSize(0);
+  return {ctx.grid->groupIndex(list) * local, int64_t(*op.getNumExperts())};
+}
+
+void run(GroupedExpertsOp op, const Context &ctx, In in, Out &out) {
+  out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5],
+                                        expertShard(op, ctx)));
 }
 /// The variadic operands [first, first + count) as a vector.
 std::vector<Tensor> slice(In in, size_t first, size_t count) {
@@ -227,9 +241,9 @@ void run(ScaleOp op, const Context &, In in, Out &out) {
 void run(RouterBackwardOp op, const Context &, In in, Out &out) {
   out.push_back(kernels::routerBackward(in[0], in[1], in[2], &in[3], op.getNormTopkProb()));
 }
-void run(GroupedExpertsBackwardOp, const Context &, In in, Out &out) {
-  kernels::GroupedExpertsGrads g =
-      kernels::groupedExpertsBackward(in[0], in[1], in[2], in[3], in[4], in[5], in[6]);
+void run(GroupedExpertsBackwardOp op, const Context &ctx, In in, Out &out) {
+  kernels::GroupedExpertsGrads g = kernels::groupedExpertsBackward(
+      in[0], in[1], in[2], in[3], in[4], in[5], in[6], expertShard(op, ctx));
   out.append({g.x, g.weights, g.w1, g.w3, g.w2});
 }
 void run(LoadBalancingLossBackwardOp op, const Context &, In in, Out &out) {

@@ -261,6 +261,13 @@ Tensor DeviceGrid::reduceScatter(const Tensor &full, const std::vector<int16_t> 
   return out;
 }
 
+std::vector<int16_t> DeviceGrid::allAxes() const {
+  std::vector<int16_t> axes(coords_.size());
+  for (size_t a = 0; a < axes.size(); ++a)
+    axes[a] = int16_t(a);
+  return axes;
+}
+
 Tensor DeviceGrid::allReduce(Tensor value, const std::vector<int16_t> &axes,
                              Reduction reduction) {
   int64_t n = groupSize(axes);

@@ -62,6 +62,8 @@ public:
   /// The coordinates of `rank` on a grid of `shape` (row-major, last axis
   /// fastest); needs no MPI.
   static std::vector<int64_t> coordinatesOf(const std::vector<int64_t> &shape, int64_t rank);
+  /// Every axis: a group over them is the whole world.
+  std::vector<int16_t> allAxes() const;
   /// Ranks in a group over `axes`, and this rank's index among them.
   int64_t groupSize(const std::vector<int16_t> &axes) const;
   int64_t groupIndex(const std::vector<int16_t> &axes) const;

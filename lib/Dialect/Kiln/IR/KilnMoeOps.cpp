@@ -66,6 +66,9 @@ LogicalResult checkExperts(std::optional<Location> loc, AdaptorT adaptor) {
   if (w2.getDimSize(0) != e || w2.getDimSize(1) != hidden || w2.getDimSize(2) != inter)
     return shapeError<OpT>(loc, fqn, "w2 ", w2, " must be [experts, hidden, inter] = [", e, ", ",
                            hidden, ", ", inter, "]");
+  // Under expert parallelism the stacks are a block of num_experts.
+  if (auto total = adaptor.getNumExperts())
+    e = std::max<int64_t>(e, int64_t(*total));
   if (ids.getShape().back() < 1 || ids.getShape().back() > e)
     return shapeError<OpT>(loc, fqn, "k = ", ids.getShape().back(),
                            " experts per token must be in [1, ", e, "] (the experts)");
@@ -128,7 +131,34 @@ LogicalResult GroupedExpertsOp::inferReturnTypes(MLIRContext *, std::optional<Lo
   return success();
 }
 
-int64_t GroupedExpertsOp::getRoutedPairs() { return getExperts().getType().getNumElements(); }
+/// The expert-parallel attributes of a grouped experts op (forward or
+/// backward): both or neither; num_experts a multiple of the local stack.
+template <typename OpT> static LogicalResult verifyExpertShard(OpT op) {
+  if (failed(verifyGridAxes(op, op.getExpertAxes(), "expert_axes")))
+    return failure();
+  if (op.getExpertAxes().has_value() != op.getNumExperts().has_value())
+    return op.emitOpError() << "(fqn '" << op.getFqn()
+                            << "'): expert_axes and num_experts go together";
+  int64_t local = op.getW1().getType().getDimSize(0);
+  int64_t total = op.getNumExperts() ? int64_t(*op.getNumExperts()) : local;
+  if (total < local || total % local)
+    return op.emitOpError() << "(fqn '" << op.getFqn() << "'): num_experts " << total
+                            << " is not a multiple of the " << local << " experts of the stacks";
+  return success();
+}
+
+/// The share of routed pairs a rank's experts take at a balanced load.
+template <typename OpT> static int64_t localPairs(OpT op) {
+  int64_t pairs = op.getExperts().getType().getNumElements();
+  if (auto total = op.getNumExperts())
+    return pairs * op.getW1().getType().getDimSize(0) / int64_t(*total);
+  return pairs;
+}
+
+LogicalResult GroupedExpertsOp::verify() { return verifyExpertShard(*this); }
+LogicalResult GroupedExpertsBackwardOp::verify() { return verifyExpertShard(*this); }
+
+int64_t GroupedExpertsOp::getRoutedPairs() { return localPairs(*this); }
 
 double GroupedExpertsOp::getFlops() {
   auto w1 = getW1().getType();
@@ -274,8 +304,7 @@ LogicalResult GroupedExpertsBackwardOp::inferReturnTypes(MLIRContext *,
 // The recomputed forward GEMMs (2 of 3) and the backward's six.
 double GroupedExpertsBackwardOp::getFlops() {
   auto w1 = getW1().getType();
-  int64_t rows = getExperts().getType().getNumElements();
-  return expertFlops(rows, w1.getDimSize(2), w1.getDimSize(1)) * 8 / 3;
+  return expertFlops(localPairs(*this), w1.getDimSize(2), w1.getDimSize(1)) * 8 / 3;
 }
 
 //===----------------------------------------------------------------------===//

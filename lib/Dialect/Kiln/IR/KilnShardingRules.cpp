@@ -357,33 +357,37 @@ ShardingRule RouterBackwardOp::getShardingRule() { return routerRule(getProbs(),
 
 /// grouped_experts and its backward: tokens split freely; each expert's
 /// intermediate features split like a dense MLP's (w1/w3 colwise, w2
-/// rowwise), leaving the output a partial sum; hidden, the experts and the
-/// k slots stay whole.
+/// rowwise), leaving the output a partial sum; with `expertParallel` the
+/// experts split too (each rank runs its block of them, kiln-partition's
+/// expert_axes), the output then summing over them; hidden and the k slots
+/// stay whole.
 struct ExpertLoops {
   Map lead;
   int64_t h, e, i, k;
 };
-static ExpertLoops expertLoops(ShardingRule &rule, int64_t inputRank) {
+static ExpertLoops expertLoops(ShardingRule &rule, int64_t inputRank, bool expertParallel) {
   Map lead = loops(rule, inputRank - 1);
-  int64_t h = rule.loop(false), e = rule.loop(false), i = rule.loop(), k = rule.loop(false);
+  int64_t h = rule.loop(false), e = rule.loop(expertParallel), i = rule.loop(),
+          k = rule.loop(false);
   return {lead, h, e, i, k};
 }
 
-ShardingRule kiln::groupedExpertsShardingRule(int64_t inputRank, bool backward) {
+ShardingRule kiln::groupedExpertsShardingRule(int64_t inputRank, bool backward,
+                                              bool expertParallel) {
   ShardingRule rule;
-  auto [lead, h, e, i, k] = expertLoops(rule, inputRank);
+  auto [lead, h, e, i, k] = expertLoops(rule, inputRank, expertParallel);
   Map slots = concat(lead, {k}), x = concat(lead, {h});
   if (!backward) {
     rule.operands = {x, slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
     rule.results = {x};
-    rule.reductions = {{i}};
+    rule.reductions = {{i, e}};
     return rule;
   }
   rule.operands = {x, x, slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
   rule.results = {x, slots, {e, i, h}, {e, i, h}, {e, h, i}};
-  // dx and the routing weights' gradient sum over the intermediate features;
-  // the expert weights' gradients sum over the tokens.
-  rule.reductions = {{i}, {i}, lead, lead, lead};
+  // dx and the routing weights' gradient sum over the intermediate features
+  // and the experts; the expert weights' gradients sum over the tokens.
+  rule.reductions = {{i, e}, {i, e}, lead, lead, lead};
   return rule;
 }
 

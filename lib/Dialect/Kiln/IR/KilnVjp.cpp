@@ -143,7 +143,8 @@ LogicalResult GroupedExpertsOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                                          SmallVectorImpl<Value> &gradIn) {
   auto bwd = GroupedExpertsBackwardOp::create(b, getLoc(), gradOut[0], getInput(), getWeights(),
                                               getExperts(), getW1(), getW3(), getW2(),
-                                              getFqnAttr());
+                                              getFqnAttr(), getExpertAxesAttr(),
+                                              getNumExpertsAttr());
   gradIn.append({bwd.getInputGrad(), bwd.getWeightsGrad(), nullptr, bwd.getW1Grad(),
                  bwd.getW3Grad(), bwd.getW2Grad()});
   return success();

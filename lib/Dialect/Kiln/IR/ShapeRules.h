@@ -189,9 +189,14 @@ LogicalResult checkLogitRows(std::optional<Location> loc, StringRef fqn, StringR
   return success();
 }
 
-/// `vocab_axes` (kiln.embedding, the vocab_parallel ops): distinct grid
-/// axes, each an axis of the enclosing module's grid when it has one.
-LogicalResult verifyVocabAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes);
+/// Grid axes an op's local work is a block of (`vocab_axes` of kiln.embedding
+/// and the vocab_parallel ops, `expert_axes` of the grouped experts):
+/// distinct, each an axis of the enclosing module's grid when it has one.
+LogicalResult verifyGridAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes,
+                             StringRef attrName = "vocab_axes");
+inline LogicalResult verifyVocabAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes) {
+  return verifyGridAxes(op, axes);
+}
 
 } // namespace kiln::detail
 

@@ -76,7 +76,13 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
     summed in ascending expert order. No capacity limit: every token reaches
     all of its k experts, however uneven the load.
 
-    The cost counts only routed tokens (`tokens * k`, the active FLOPs);
+    With `expert_axes` (expert parallelism, set by kiln-partition) the
+    stacks hold this rank's block of the `num_experts` experts, at its
+    coordinate over those grid axes; pairs routed to experts held elsewhere
+    contribute nothing (the result is a partial sum over the axes).
+
+    The cost counts only routed tokens (`tokens * k`, the active FLOPs; under
+    expert parallelism the rank's share of them at a balanced load);
     `getPeakGroupFlops` is the busiest expert's share under the worst load
     (every token routed to it).
 
@@ -91,8 +97,11 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
   }];
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_F32Tensor:$weights,
                        Kiln_IdTensor:$experts, Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3,
-                       Kiln_FloatTensor:$w2, StrAttr:$fqn);
+                       Kiln_FloatTensor:$w2, StrAttr:$fqn,
+                       OptionalAttr<DenseI16ArrayAttr>:$expert_axes,
+                       OptionalAttr<I64Attr>:$num_experts);
   let results = (outs Kiln_FloatTensor:$result);
+  let hasVerifier = 1;
   let extraClassDeclaration = !strconcat([{
     /// (token, expert) pairs: tokens * k.
     int64_t getRoutedPairs();
@@ -191,7 +200,9 @@ def Kiln_GroupedExpertsBackwardOp : Kiln_BackwardOp<"grouped_experts_backward",
   let arguments = (ins Kiln_FloatTensor:$result_grad, Kiln_FloatTensor:$input,
                        Kiln_F32Tensor:$weights, Kiln_IdTensor:$experts,
                        Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3, Kiln_FloatTensor:$w2,
-                       StrAttr:$fqn);
+                       StrAttr:$fqn, OptionalAttr<DenseI16ArrayAttr>:$expert_axes,
+                       OptionalAttr<I64Attr>:$num_experts);
+  let hasVerifier = 1;
   let results = (outs Kiln_FloatTensor:$input_grad, Kiln_F32Tensor:$weights_grad,
                       Kiln_FloatTensor:$w1_grad, Kiln_FloatTensor:$w3_grad,
                       Kiln_FloatTensor:$w2_grad);

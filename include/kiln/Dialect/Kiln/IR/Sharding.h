@@ -97,9 +97,11 @@ struct ShardingRule {
 };
 
 /// Rules of ops that kernels of the same layout reuse (kiln.rms_norm and
-/// kiln.grouped_experts, forward or backward, by the input's rank).
+/// kiln.grouped_experts, forward or backward, by the input's rank; a kernel
+/// that cannot run on a block of the experts keeps them whole).
 ShardingRule rmsNormShardingRule(int64_t rank, bool backward);
-ShardingRule groupedExpertsShardingRule(int64_t inputRank, bool backward);
+ShardingRule groupedExpertsShardingRule(int64_t inputRank, bool backward,
+                                        bool expertParallel = true);
 
 /// The grid axes each loop of an op is split over (`kiln.loops`).
 using LoopSharding = llvm::SmallVector<GridAxes>;
