@@ -111,9 +111,43 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         n *= grid.getShape()[a];
       return n;
     };
+    // Whether `v` is pending a sum over every one of `axes`.
+    auto pendingOver = [&](ArrayRef<int16_t> axes) {
+      return llvm::all_of(axes, [&](int16_t a) { return llvm::is_contained(from.partial, a); });
+    };
+    // Reduce-scatters the pending sum over the axes `axes` adds to dimension
+    // d's current split into that split.
+    auto scatterInto = [&](size_t d, const GridAxes &axes) -> LogicalResult {
+      GridAxes extra(axes.begin() + from.dims[d].size(), axes.end());
+      Sharding next = from;
+      next.dims[d] = axes;
+      llvm::erase_if(next.partial, [&](int16_t a) { return llvm::is_contained(extra, a); });
+      FailureOr<RankedTensorType> type = typeFor(next);
+      if (failed(type))
+        return failure();
+      v = shard::ReduceScatterOp::create(
+          b, loc, *type, FlatSymbolRefAttr::get(b.getStringAttr(gridName)),
+          b.getDenseI16ArrayAttr(extra), v,
+          shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
+          b.getIndexAttr(d));
+      from = next;
+      return success();
+    };
     // Uneven FSDP shards: pad each block of the split over all but the last
     // wanted axis (the whole dimension, or a tp shard) before the last axis
-    // splits it (or a pending sum is scattered into it).
+    // splits it (or a pending sum is scattered into it). A pending sum is
+    // first scattered into those blocks (a gradient of FSDP over
+    // [dp_shard, ep]: over dp_shard, padded, then over ep).
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      ArrayRef<int16_t> blockAxes = ArrayRef<int16_t>(to.dims[d]).drop_back();
+      ArrayRef<int16_t> have(from.dims[d]);
+      if (!to.padding(d) || from.padding(d) || have.size() >= blockAxes.size() ||
+          blockAxes.take_front(have.size()) != have)
+        continue;
+      if (pendingOver(blockAxes.drop_front(have.size())) &&
+          failed(scatterInto(d, GridAxes(blockAxes))))
+        return failure();
+    }
     for (size_t d = 0; d < to.dims.size(); ++d) {
       ArrayRef<int16_t> blockAxes = ArrayRef<int16_t>(to.dims[d]).drop_back();
       if (!to.padding(d) || from.padding(d) || ArrayRef<int16_t>(from.dims[d]) != blockAxes)
@@ -137,21 +171,8 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         ArrayRef<int16_t> want(axes), have(from.dims[d]);
         if (want.size() <= have.size() || want.take_front(have.size()) != have)
           continue;
-        ArrayRef<int16_t> extra = want.drop_front(have.size());
-        if (!llvm::all_of(extra, [&](int16_t a) { return llvm::is_contained(from.partial, a); }))
-          continue;
-        Sharding next = from;
-        next.dims[d] = axes;
-        llvm::erase_if(next.partial, [&](int16_t a) { return llvm::is_contained(extra, a); });
-        FailureOr<RankedTensorType> type = typeFor(next);
-        if (failed(type))
+        if (pendingOver(want.drop_front(have.size())) && failed(scatterInto(d, axes)))
           return failure();
-        v = shard::ReduceScatterOp::create(
-            b, loc, *type, FlatSymbolRefAttr::get(b.getStringAttr(gridName)),
-            b.getDenseI16ArrayAttr(extra), v,
-            shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
-            b.getIndexAttr(d));
-        from = next;
       }
       if (!from.partial.empty()) {
         v = shard::AllReduceOp::create(b, loc, v, gridName, from.partial,

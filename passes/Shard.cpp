@@ -273,17 +273,19 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         int64_t tpDim0 = degree(tpLayout.dims[0]), shards = degree(shardAxes);
         if (!shardAxes.empty() && (dim0 / tpDim0) % shards) {
           // Uneven shards: FSDP2 pads dim 0 (of each tp or ep shard) to a
-          // multiple of the degree. A padded split pads before its last
-          // axis only, so FSDP over [dp_shard, ep] must divide evenly.
-          if (shardAxes.size() > 1)
+          // multiple of the degree. A padded split pads each block of its
+          // axes but the last: FSDP over [dp_shard, ep] pads each dp_shard
+          // block to a multiple of ep, so it must divide over dp_shard.
+          int64_t last = degree(ArrayRef<int16_t>(shardAxes).take_back());
+          int64_t outer = shards / last, block = dim0 / tpDim0;
+          if (block % outer)
             return fn.emitError()
-                   << "kiln-shard: parameter '" << p.key << "' has " << dim0 / tpDim0
-                   << " rows" << (tpDim0 > 1 ? " per tp shard" : "")
-                   << ", not divisible by data_parallel_shard_degree " << shards
-                   << "; under expert parallelism its FSDP shards must be even";
-          int64_t block = dim0 / tpDim0;
+                   << "kiln-shard: parameter '" << p.key << "' has " << block << " rows"
+                   << (tpDim0 > 1 ? " per tp shard" : "") << ", not divisible by the "
+                   << outer << " ranks of dp_shard outside its expert-parallel group";
+          int64_t inner = block / outer;
           storage[arg].paddedTo.assign(rankOf(arg), 0);
-          storage[arg].paddedTo[0] = tpDim0 * ((block + shards - 1) / shards * shards);
+          storage[arg].paddedTo[0] = tpDim0 * outer * ((inner + last - 1) / last * last);
         }
         storage[arg].dims[0].append(shardAxes.begin(), shardAxes.end());
       }

@@ -80,8 +80,8 @@ LogicalResult checkExperts(std::optional<Location> loc, AdaptorT adaptor) {
 
 /// Three GEMMs, silu * up, and the weighted sum into the token's output, per
 /// (token, expert) pair.
-double kiln::expertFlops(int64_t rows, int64_t hidden, int64_t inter) {
-  return double(rows) * (6.0 * hidden * inter + 5.0 * inter + 2.0 * hidden);
+double kiln::expertFlops(double rows, int64_t hidden, int64_t inter) {
+  return rows * (6.0 * hidden * inter + 5.0 * inter + 2.0 * hidden);
 }
 
 //===----------------------------------------------------------------------===//
@@ -148,17 +148,17 @@ template <typename OpT> static LogicalResult verifyExpertShard(OpT op) {
 }
 
 /// The share of routed pairs a rank's experts take at a balanced load.
-template <typename OpT> static int64_t localPairs(OpT op) {
-  int64_t pairs = op.getExperts().getType().getNumElements();
+template <typename OpT> static double localPairs(OpT op) {
+  double pairs = double(op.getExperts().getType().getNumElements());
   if (auto total = op.getNumExperts())
-    return pairs * op.getW1().getType().getDimSize(0) / int64_t(*total);
+    return pairs * double(op.getW1().getType().getDimSize(0)) / double(*total);
   return pairs;
 }
 
 LogicalResult GroupedExpertsOp::verify() { return verifyExpertShard(*this); }
 LogicalResult GroupedExpertsBackwardOp::verify() { return verifyExpertShard(*this); }
 
-int64_t GroupedExpertsOp::getRoutedPairs() { return localPairs(*this); }
+double GroupedExpertsOp::getRoutedPairs() { return localPairs(*this); }
 
 double GroupedExpertsOp::getFlops() {
   auto w1 = getW1().getType();

@@ -103,8 +103,9 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
   let results = (outs Kiln_FloatTensor:$result);
   let hasVerifier = 1;
   let extraClassDeclaration = !strconcat([{
-    /// (token, expert) pairs: tokens * k.
-    int64_t getRoutedPairs();
+    /// (token, expert) pairs: tokens * k; under expert parallelism the
+    /// rank's share at a balanced load.
+    double getRoutedPairs();
     /// Shadows the CostOpInterface default: one expert's GEMMs over every token.
     double getPeakGroupFlops();
   }], Kiln_MatmulClass);

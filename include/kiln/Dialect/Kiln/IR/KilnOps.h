@@ -31,7 +31,7 @@ std::string parameterPath(mlir::Value param);
 
 /// FLOPs of `rows` tokens through one SwiGLU expert of `hidden` -> `inter`
 /// -> `hidden` (the grouped experts' forward).
-double expertFlops(int64_t rows, int64_t hidden, int64_t inter);
+double expertFlops(double rows, int64_t hidden, int64_t inter);
 
 /// FLOPs of kiln.attention (or, `backward`, its backward) over q of
 /// [batch, seq, heads, headDim], with or without the causal mask.
