@@ -104,13 +104,6 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     Operation *where = b.getBlock()->getParentOp();
     auto typeFor = [&](const Sharding &s) { return localType(where, global, s); };
     StringAttr fqn = b.getStringAttr("fsdp.padding");
-    // The product of the grid's sizes along `axes`.
-    auto groupSize = [&](ArrayRef<int16_t> axes) {
-      int64_t n = 1;
-      for (int16_t a : axes)
-        n *= grid.getShape()[a];
-      return n;
-    };
     // Whether `v` is pending a sum over every one of `axes`.
     auto pendingOver = [&](ArrayRef<int16_t> axes) {
       return llvm::all_of(axes, [&](int16_t a) { return llvm::is_contained(from.partial, a); });
@@ -210,7 +203,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         GridAxes blockAxes(from.dims[d].begin(), from.dims[d].end() - 1);
         if (failed(gatherTo(blockAxes)))
           return failure();
-        int64_t size = cast<RankedTensorType>(global).getDimSize(d) / groupSize(blockAxes);
+        int64_t size = cast<RankedTensorType>(global).getDimSize(d) / gridGroupSize(grid.getShape(), blockAxes);
         v = NarrowOp::create(b, loc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(size), fqn);
         from.paddedTo[d] = 0;
       }

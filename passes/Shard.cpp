@@ -164,13 +164,8 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         out.push_back(a);
     return out;
   }
-  /// The product of the sizes of `axes`.
-  int64_t degree(ArrayRef<int16_t> axes) {
-    int64_t n = 1;
-    for (int16_t a : axes)
-      n *= gridShape[a];
-    return n;
-  }
+  /// The ranks in a group over `axes`.
+  int64_t degree(ArrayRef<int16_t> axes) { return gridGroupSize(gridShape, axes); }
 
   /// A stack of experts' weights: a weight operand of a grouped experts op.
   static bool isExpertStack(Value param) {

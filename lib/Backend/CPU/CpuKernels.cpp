@@ -43,17 +43,27 @@ Tensor scalarTensor(float value) {
 // Forward ops
 //===----------------------------------------------------------------------===//
 
+/// The block of `rows` that this rank holds of a dimension (`what`) split
+/// over `axes`: its first index and the whole size; {0, 0} when nothing is
+/// split.
+std::pair<int64_t, int64_t> blockOfSplit(Operation *op, const Context &ctx,
+                                         std::optional<ArrayRef<int16_t>> axes, int64_t rows,
+                                         const char *what) {
+  if (!axes || axes->empty())
+    return {0, 0};
+  if (!ctx.grid)
+    fail("{} (fqn '{}'): {} split over grid axes needs a device grid",
+         op->getName().getStringRef().str(), op->getAttrOfType<StringAttr>("fqn").str(), what);
+  std::vector<int16_t> list(axes->begin(), axes->end());
+  return {ctx.grid->groupIndex(list) * rows, ctx.grid->groupSize(list) * rows};
+}
+
 /// The block of a vocabulary split over `axes` that this rank holds, of
 /// `rows` ids; the whole vocabulary when nothing is split.
 kernels::VocabShard vocabShard(Operation *op, const Context &ctx,
                                std::optional<ArrayRef<int16_t>> axes, int64_t rows) {
-  if (!axes || axes->empty())
-    return {};
-  if (!ctx.grid)
-    fail("{} (fqn '{}'): a vocabulary split over grid axes needs a device grid",
-         op->getName().getStringRef().str(), op->getAttrOfType<StringAttr>("fqn").str());
-  std::vector<int16_t> list(axes->begin(), axes->end());
-  return {ctx.grid->groupIndex(list) * rows, ctx.grid->groupSize(list) * rows};
+  auto [offset, total] = blockOfSplit(op, ctx, axes, rows, "a vocabulary");
+  return {offset, total};
 }
 
 void run(EmbeddingOp op, const Context &ctx, In in, Out &out) {
@@ -205,15 +215,9 @@ void run(RouterOp op, const Context &, In in, Out &out) {
 }
 /// The block of the experts this rank's stacks hold (expert parallelism).
 template <typename OpT> kernels::ExpertShard expertShard(OpT op, const Context &ctx) {
-  std::optional<ArrayRef<int16_t>> axes = op.getExpertAxes();
-  if (!axes || axes->empty())
-    return {};
-  if (!ctx.grid)
-    fail("{} (fqn '{}'): experts split over grid axes need a device grid",
-         op->getName().getStringRef().str(), op.getFqn().str());
-  std::vector<int16_t> list(axes->begin(), axes->end());
-  int64_t local = op.getW1().getType().getDimSize(0);
-  return {ctx.grid->groupIndex(list) * local, int64_t(*op.getNumExperts())};
+  auto [offset, total] = blockOfSplit(op, ctx, op.getExpertAxes(),
+                                      op.getW1().getType().getDimSize(0), "a stack of experts");
+  return {offset, total};
 }
 
 void run(GroupedExpertsOp op, const Context &ctx, In in, Out &out) {

@@ -23,6 +23,13 @@ GridAxes Sharding::usedAxes() const {
   return used;
 }
 
+int64_t gridGroupSize(ArrayRef<int64_t> grid, ArrayRef<int16_t> axes) {
+  int64_t n = 1;
+  for (int16_t a : axes)
+    n *= grid[a];
+  return n;
+}
+
 FailureOr<SmallVector<int64_t>> Sharding::localShape(ArrayRef<int64_t> global,
                                                      ArrayRef<int64_t> grid) const {
   SmallVector<int64_t> local(global);
@@ -32,9 +39,7 @@ FailureOr<SmallVector<int64_t>> Sharding::localShape(ArrayRef<int64_t> global,
         return failure();
       local[d] = padded;
     }
-    int64_t n = 1;
-    for (int16_t a : axes)
-      n *= grid[a];
+    int64_t n = gridGroupSize(grid, axes);
     if (local[d] % n)
       return failure();
     local[d] /= n;

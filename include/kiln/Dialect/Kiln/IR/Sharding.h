@@ -103,6 +103,10 @@ ShardingRule rmsNormShardingRule(int64_t rank, bool backward);
 ShardingRule groupedExpertsShardingRule(int64_t inputRank, bool backward,
                                         bool expertParallel = true);
 
+/// The ranks in a group over `axes` of a grid of shape `grid`: the product
+/// of their sizes.
+int64_t gridGroupSize(llvm::ArrayRef<int64_t> grid, llvm::ArrayRef<int16_t> axes);
+
 /// The grid axes each loop of an op is split over (`kiln.loops`).
 using LoopSharding = llvm::SmallVector<GridAxes>;
 
