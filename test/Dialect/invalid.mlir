@@ -382,6 +382,16 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
 }
 
 // -----
+
+// A declaration has no entry block: its arguments' shardings are checked
+// against the function type (this crashed the verifier, found by fuzz/mlir).
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
+  // expected-error@+1 {{argument #1: 'padded_to' 6 is below dimension 0 of 'tensor<8xf32>'}}
+  func.func private @declared(tensor<8xf32> {kiln.sharding = {dims = [["dp_shard"]]}},
+                              tensor<8xf32> {kiln.sharding = {dims = [["dp_shard"]], padded_to = array<i64: 6>}})
+}
+
+// -----
 // The mixture-of-experts ops.
 
 // Routing picks at least one expert...

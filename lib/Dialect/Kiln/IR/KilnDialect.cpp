@@ -85,7 +85,7 @@ LogicalResult verifyRole(Operation *op, bool isResult, unsigned index, NamedAttr
 namespace {
 /// `attr` must be a sharding of a value of `type` over the module's grid.
 LogicalResult verifySharding(Operation *op, Attribute attr, Type type, const Twine &what) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
+  auto tensor = dyn_cast_if_present<RankedTensorType>(type);
   if (!tensor)
     return op->emitOpError() << what << ": '" << kShardingAttr << "' needs a ranked tensor";
   SmallVector<std::string> axes = gridAxisNames(op);
@@ -106,10 +106,15 @@ LogicalResult verifySharding(Operation *op, Attribute attr, Type type, const Twi
 
 LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned region,
                                                     unsigned index, NamedAttribute attr) {
-  if (attr.getName() == kShardingAttr)
-    return verifySharding(op, attr.getValue(),
-                          op->getRegion(region).getArgument(index).getType(),
-                          "argument #" + Twine(index));
+  if (attr.getName() == kShardingAttr) {
+    // A function's type, not its entry block: a declaration has no block.
+    Type type;
+    if (auto fn = dyn_cast<FunctionOpInterface>(op))
+      type = fn.getArgumentTypes()[index];
+    else if (!op->getRegion(region).empty())
+      type = op->getRegion(region).getArgument(index).getType();
+    return verifySharding(op, attr.getValue(), type, "argument #" + Twine(index));
+  }
   return verifyRole(op, /*isResult=*/false, index, attr, kArgumentRoles);
 }
 
