@@ -228,7 +228,7 @@ llvm::json::Value toJson(Attribute attr) {
 
 template <typename OpT>
 FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder &b,
-                                          bool backward) {
+                                          HloLoweringState &state, bool backward) {
   std::optional<NeuronKernel> neuron = op.getSpec().neuron();
   if (!neuron) // refused with a message by checkLowerable
     return failure();
@@ -246,18 +246,23 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(config));
-  auto call = hlo::CustomCallOp::create(b.builder(), b.location(), op->getResultTypes(), inputs,
+  // A call on a block of a split also takes the block's first row, from the
+  // partition id (KernelSpec::gridBlock).
+  SmallVector<Value> operands(inputs);
+  if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
+    operands.push_back(vocabOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
+  auto call = hlo::CustomCallOp::create(b.builder(), b.location(), op->getResultTypes(), operands,
                                         neuron->customCallTarget, text, DenseI64ArrayAttr());
   return SmallVector<Value>(call.getResults());
 }
 
 FailureOr<SmallVector<Value>> lower(KernelOp op, KernelOp::Adaptor a, HloBuilder &b,
-                                    HloLoweringState &) {
-  return lowerKernel(op, a.getInputs(), b, false);
+                                    HloLoweringState &state) {
+  return lowerKernel(op, a.getInputs(), b, state, false);
 }
 FailureOr<SmallVector<Value>> lower(KernelBackwardOp op, KernelBackwardOp::Adaptor a,
-                                    HloBuilder &b, HloLoweringState &) {
-  return lowerKernel(op, a.getInputs(), b, true);
+                                    HloBuilder &b, HloLoweringState &state) {
+  return lowerKernel(op, a.getInputs(), b, state, true);
 }
 
 } // namespace

@@ -520,7 +520,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     // A kernel call adapts its own options (e.g. the fused loss's count).
     if (isa<KernelOp, KernelBackwardOp>(op))
       lookupKernelSpec(op.getAttrOfType<StringAttr>("kernel").getValue())
-          ->localize(clone, &op, split);
+          ->localize(clone, &op, split, loops);
     results.append(clone->result_begin(), clone->result_end());
     return success();
   }

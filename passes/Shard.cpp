@@ -167,11 +167,19 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   /// The ranks in a group over `axes`.
   int64_t degree(ArrayRef<int16_t> axes) { return gridGroupSize(gridShape, axes); }
 
-  /// A stack of experts' weights: a weight operand of a grouped experts op.
+  /// A stack of experts' weights that can split its experts: a weight
+  /// operand (w1, w3, w2: the last three) of a grouped experts op, or of a
+  /// kernel call in its place whose rule lets the expert loop split.
   static bool isExpertStack(Value param) {
     return llvm::any_of(parameterUses(param), [](OpOperand *use) {
-      auto experts = dyn_cast<GroupedExpertsOp>(use->getOwner());
-      return experts && use->getOperandNumber() >= experts.getW1Mutable().getOperandNumber();
+      Operation *user = use->getOwner();
+      auto call = dyn_cast<KernelOp>(user);
+      bool experts = isa<GroupedExpertsOp>(user) ||
+                     (call && call.getTarget() == GroupedExpertsOp::getOperationName());
+      if (!experts || use->getOperandNumber() + 3 < user->getNumOperands())
+        return false;
+      ShardingRule rule = cast<ShardingRuleOpInterface>(user).getShardingRule();
+      return rule.splittable[rule.operands[use->getOperandNumber()][0]];
     });
   }
 

@@ -133,7 +133,8 @@ public:
     return rule;
   }
 
-  void localize(Operation *clone, Operation *global, bool split) const override {
+  void localize(Operation *clone, Operation *global, bool split,
+                ArrayRef<GridAxes>) const override {
     if (!split)
       return;
     // Only the forward normalises by the positions of every rank; the

@@ -6,14 +6,42 @@
 // expert, no capacity limit. The matmuls tile hidden and the intermediate
 // size over the 128 partitions of a core.
 //
+// Under expert parallelism a call holds its rank's block of the stacks:
+// kiln-partition records `expert_axes` and `num_experts` in its options, and
+// the backends pass the block's first expert as a last i32 scalar operand
+// (KernelSpec::gridBlock); pairs routed to other blocks contribute nothing.
+//
 //===----------------------------------------------------------------------===//
 
 #include "KernelBase.h"
 
 #include "kiln/Runtime/MoeKernels.h"
+#include "kiln/Support/Error.h"
 
 namespace kiln::kernel_ir {
 namespace {
+
+/// The experts of the whole layer a call's stacks are a block of, from its
+/// options (kiln-partition's `num_experts`); 0 when they are every expert.
+int64_t numExperts(Operation *op) {
+  auto options = op->getAttrOfType<DictionaryAttr>("options");
+  auto total = options ? options.getAs<IntegerAttr>("num_experts") : nullptr;
+  return total ? total.getInt() : 0;
+}
+
+/// The shard a CPU call runs: the block's first expert is the operand past
+/// the op's own `count` (see gridBlock).
+kernels::ExpertShard expertShard(DictionaryAttr options, MutableArrayRef<Tensor> in,
+                                 size_t count) {
+  auto total = options.getAs<IntegerAttr>("num_experts");
+  if (!total)
+    return {};
+  if (in.size() != count + 1 || in[count].dtype() != DType::I32 || in[count].numel() != 1)
+    fail("nki_grouped_experts: a call with num_experts takes its block's first expert as an "
+         "i32 scalar after its {} operands",
+         count);
+  return {int64_t(*in[count].data<int32_t>()), total.getInt()};
+}
 
 class NkiGroupedExperts final : public KernelBase {
 public:
@@ -30,6 +58,35 @@ public:
   std::optional<NeuronKernel> neuron() const override {
     return NeuronKernel{"AwsNeuronCustomNativeKernel", "grouped_experts_fwd",
                         "grouped_experts_bwd"};
+  }
+
+  /// `expert_axes` and `num_experts` (set by kiln-partition) go together:
+  /// distinct grid axes, and a whole multiple of the stacks' `experts`.
+  static LogicalResult verifyExpertOptions(Operation *op, int64_t experts) {
+    auto options = op->getAttrOfType<DictionaryAttr>("options");
+    Attribute axes = options ? options.get("expert_axes") : nullptr;
+    Attribute total = options ? options.get("num_experts") : nullptr;
+    if (!axes && !total)
+      return success();
+    auto list = dyn_cast_if_present<ArrayAttr>(axes);
+    auto count = dyn_cast_if_present<IntegerAttr>(total);
+    if (!list || !count)
+      return callError(op) << "options expert_axes (a list of grid axes) and num_experts (an "
+                              "integer) go together";
+    int64_t gridRank = int64_t(gridAxisNames(op).size());
+    SmallVector<int64_t> seen;
+    for (Attribute a : list) {
+      auto axis = dyn_cast<IntegerAttr>(a);
+      if (!axis || axis.getInt() < 0 || axis.getInt() >= gridRank ||
+          llvm::is_contained(seen, axis.getInt()))
+        return callError(op) << "expert_axes " << list << " must be distinct axes of the "
+                             << gridRank << "-axis grid";
+      seen.push_back(axis.getInt());
+    }
+    if (count.getInt() < experts || count.getInt() % experts)
+      return callError(op) << "num_experts " << count.getInt()
+                           << " is not a multiple of the " << experts << " experts of the stacks";
+    return success();
   }
 
   void checkConstraints(Operation *op, const KernelTarget &target,
@@ -76,6 +133,8 @@ public:
                            << " do not form a grouped-experts call";
     if (backward && op->getOperand(0).getType() != input)
       return callError(op) << "dy must have x's type " << input;
+    if (failed(verifyExpertOptions(op, e)))
+      return failure();
     results.push_back(input);
     if (backward)
       results.append({weights, w1, w3, w2});
@@ -85,15 +144,42 @@ public:
   double flops(Operation *op, bool backward) const override {
     unsigned x = backward ? 1 : 0;
     auto w1 = typeOf(op->getOperand(x + 3));
-    int64_t pairs = typeOf(op->getOperand(x + 2)).getNumElements();
+    // A block of the experts takes its share of the pairs at a balanced load.
+    double pairs = double(typeOf(op->getOperand(x + 2)).getNumElements());
+    if (int64_t total = numExperts(op))
+      pairs *= double(w1.getDimSize(0)) / double(total);
     double forward = expertFlops(pairs, w1.getDimSize(2), w1.getDimSize(1));
     return backward ? forward * 8 / 3 : forward;
   }
   ShardingRule shardingRule(Operation *op, bool backward) const override {
-    // The kernel takes whole stacks: under expert parallelism they are
-    // gathered for it, like any other op that cannot split the experts.
+    // Its expert loop splits as kiln.grouped_experts' does.
     return groupedExpertsShardingRule(typeOf(op->getOperand(backward ? 1 : 0)).getRank(),
-                                      backward, /*expertParallel=*/false);
+                                      backward, /*expertParallel=*/true);
+  }
+  void localize(Operation *clone, Operation *global, bool, ArrayRef<GridAxes> loops) const override {
+    // The expert loop is the first dimension of w1 (operand 3 of the
+    // forward, 4 of the backward).
+    unsigned w1 = isa<KernelOp>(global) ? 3 : 4;
+    int64_t expertLoop = shardingRule(global, !isa<KernelOp>(global)).operands[w1][0];
+    const GridAxes &axes = loops[expertLoop];
+    if (axes.empty())
+      return;
+    Builder b(clone->getContext());
+    NamedAttrList options(clone->getAttrOfType<DictionaryAttr>("options"));
+    options.set("expert_axes", b.getI64ArrayAttr(SmallVector<int64_t>(axes.begin(), axes.end())));
+    options.set("num_experts", b.getI64IntegerAttr(typeOf(global->getOperand(w1)).getDimSize(0)));
+    clone->setAttr("options", options.getDictionary(b.getContext()));
+  }
+  std::optional<GridBlock> gridBlock(Operation *op) const override {
+    auto options = op->getAttrOfType<DictionaryAttr>("options");
+    auto axes = options ? options.getAs<ArrayAttr>("expert_axes") : nullptr;
+    if (!axes)
+      return std::nullopt;
+    GridBlock block;
+    for (Attribute a : axes)
+      block.axes.push_back(int16_t(cast<IntegerAttr>(a).getInt()));
+    block.rows = typeOf(op->getOperand(isa<KernelOp>(op) ? 3 : 4)).getDimSize(0);
+    return block;
   }
 
   LogicalResult buildVjp(Operation *forward, OpBuilder &b, ArrayRef<Value> grads,
@@ -135,14 +221,15 @@ public:
              "out"}};
   }
 
-  void runForward(DictionaryAttr, MutableArrayRef<Tensor> in,
+  void runForward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                   SmallVectorImpl<Tensor> &out) const override {
-    out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5]));
+    out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5],
+                                          expertShard(options, in, 6)));
   }
-  void runBackward(DictionaryAttr, MutableArrayRef<Tensor> in,
+  void runBackward(DictionaryAttr options, MutableArrayRef<Tensor> in,
                    SmallVectorImpl<Tensor> &out) const override {
-    kernels::GroupedExpertsGrads g =
-        kernels::groupedExpertsBackward(in[0], in[1], in[2], in[3], in[4], in[5], in[6]);
+    kernels::GroupedExpertsGrads g = kernels::groupedExpertsBackward(
+        in[0], in[1], in[2], in[3], in[4], in[5], in[6], expertShard(options, in, 7));
     out.append({g.x, g.weights, g.w1, g.w3, g.w2});
   }
 };

@@ -652,6 +652,41 @@ func.func @kernel_wrong_result(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
 
 // -----
 
+// nki_grouped_experts on a block of the experts: its options name the grid
+// axes of the split and the layer's experts, together and consistent.
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
+  func.func @kernel_experts_without_axes(%x: tensor<4x8xf32>, %w: tensor<4x2xf32>, %ids: tensor<4x2xi64>, %w1: tensor<2x6x8xf32>, %w2: tensor<2x8x6xf32>) {
+    // expected-error@+1 {{'kiln.kernel' op (fqn 'experts'): kernel 'nki_grouped_experts': options expert_axes (a list of grid axes) and num_experts (an integer) go together}}
+    %y = kiln.kernel "nki_grouped_experts"(%x, %w, %ids, %w1, %w1, %w2) {rule = "r", target = "kiln.grouped_experts", options = {num_experts = 4 : i64}, fqn = "experts"}
+        : (tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>) -> tensor<4x8xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
+  func.func @kernel_experts_bad_axis(%x: tensor<4x8xf32>, %w: tensor<4x2xf32>, %ids: tensor<4x2xi64>, %w1: tensor<2x6x8xf32>, %w2: tensor<2x8x6xf32>) {
+    // expected-error@+1 {{'kiln.kernel' op (fqn 'experts'): kernel 'nki_grouped_experts': expert_axes [4] must be distinct axes of the 4-axis grid}}
+    %y = kiln.kernel "nki_grouped_experts"(%x, %w, %ids, %w1, %w1, %w2) {rule = "r", target = "kiln.grouped_experts", options = {expert_axes = [4], num_experts = 4 : i64}, fqn = "experts"}
+        : (tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>) -> tensor<4x8xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
+  func.func @kernel_experts_not_multiple(%x: tensor<4x8xf32>, %w: tensor<4x2xf32>, %ids: tensor<4x2xi64>, %w1: tensor<2x6x8xf32>, %w2: tensor<2x8x6xf32>) {
+    // expected-error@+1 {{'kiln.kernel' op (fqn 'experts'): kernel 'nki_grouped_experts': num_experts 5 is not a multiple of the 2 experts of the stacks}}
+    %y = kiln.kernel "nki_grouped_experts"(%x, %w, %ids, %w1, %w1, %w2) {rule = "r", target = "kiln.grouped_experts", options = {expert_axes = [2], num_experts = 5 : i64}, fqn = "experts"}
+        : (tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>) -> tensor<4x8xf32>
+    return
+  }
+}
+
+// -----
+
 func.func @kernel_missing_option(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
   // expected-error@+1 {{'kiln.kernel' op (fqn 'norm'): kernel 'nki_rms_norm': options must hold 'eps' (f32)}}
   %y = kiln.kernel "nki_rms_norm"(%x, %w) {rule = "r", target = "kiln.rms_norm", options = {}, fqn = "norm"}

@@ -143,6 +143,28 @@ module {
 
 // -----
 
+// A kernel call on its rank's block of the experts (expert parallelism over
+// grid axis 2 of [1, 1, 2, 1]) takes one more operand: the block's first
+// expert, its group index (replica-id through the table [0, 1]) times the
+// 2 experts of a block, as an s32 scalar.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-DAG: %[[TABLE:.*]] = hlo.constant {value = dense<[0, 1]> : tensor<2xi32>} : tensor<2xi32>
+// CHECK: %[[SLOT:.*]] = hlo.dynamic_slice %[[TABLE]], {{.*}} {slice_sizes = array<i64: 1>}
+// CHECK: %[[INDEX:.*]] = hlo.reshape %[[SLOT]] : (tensor<1xi32>) -> tensor<i32>
+// CHECK-NEXT: %[[TWO:.*]] = hlo.constant {value = dense<2> : tensor<i32>} : tensor<i32>
+// CHECK-NEXT: %[[FIRST:.*]] = hlo.multiply %[[INDEX]], %[[TWO]]
+// CHECK: hlo.custom_call %arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %[[FIRST]] {backend_config = "{{.*}}\22kernel\22:\22grouped_experts_fwd\22{{.*}}\22options\22:{\22expert_axes\22:[2],\22num_experts\22:4}{{.*}}"{{.*}} : (tensor<4x3x8xf32>, tensor<4x3x2xf32>, tensor<4x3x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>, tensor<i32>) -> tensor<4x3x8xf32>
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
+  shard.grid @grid(shape = 1x1x2x1)
+  func.func @train_step(%x: tensor<4x3x8xf32>, %w: tensor<4x3x2xf32>, %ids: tensor<4x3x2xi64>,
+                        %w1: tensor<2x6x8xf32>, %w3: tensor<2x6x8xf32>, %w2: tensor<2x8x6xf32>) -> tensor<4x3x8xf32> {
+    %y = kiln.kernel "nki_grouped_experts"(%x, %w, %ids, %w1, %w3, %w2) {fqn = "layers.0.moe.experts", options = {expert_axes = [2], num_experts = 4 : i64}, rule = "experts", target = "kiln.grouped_experts"} : (tensor<4x3x8xf32>, tensor<4x3x2xf32>, tensor<4x3x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>) -> tensor<4x3x8xf32>
+    return %y : tensor<4x3x8xf32>
+  }
+}
+
+// -----
+
 // A substituted kernel is a custom call to AwsNeuronCustomNativeKernel whose
 // backend_config names the NKI kernel, Kiln's kernel and direction, its rule,
 // module and options (also as MLIR text, for Kiln's HLO evaluator).

@@ -9,6 +9,7 @@
 // RUN: kiln-opt %s --kiln-training --kiln-shard="tp=2 sequence-parallel=false tp-plan=layers.*.moe.experts.w1=colwise,layers.*.moe.experts.w3=colwise,layers.*.moe.experts.w2=rowwise" --kiln-partition | FileCheck %s --implicit-check-not=shard.all_gather --implicit-check-not=shard.reduce_scatter
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" --kiln-partition | FileCheck %s --check-prefix=FSDP
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 ep=2" --kiln-partition | FileCheck %s --check-prefix=EP
+// RUN: kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-experts.json target=cpu log=false" --kiln-training --kiln-shard="dp-shard=2 ep=2" --kiln-partition | FileCheck %s --check-prefix=EPKERNEL
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 ep=3" 2>&1 | FileCheck %s --check-prefix=BADEP
 // BADEP: kiln-shard: ep=3 must divide dp-shard=2
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=8 ep=8" 2>&1 | FileCheck %s --check-prefix=EPEXPERTS
@@ -144,3 +145,24 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // EP: kiln.adamw %[[W1]], %[[DW1]], {{.*}} -> (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
 // EP-NEXT: kiln.adamw %[[W3]], %[[DW3]], {{.*}} -> (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
 // EP-NEXT: kiln.adamw %[[W2]], %[[DW2]], {{.*}} -> (tensor<2x8x6xf32>, tensor<2x8x6xf32>, tensor<2x8x6xf32>)
+
+// EP2 with the experts substituted by nki_grouped_experts: the kernel's rule
+// splits the expert loop as grouped_experts' does, so the stacks stay in
+// their ep blocks (never gathered), the tokens are gathered over ep, and
+// kiln-partition records the block in the call's options (the backends pass
+// its first expert as one more operand).
+// EPKERNEL-LABEL: func.func @train_step(
+// EPKERNEL-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// EPKERNEL-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// EPKERNEL-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// EPKERNEL-NOT: shard.all_gather %[[W1]]
+// EPKERNEL: %[[GX:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x8xf32> -> tensor<2x3x8xf32>
+// EPKERNEL-NEXT: %[[GW:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x2xf32> -> tensor<2x3x2xf32>
+// EPKERNEL-NEXT: %[[GIDS:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x2xi64> -> tensor<2x3x2xi64>
+// EPKERNEL-NEXT: %[[Y:.*]] = kiln.kernel "nki_grouped_experts"(%[[GX]], %[[GW]], %[[GIDS]], %[[W1]], %[[W3]], %[[W2]]) {fqn = "layers.0.moe.experts", options = {expert_axes = [2], num_experts = 4 : i64}, {{.*}} : (tensor<2x3x8xf32>, tensor<2x3x2xf32>, tensor<2x3x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>) -> tensor<2x3x8xf32>
+// EPKERNEL-NEXT: shard.reduce_scatter %[[Y]] on @grid grid_axes = [2] scatter_axis = 0 : tensor<2x3x8xf32> -> tensor<1x3x8xf32>
+// EPKERNEL: %[[B:[0-9]+]]:5 = kiln.kernel_backward "nki_grouped_experts"(%{{.*}}, %[[GX]], %[[GW]], %[[GIDS]], %[[W1]], %[[W3]], %[[W2]]) {fqn = "layers.0.moe.experts", options = {expert_axes = [2], num_experts = 4 : i64}, {{.*}} -> (tensor<2x3x8xf32>, tensor<2x3x2xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>)
+// EPKERNEL-NEXT: shard.reduce_scatter %[[B]]#0 on @grid grid_axes = [2] scatter_axis = 0
+// The stacks' gradients are the blocks' own: AdamW takes them as they are.
+// EPKERNEL-NOT: shard.reduce_scatter %[[B]]#2
+// EPKERNEL: kiln.adamw %[[W1]], %[[B]]#2,

@@ -130,11 +130,26 @@ const CpuKernelImpl &cpuImpl(Operation *op, const KernelSpec &spec) {
   fail("{} (fqn '{}'): kernel '{}' has no CPU implementation", op->getName().getStringRef().str(),
        op->getAttrOfType<StringAttr>("fqn").str(), spec.name().str());
 }
-void run(KernelOp op, const Context &, In in, Out &out) {
-  cpuImpl(op, op.getSpec()).runForward(op.getOptions(), in, out);
+/// A call's operands, and the first row of its block of a split where it
+/// computes one (KernelSpec::gridBlock), as an i32 scalar after them.
+template <typename OpT> void runKernel(OpT op, const Context &ctx, In in, Out &out) {
+  const KernelSpec &spec = op.getSpec();
+  std::vector<Tensor> operands(in.begin(), in.end());
+  if (std::optional<GridBlock> block = spec.gridBlock(op)) {
+    Tensor first(DType::I32, {});
+    *first.mutableData<int32_t>() =
+        int32_t(blockOfSplit(op, ctx, ArrayRef<int16_t>(block->axes), block->rows,
+                             "a kernel's block of a split").first);
+    operands.push_back(first);
+  }
+  if constexpr (std::is_same_v<OpT, KernelOp>)
+    cpuImpl(op, spec).runForward(op.getOptions(), operands, out);
+  else
+    cpuImpl(op, spec).runBackward(op.getOptions(), operands, out);
 }
-void run(KernelBackwardOp op, const Context &, In in, Out &out) {
-  cpuImpl(op, op.getSpec()).runBackward(op.getOptions(), in, out);
+void run(KernelOp op, const Context &ctx, In in, Out &out) { runKernel(op, ctx, in, out); }
+void run(KernelBackwardOp op, const Context &ctx, In in, Out &out) {
+  runKernel(op, ctx, in, out);
 }
 //===----------------------------------------------------------------------===//
 // Backward ops

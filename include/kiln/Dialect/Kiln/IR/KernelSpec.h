@@ -44,6 +44,17 @@ struct NeuronKernel {
   std::string backward; ///< and of the backward
 };
 
+/// A block of a split that a partitioned kernel call computes (its experts
+/// under expert parallelism): `rows` per rank of a dimension split over the
+/// grid `axes`. Backends pass the rank's first row to the call as one more
+/// operand, an i32 scalar after the op's own (the HLO from the partition id,
+/// the CPU executor from the rank's grid coordinate), so that one SPMD
+/// program serves every rank.
+struct GridBlock {
+  GridAxes axes;
+  int64_t rows = 0;
+};
+
 /// The rule and module a kernel call belongs to, for the ops a spec builds.
 struct KernelCall {
   mlir::StringAttr rule;
@@ -107,10 +118,18 @@ public:
   /// Operands of the backward that carry cotangents.
   virtual llvm::SmallVector<unsigned> cotangentOperands() const = 0;
   /// Called by kiln-partition on a clone with local shapes of `global`, when
-  /// the clone computes a share of a split loop (`split`); e.g. a mean over
-  /// split positions records the global count.
-  virtual void localize(mlir::Operation *clone, mlir::Operation *global, bool split) const {
-    (void)clone, (void)global, (void)split;
+  /// the clone computes a share of a split loop (`split`); `loops` holds the
+  /// grid axes each loop of shardingRule(global) is split over. E.g. a mean
+  /// over split positions records the global count.
+  virtual void localize(mlir::Operation *clone, mlir::Operation *global, bool split,
+                        llvm::ArrayRef<GridAxes> loops) const {
+    (void)clone, (void)global, (void)split, (void)loops;
+  }
+  /// The block of a split the (partitioned) call `op` computes, whose first
+  /// row backends pass as an extra operand; none by default.
+  virtual std::optional<GridBlock> gridBlock(mlir::Operation *op) const {
+    (void)op;
+    return std::nullopt;
   }
 };
 
