@@ -67,7 +67,7 @@ Value HloLoweringState::groupIndex(HloBuilder &b, ArrayRef<int16_t> axes) const 
   return b.reshape(entry, {});
 }
 
-Value vocabOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
+Value blockOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
                   std::optional<ArrayRef<int16_t>> axes) {
   if (!axes || axes->empty())
     return {};
@@ -78,7 +78,7 @@ Value vocabOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
 VocabIds localVocabIds(HloBuilder &b, HloLoweringState &state, Value ids, int64_t rows,
                        std::optional<ArrayRef<int16_t>> axes) {
   Value ids32 = b.convert(ids, b.i32());
-  Value offset = vocabOffset(b, state, rows, axes);
+  Value offset = blockOffset(b, state, rows, axes);
   if (!offset)
     return {ids32, {}};
   ArrayRef<int64_t> shape = HloBuilder::shapeOf(ids32);
@@ -250,7 +250,7 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   // partition id (KernelSpec::gridBlock).
   SmallVector<Value> operands(inputs);
   if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
-    operands.push_back(vocabOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
+    operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
   auto call = hlo::CustomCallOp::create(b.builder(), b.location(), op->getResultTypes(), operands,
                                         neuron->customCallTarget, text, DenseI64ArrayAttr());
   return SmallVector<Value>(call.getResults());

@@ -83,9 +83,10 @@ struct VocabIds {
 };
 VocabIds localVocabIds(HloBuilder &b, HloLoweringState &state, mlir::Value ids, int64_t rows,
                        std::optional<llvm::ArrayRef<int16_t>> axes);
-/// This rank's first id of a vocabulary (or of experts) split over `axes` in
-/// blocks of `rows` (s32 scalar), or null without axes.
-mlir::Value vocabOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
+/// This rank's first row of anything split over `axes` in blocks of `rows`
+/// (a vocabulary, a stack of experts, a kernel's grid block): an s32
+/// scalar, or null without axes.
+mlir::Value blockOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
                         std::optional<llvm::ArrayRef<int16_t>> axes);
 
 /// Attention's grouped layout: q [b, s, heads, d] as [b, kv, group, s, d].

@@ -160,7 +160,7 @@ FailureOr<SmallVector<Value>> lower(GroupedExpertsOp op, GroupedExpertsOp::Adapt
   Value x = asRows(b, a.getInput());
   DenseExperts d = DenseExperts::run(b, x, a.getW1(), a.getW3(), a.getW2());
   Value c = combineWeights(b, a.getWeights(), a.getExperts(), experts,
-                           vocabOffset(b, state, experts, op.getExpertAxes()));
+                           blockOffset(b, state, experts, op.getExpertAxes()));
   // [E, T, H] . [T, E] over E, batched over T -> [T, H]
   Value y = b.dot(d.y, c, {1}, {0}, {0}, {1});
   return one(b.reshape(y, HloBuilder::shapeOf(op.getResult())));
@@ -174,7 +174,7 @@ FailureOr<SmallVector<Value>> lower(GroupedExpertsBackwardOp op,
   Value x = asRows(b, a.getInput()), dy = asRows(b, a.getResultGrad());
   ArrayRef<int64_t> rows = HloBuilder::shapeOf(x);
   Value mask = expertMask(b, asRows(b, a.getExperts()), experts,
-                          vocabOffset(b, state, experts, op.getExpertAxes())); // [T, k, E]
+                          blockOffset(b, state, experts, op.getExpertAxes())); // [T, k, E]
   Value c = sumOverSlots(b, mask, asRows(b, a.getWeights()));      // [T, E]
   DenseExperts d = DenseExperts::run(b, x, w1, w3, w2);
 

@@ -74,7 +74,7 @@ FailureOr<SmallVector<Value>> lower(VocabParallelStatsOp op, VocabParallelStatsO
   Value logits = a.getLogits();
   int64_t vocab = HloBuilder::shapeOf(logits).back();
   Value sumExp = b.sumLast(b.exp(shifted(b, logits, a.getMax())));
-  Value offset = vocabOffset(b, state, vocab, op.getVocabAxes());
+  Value offset = blockOffset(b, state, vocab, op.getVocabAxes());
   Value target = pick(b, logits, b.oneHot(b.convert(a.getLabels(), b.i32()), vocab, offset));
   SmallVector<int64_t> column(HloBuilder::shapeOf(sumExp));
   column.push_back(1);
@@ -107,7 +107,7 @@ FailureOr<SmallVector<Value>> lower(VocabParallelLossBackwardOp op,
   Value rowScale = b.div(b.broadcast(factor, HloBuilder::shapeOf(a.getMax()), {}),
                          statColumn(b, a.getStats(), 0));
   Value probs = b.mul(b.exp(shifted(b, logits, a.getMax())), b.broadcastLeading(rowScale, shape));
-  Value offset = vocabOffset(b, state, shape.back(), op.getVocabAxes());
+  Value offset = blockOffset(b, state, shape.back(), op.getVocabAxes());
   Value hot = b.convert(b.oneHot(b.convert(a.getLabels(), b.i32()), shape.back(), offset),
                         HloBuilder::typeOf(logits).getElementType());
   return one(b.sub(probs, b.mul(hot, b.broadcast(factor, shape, {}))));

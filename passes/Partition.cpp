@@ -173,6 +173,35 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         from.partial.clear();
       }
     }
+    // An axis moving from the end of one dimension's split to the end of
+    // another's is one all-to-all (the dispatcher's buffer trading its token
+    // chunks for its expert blocks, and back).
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t src = 0; src < to.dims.size() && !moved; ++src) {
+        if (from.dims[src].empty() || from.padding(src))
+          continue;
+        int16_t axis = from.dims[src].back();
+        if (llvm::is_contained(to.dims[src], axis))
+          continue;
+        for (size_t dst = 0; dst < to.dims.size() && !moved; ++dst) {
+          ArrayRef<int16_t> want(to.dims[dst]), have(from.dims[dst]);
+          if (dst == src || to.padding(dst) || want.size() <= have.size() ||
+              want.take_front(have.size()) != have || want[have.size()] != axis)
+            continue;
+          Sharding next = from;
+          next.dims[src].pop_back();
+          next.dims[dst].push_back(axis);
+          FailureOr<RankedTensorType> type = typeFor(next);
+          if (failed(type))
+            return failure();
+          v = shard::AllToAllOp::create(b, loc, *type, gridName, {axis}, v, APInt(64, dst),
+                                        APInt(64, src));
+          from = next;
+          moved = true;
+        }
+      }
+    }
     // Gathers first, then slices: an axis moving from one dimension to
     // another must be gathered off the first before it splits the second.
     for (auto [d, axes] : llvm::enumerate(to.dims)) {
@@ -203,7 +232,8 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
         GridAxes blockAxes(from.dims[d].begin(), from.dims[d].end() - 1);
         if (failed(gatherTo(blockAxes)))
           return failure();
-        int64_t size = cast<RankedTensorType>(global).getDimSize(d) / gridGroupSize(grid.getShape(), blockAxes);
+        int64_t size = cast<RankedTensorType>(global).getDimSize(d) /
+                       gridGroupSize(grid.getShape(), blockAxes);
         v = NarrowOp::create(b, loc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(size), fqn);
         from.paddedTo[d] = 0;
       }
@@ -510,6 +540,19 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
                        b.getI64IntegerAttr(
                            cast<RankedTensorType>(op.getOperand(w1).getType()).getDimSize(0)));
       }
+    }
+    // The dispatcher's ops on a rank's token chunks.
+    if (isa<ExpertDispatchOp, ExpertCombineOp, ExpertDispatchBackwardOp,
+            ExpertCombineBackwardOp>(op)) {
+      const GridAxes &batch = loops[rule.operands[isa<ExpertCombineBackwardOp>(op) ? 1 : 0][0]];
+      int64_t chunks = op.getAttrOfType<IntegerAttr>("chunks").getInt(),
+              ranks = gridGroupSize(grid.getShape(), batch);
+      if (chunks % ranks)
+        return op.emitOpError() << "kiln-partition: its batch splits over " << ranks
+                                << " ranks, which do not divide its " << chunks
+                                << " token chunks (kiln-expert-dispatch's chunks must be a "
+                                   "multiple of the data-parallel degree)";
+      clone->setAttr("chunks", b.getI64IntegerAttr(chunks / ranks));
     }
     // A mean over split positions divides by the global count.
     if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op) && split) {

@@ -163,6 +163,32 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
 
+def ExpertDispatch : Pass<"kiln-expert-dispatch", "mlir::ModuleOp"> {
+  let summary = "All-to-all token dispatch: each grouped_experts through a capacity buffer";
+  let description = [{
+    Rewrites every `kiln.grouped_experts` (before kiln-autodiff) into
+    `kiln.expert_dispatch` (the routed pairs into a buffer of `groups`
+    expert blocks, `capacity` rows per block for each of `chunks` token
+    chunks), the experts over that buffer (`blocked`, every row weighted by
+    its pair's routing weight) and `kiln.expert_combine` (each token's rows
+    summed back). Under expert parallelism `groups` is the ep degree and
+    `chunks` the data-parallel degree: kiln-partition then exchanges the
+    buffer between each expert group's ranks with one all-to-all before the
+    experts and one after. The capacity per chunk and block is
+    `ceil(capacity-factor * tokens/chunks * k / groups)`; capacity-factor 0
+    takes the smallest capacity that drops no pair (tokens/chunks * min(k,
+    experts/groups)). A kernel call in the experts' place is an error.
+  }];
+  let options = [
+    Option<"groups", "groups", "int64_t", "1", "expert blocks (expert_parallel_degree)">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "token chunks: the data-parallel degree, the rows of the batch split over it">,
+    Option<"capacityFactor", "capacity-factor", "double", "0",
+           "parallelism.expert_capacity_factor (0: drop nothing)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+}
+
 def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
   let summary = "Decide the sharding of every value of @train_step for a parallel layout";
   let description = [{

@@ -336,7 +336,7 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
              "batch {} x seq {}\n",
              model.name, config.target.name, config.target.lnc, layout.worldSize(),
              layout.worldSize() > 1 ? "s" : "", layout.dpReplicate, layout.dpShard, layout.tp,
-             layout.ep > 1 ? fmt::format(", experts over ep {}", layout.ep) : "",
+             layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
              config.training.localBatchSize * layout.dataParallelDegree(), seq);
   fmt::print("precision: {} parameters and matmuls; float32 master weights, optimizer state "
              "and gradient reductions (training.mixed_precision_param)\n",

@@ -54,12 +54,26 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
       fail("parallelism.expert_parallel_degree={} must divide num_experts={} of {}", l.ep,
            model.numExperts, model.name);
   }
+  l.expertDispatch = o.expertDispatch;
+  l.capacityFactor = o.expertCapacityFactor;
+  if (l.expertDispatch == "all_to_all" && (!model.isMoe() || model.numSparseLayers() == 0))
+    fail("parallelism.expert_dispatch=all_to_all needs a MoE model; {} has no expert layers",
+         model.name);
   l.sequenceParallel = o.enableSequenceParallel && l.tp > 1;
   if (l.sequenceParallel && seqLen % l.tp)
     fail("training.seq_len={} must be divisible by parallelism.tensor_parallel_degree={} "
          "under sequence parallelism (parallelism.enable_sequence_parallel=true)",
          seqLen, l.tp);
   return l;
+}
+
+std::string ParallelLayout::expertsSummary() const {
+  std::string text = ep > 1 ? fmt::format("experts over ep {} of dp_shard", ep) : "";
+  if (expertDispatch == "all_to_all")
+    text += fmt::format("{}tokens to the experts by all-to-all ({})", text.empty() ? "" : ", ",
+                        capacityFactor > 0 ? fmt::format("capacity factor {}", capacityFactor)
+                                           : std::string("dropless capacity"));
+  return text;
 }
 
 std::vector<std::string> ParallelLayout::axisNames() const {

@@ -60,7 +60,9 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.nodes = nodes;
   setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}", layout.dpReplicate,
                                layout.dpShard, layout.tp,
-                               layout.ep > 1 ? fmt::format(" (experts over ep {})", layout.ep) : "",
+                               layout.expertsSummary().empty()
+                                   ? ""
+                                   : " (" + layout.expertsSummary() + ")",
                                layout.sequenceParallel ? " (sequence parallel)" : "");
   return setting;
 }

@@ -100,6 +100,15 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
   if (kernels)
     substituteKernels(*module, *kernels);
   PassManager pm(&context);
+  // The all-to-all dispatcher: one buffer block per expert-parallel rank,
+  // one token chunk per data-parallel rank.
+  if (layout && layout->expertDispatch == "all_to_all") {
+    ExpertDispatchOptions dispatch;
+    dispatch.groups = layout->ep;
+    dispatch.chunks = layout->dataParallelDegree();
+    dispatch.capacityFactor = layout->capacityFactor;
+    pm.addPass(createExpertDispatch(dispatch));
+  }
   OptimizerOptions options;
   options.lr = o.lr;
   options.beta1 = o.beta1;

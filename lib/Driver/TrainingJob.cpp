@@ -334,7 +334,7 @@ int runTrainingJob(const TrainConfig &config) {
     fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {}{} (FSDP2 over "
                "dp_shard, reshard after forward: {}); global batch {}\n",
                layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
-               layout.ep > 1 ? fmt::format(", experts over ep {} of dp_shard", layout.ep) : "",
+               layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
                layout.reshardAfterForward, trainer.globalBatchSize());
   printPlan(trainer);
   StepPlan cpuPlan = planThisRun(trainer);

@@ -29,6 +29,11 @@ int64_t numExperts(Operation *op) {
   return total ? total.getInt() : 0;
 }
 
+/// A call's operands are grouped_experts' (x, weights, ids, w1, w3, w2),
+/// after the output's cotangent in the backward.
+unsigned inputOperand(bool backward) { return backward ? 1 : 0; }
+unsigned w1Operand(Operation *call) { return inputOperand(!isa<KernelOp>(call)) + 3; }
+
 /// The shard a CPU call runs: the block's first expert is the operand past
 /// the op's own `count` (see gridBlock).
 kernels::ExpertShard expertShard(DictionaryAttr options, MutableArrayRef<Tensor> in,
@@ -60,33 +65,34 @@ public:
                         "grouped_experts_bwd"};
   }
 
-  /// `expert_axes` and `num_experts` (set by kiln-partition) go together:
-  /// distinct grid axes, and a whole multiple of the stacks' `experts`.
+  /// The options kiln-partition records for a block of the experts
+  /// (`expert_axes`, `num_experts`), checked as grouped_experts' own
+  /// attributes are.
   static LogicalResult verifyExpertOptions(Operation *op, int64_t experts) {
     auto options = op->getAttrOfType<DictionaryAttr>("options");
-    Attribute axes = options ? options.get("expert_axes") : nullptr;
-    Attribute total = options ? options.get("num_experts") : nullptr;
-    if (!axes && !total)
-      return success();
-    auto list = dyn_cast_if_present<ArrayAttr>(axes);
-    auto count = dyn_cast_if_present<IntegerAttr>(total);
-    if (!list || !count)
-      return callError(op) << "options expert_axes (a list of grid axes) and num_experts (an "
-                              "integer) go together";
-    int64_t gridRank = int64_t(gridAxisNames(op).size());
-    SmallVector<int64_t> seen;
-    for (Attribute a : list) {
-      auto axis = dyn_cast<IntegerAttr>(a);
-      if (!axis || axis.getInt() < 0 || axis.getInt() >= gridRank ||
-          llvm::is_contained(seen, axis.getInt()))
-        return callError(op) << "expert_axes " << list << " must be distinct axes of the "
-                             << gridRank << "-axis grid";
-      seen.push_back(axis.getInt());
+    std::optional<SmallVector<int16_t>> axes;
+    std::optional<int64_t> total;
+    if (Attribute list = options ? options.get("expert_axes") : nullptr) {
+      auto array = dyn_cast<ArrayAttr>(list);
+      auto isAxis = [](Attribute a) {
+        auto i = dyn_cast<IntegerAttr>(a);
+        return i && i.getValue().isSignedIntN(16);
+      };
+      if (!array || !llvm::all_of(array, isAxis))
+        return callError(op) << "option expert_axes " << list << " must list grid axes";
+      axes.emplace();
+      for (Attribute a : array)
+        axes->push_back(int16_t(cast<IntegerAttr>(a).getInt()));
     }
-    if (count.getInt() < experts || count.getInt() % experts)
-      return callError(op) << "num_experts " << count.getInt()
-                           << " is not a multiple of the " << experts << " experts of the stacks";
-    return success();
+    if (Attribute count = options ? options.get("num_experts") : nullptr) {
+      if (!isa<IntegerAttr>(count))
+        return callError(op) << "option num_experts " << count << " must be an integer";
+      total = cast<IntegerAttr>(count).getInt();
+    }
+    std::optional<ArrayRef<int16_t>> axesRef;
+    if (axes)
+      axesRef = ArrayRef<int16_t>(*axes);
+    return verifyExpertBlock(op, axesRef, total, experts, [op] { return callError(op); });
   }
 
   void checkConstraints(Operation *op, const KernelTarget &target,
@@ -113,7 +119,7 @@ public:
   LogicalResult inferResults(Operation *op, bool backward,
                              SmallVectorImpl<Type> &results) const override {
     // Forward (x, weights, ids, w1, w3, w2); backward (dy, ...the same).
-    unsigned x = backward ? 1 : 0;
+    unsigned x = inputOperand(backward);
     if (failed(expectOperandCount(op, x + 6)) || failed(expectTensor(op, x, "x", -1)) ||
         failed(expectTensor(op, x + 1, "weights", -1, true)) ||
         failed(expectTensor(op, x + 3, "w1", 3)) || failed(expectTensor(op, x + 4, "w3", 3)) ||
@@ -142,7 +148,7 @@ public:
   }
 
   double flops(Operation *op, bool backward) const override {
-    unsigned x = backward ? 1 : 0;
+    unsigned x = inputOperand(backward);
     auto w1 = typeOf(op->getOperand(x + 3));
     // A block of the experts takes its share of the pairs at a balanced load.
     double pairs = double(typeOf(op->getOperand(x + 2)).getNumElements());
@@ -157,9 +163,8 @@ public:
                                       backward, /*expertParallel=*/true);
   }
   void localize(Operation *clone, Operation *global, bool, ArrayRef<GridAxes> loops) const override {
-    // The expert loop is the first dimension of w1 (operand 3 of the
-    // forward, 4 of the backward).
-    unsigned w1 = isa<KernelOp>(global) ? 3 : 4;
+    // The expert loop is the first dimension of w1.
+    unsigned w1 = w1Operand(global);
     int64_t expertLoop = shardingRule(global, !isa<KernelOp>(global)).operands[w1][0];
     const GridAxes &axes = loops[expertLoop];
     if (axes.empty())
@@ -178,7 +183,7 @@ public:
     GridBlock block;
     for (Attribute a : axes)
       block.axes.push_back(int16_t(cast<IntegerAttr>(a).getInt()));
-    block.rows = typeOf(op->getOperand(isa<KernelOp>(op) ? 3 : 4)).getDimSize(0);
+    block.rows = typeOf(op->getOperand(w1Operand(op))).getDimSize(0);
     return block;
   }
 
@@ -217,7 +222,8 @@ public:
                                                      const KernelCheckShape &,
                                                      StringAttr fqn) const override {
     return {{GroupedExpertsOp::create(b, loc, in[0], in[1], in[2], in[3], in[4], in[5], fqn,
-                                      /*expert_axes=*/nullptr, /*num_experts=*/nullptr),
+                                      /*expert_axes=*/nullptr, /*num_experts=*/nullptr,
+                                      /*blocked=*/nullptr),
              "out"}};
   }
 

@@ -57,7 +57,11 @@ Grouping groupByExpert(const Tensor &experts, int64_t numExperts, ExpertShard sh
   if (shard.offset < 0 || shard.offset + numExperts > total)
     fail("grouped experts: a shard of {} experts at {} does not fit in {}", numExperts,
          shard.offset, total);
-  checkIds(experts, total, "expert id");
+  // -1 marks an unfilled row of a dispatch buffer: no expert.
+  for (int64_t i = 0, n = experts.numel(); i < n; ++i)
+    if (int64_t id = idAt(experts, i); id < -1 || id >= total)
+      fail("expert id {} at position {} is outside [0, {}) (or -1, an unfilled row)", id, i,
+           total);
   const int64_t pairs = experts.numel();
   // The local expert of pair i, or -1.
   auto local = [&](int64_t i) {
@@ -285,8 +289,7 @@ Tensor routerBackward(const Tensor &probs, const Tensor &experts, const Tensor &
 
 Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &experts,
                       const Tensor &w1, const Tensor &w3, const Tensor &w2, ExpertShard shard) {
-  const int64_t hidden = x.shape().back(), tokens = rowsOf(x),
-                topK = experts.shape().back();
+  const int64_t topK = experts.shape().back();
   Grouping g = groupByExpert(experts, w1.dim(0), shard);
   Tensor xs = gatherRows(x, g, topK, [](int64_t) { return 1.0f; });
   Tensor y = runExperts(xs, g, w1, w3, w2).y;
@@ -298,8 +301,8 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
                                            const Tensor &weights, const Tensor &experts,
                                            const Tensor &w1, const Tensor &w3,
                                            const Tensor &w2, ExpertShard shard) {
-  const int64_t hidden = x.shape().back(), tokens = rowsOf(x),
-                topK = experts.shape().back(), numExperts = w1.dim(0),
+  const int64_t hidden = x.shape().back(), topK = experts.shape().back(),
+                numExperts = w1.dim(0),
                 inter = w1.dim(1), pairs = experts.numel();
   Grouping g = groupByExpert(experts, numExperts, shard);
   const int64_t local = int64_t(g.pair.size());

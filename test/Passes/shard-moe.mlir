@@ -10,6 +10,8 @@
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" --kiln-partition | FileCheck %s --check-prefix=FSDP
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 ep=2" --kiln-partition | FileCheck %s --check-prefix=EP
 // RUN: kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-experts.json target=cpu log=false" --kiln-training --kiln-shard="dp-shard=2 ep=2" --kiln-partition | FileCheck %s --check-prefix=EPKERNEL
+// RUN: kiln-opt %s --kiln-expert-dispatch="groups=2 chunks=2" --kiln-training --kiln-shard="dp-shard=2 ep=2" --kiln-partition | FileCheck %s --check-prefix=A2A
+// RUN: not kiln-opt %s --kiln-expert-dispatch="groups=2" --kiln-training --kiln-shard="dp-shard=2 ep=2" --kiln-partition 2>&1 | FileCheck %s --check-prefix=A2ACHUNKS
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=2 ep=3" 2>&1 | FileCheck %s --check-prefix=BADEP
 // BADEP: kiln-shard: ep=3 must divide dp-shard=2
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=8 ep=8" 2>&1 | FileCheck %s --check-prefix=EPEXPERTS
@@ -166,3 +168,31 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // The stacks' gradients are the blocks' own: AdamW takes them as they are.
 // EPKERNEL-NOT: shard.reduce_scatter %[[B]]#2
 // EPKERNEL: kiln.adamw %[[W1]], %[[B]]#2,
+
+// EP2 with the all-to-all dispatcher: each rank places its own tokens' pairs
+// into a buffer [2 blocks, 6 rows, 8] (one chunk of 3 tokens x top-2, both
+// of a block's experts: dropless capacity 6), and one all-to-all per tensor
+// trades its block dimension for the chunks of the expert group's ranks:
+// [1 block, 12 rows] on each. The experts run on their block (no partial
+// sum to reduce-scatter), and their output goes back the same
+// way; the backward mirrors it and reuses the received rows. The stacks'
+// gradients are the blocks' own.
+// A2A-LABEL: func.func @train_step(
+// A2A-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// A2A: %[[ROWS:[^,]+]], %[[RW:[^,]+]], %[[RE:[^,]+]], %[[SLOTS:[^ ]+]] = kiln.expert_dispatch {{.*}}chunks = 1 : i64{{.*}} : (tensor<1x3x8xf32>, tensor<1x3x2xf32>, tensor<1x3x2xi64>) -> (tensor<2x6x8xf32>, tensor<2x6x1xf32>, tensor<2x6x1xi64>, tensor<1x3x2xi64>)
+// A2A-NEXT: %[[XR:.*]] = shard.all_to_all %[[ROWS]] on @grid grid_axes = [2] split_axis = 0 concat_axis = 1 : tensor<2x6x8xf32> -> tensor<1x12x8xf32>
+// A2A-NEXT: %[[XW:.*]] = shard.all_to_all %[[RW]] on @grid grid_axes = [2] split_axis = 0 concat_axis = 1 : tensor<2x6x1xf32> -> tensor<1x12x1xf32>
+// A2A-NEXT: %[[XE:.*]] = shard.all_to_all %[[RE]] on @grid grid_axes = [2] split_axis = 0 concat_axis = 1 : tensor<2x6x1xi64> -> tensor<1x12x1xi64>
+// A2A-NEXT: %[[OUT:.*]] = kiln.grouped_experts %[[XR]], %[[XW]], %[[XE]], %[[W1]], {{.*}} {blocked, expert_axes = array<i16: 2>, fqn = "layers.0.moe.experts", num_experts = 4 : i64}
+// A2A-NEXT: %[[BACK:.*]] = shard.all_to_all %[[OUT]] on @grid grid_axes = [2] split_axis = 1 concat_axis = 0 : tensor<1x12x8xf32> -> tensor<2x6x8xf32>
+// A2A-NEXT: kiln.expert_combine %[[SLOTS]], %[[BACK]] {chunks = 1 : i64
+// A2A: %[[DROWS:.*]] = kiln.expert_combine_backward %{{.*}}, %[[SLOTS]] {{.*}} -> tensor<2x6x8xf32>
+// A2A-NEXT: %[[XDY:.*]] = shard.all_to_all %[[DROWS]] on @grid grid_axes = [2] split_axis = 0 concat_axis = 1
+// A2A-NEXT: %[[DX:[^,]+]], %[[DW:[^,]+]], %[[DW1:[^,]+]], {{.*}} = kiln.grouped_experts_backward %[[XDY]], %[[XR]], %[[XW]], %[[XE]], %[[W1]]
+// A2A-NEXT: %[[BDX:.*]] = shard.all_to_all %[[DX]] on @grid grid_axes = [2] split_axis = 1 concat_axis = 0 : tensor<1x12x8xf32> -> tensor<2x6x8xf32>
+// A2A-NEXT: %[[BDW:.*]] = shard.all_to_all %[[DW]] on @grid grid_axes = [2] split_axis = 1 concat_axis = 0 : tensor<1x12x1xf32> -> tensor<2x6x1xf32>
+// A2A-NEXT: kiln.expert_dispatch_backward %[[SLOTS]], %[[BDX]], %[[BDW]] {chunks = 1 : i64
+// A2A-NOT: shard.reduce_scatter %[[DW1]]
+// A2A: kiln.adamw %[[W1]], %[[DW1]], {{.*}} -> (tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
+// One chunk for a batch split over 2 ranks: kiln-partition names the op.
+// A2ACHUNKS: 'kiln.expert_dispatch' op kiln-partition: its batch splits over 2 ranks, which do not divide its 1 token chunks

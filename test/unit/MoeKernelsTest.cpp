@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "kiln/Runtime/ExpertDispatchKernels.h"
 #include "kiln/Runtime/MoeKernels.h"
 
 #include <functional>
@@ -403,7 +404,13 @@ TEST(MoeKernelsTest, GroupedExpertsRejectsOutOfRangeExpertIds) {
   Tensor weights = randomTensor({2, 1, 2}, rng), dout = randomTensor(c.x.shape(), rng);
   expectError([&] { c.run(weights, idTensor({2, 1, 2}, {0, 1, 2, 4})); },
               {"expert id 4", "position 3", "[0, 4)"});
-  expectError([&] { c.run(weights, idTensor({2, 1, 2}, {-1, 1, 2, 3})); }, {"expert id -1"});
+  expectError([&] { c.run(weights, idTensor({2, 1, 2}, {-2, 1, 2, 3})); }, {"expert id -2"});
+  // -1 marks an unfilled row of a dispatch buffer: it contributes nothing.
+  Tensor ids = idTensor({2, 1, 2}, {-1, 1, 2, -1}), zeroed = weights;
+  zeroed = zeroed.to(DType::F32);
+  zeroed.mutableData<float>()[0] = zeroed.mutableData<float>()[3] = 0;
+  expectClose("out, unfilled rows", c.run(weights, ids),
+              c.reference(zeroed, idTensor({2, 1, 2}, {0, 1, 2, 0})));
   expectError(
       [&] {
         kernels::groupedExpertsBackward(dout, c.x, weights, idTensor({2, 1, 2}, {0, 9, 2, 3}),
@@ -507,6 +514,104 @@ TEST(MoeKernelsTest, LoadBalancingLossBackwardMatchesFiniteDifferences) {
       [&](const Vec &p) { return dloss * loadBalancingReference(p, ids, 4, 2); }, probs);
   expectClose("dprobs[0]", grads[0], Vec(fd.begin(), fd.begin() + 40));
   expectClose("dprobs[1]", grads[1], Vec(fd.begin() + 40, fd.end()));
+}
+
+// --- Token dispatcher (all-to-all expert parallelism) -------------------------
+
+/// The buffer's experts, then the combine: the dispatched layer.
+Tensor dispatchedExperts(const ExpertCase &c, const Tensor &weights, const Tensor &ids,
+                         kernels::DispatchLayout layout) {
+  kernels::DispatchOutputs d = kernels::expertDispatch(c.x, weights, ids, layout, c.d.experts);
+  Tensor out = kernels::groupedExperts(d.rows, d.rowWeights, d.rowExperts, c.w1, c.w3, c.w2);
+  return kernels::expertCombine(d.slots, out, layout.chunks);
+}
+
+TEST(MoeKernelsTest, DroplessDispatchMatchesTheExpertsReference) {
+  std::mt19937 rng(41);
+  ExpertCase c(kDims, rng);
+  kernels::RouterOutputs r = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  // 5 tokens per chunk, at most min(k, 2 experts per block) = 2 pairs each.
+  for (int64_t groups : {1, 2, 4}) {
+    SCOPED_TRACE("groups " + std::to_string(groups));
+    kernels::DispatchLayout layout{groups, 2, 5 * std::min<int64_t>(2, 4 / groups)};
+    expectClose("out", dispatchedExperts(c, r.weights, r.experts, layout),
+                c.reference(r.weights, r.experts));
+  }
+}
+
+TEST(MoeKernelsTest, DispatchDropsPairsBeyondCapacityLaterChoicesFirst) {
+  std::mt19937 rng(42);
+  ExpertCase c(kDims, rng);
+  Tensor weights = randomTensor({2, 5, 2}, rng);
+  // Chunk 0 sends 7 pairs to block 0 (experts 0, 1) and chunk 1 eight to
+  // block 1: a capacity of 4 keeps their first choices and drops 3 + 4
+  // second ones.
+  std::vector<int64_t> ids = {0, 1, 0, 2, 1, 0, 0, 3, 2, 0, //
+                              3, 2, 2, 3, 3, 2, 2, 3, 1, 0};
+  Tensor idT = idTensor({2, 5, 2}, ids);
+  kernels::DispatchLayout layout{2, 2, 4};
+  kernels::DispatchOutputs d = kernels::expertDispatch(c.x, weights, idT, layout, 4);
+  // Independently: count each chunk's pairs per block, slot-major.
+  std::vector<int64_t> keptIds(ids.size()), dropped;
+  Vec kept = toDoubles(weights);
+  for (int64_t s = 0; s < 2; ++s) {
+    int64_t filled[2] = {0, 0};
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t t = s * 5; t < s * 5 + 5; ++t) {
+        int64_t p = t * 2 + j, g = ids[p] / 2;
+        keptIds[p] = ids[p];
+        if (filled[g]++ >= layout.capacity) {
+          kept[p] = 0; // dropped: as if routed with no weight
+          dropped.push_back(p);
+        }
+      }
+  }
+  std::sort(dropped.begin(), dropped.end());
+  EXPECT_EQ(dropped, (std::vector<int64_t>{1, 5, 9, 11, 13, 15, 17}));
+  std::vector<int64_t> slots = idsOf(d.slots), droppedSlots;
+  for (size_t p = 0; p < slots.size(); ++p)
+    if (slots[p] < 0)
+      droppedSlots.push_back(int64_t(p));
+  EXPECT_EQ(droppedSlots, dropped);
+  Tensor keptWeights(DType::F32, {2, 5, 2});
+  for (size_t i = 0; i < kept.size(); ++i)
+    keptWeights.mutableData<float>()[i] = float(kept[i]);
+  expectClose("out", dispatchedExperts(c, weights, idT, layout),
+              c.reference(keptWeights, idTensor({2, 5, 2}, keptIds)));
+}
+
+// The backward ops are the adjoints of the (linear) placement and sum:
+// <f(a), b> = <a, f^T(b)> for random a and b, slots held fixed.
+TEST(MoeKernelsTest, DispatchBackwardOpsAreAdjoints) {
+  std::mt19937 rng(43);
+  ExpertCase c(kDims, rng);
+  kernels::RouterOutputs r = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  kernels::DispatchLayout layout{2, 2, 3}; // some pairs dropped
+  kernels::DispatchOutputs d = kernels::expertDispatch(c.x, r.weights, r.experts, layout, 4);
+  std::vector<int64_t> slots = idsOf(d.slots);
+  ASSERT_GT(std::count(slots.begin(), slots.end(), -1), 0);
+
+  Tensor rows = randomTensor(d.rows.shape(), rng), dy = randomTensor(c.x.shape(), rng);
+  double lhs = dot(toDoubles(kernels::expertCombine(d.slots, rows, 2)), toDoubles(dy));
+  double rhs = dot(toDoubles(rows), toDoubles(kernels::expertCombineBackward(dy, d.slots, layout)));
+  EXPECT_NEAR(lhs, rhs, 1e-4 * std::max(1.0, std::abs(lhs)));
+
+  Tensor dRows = randomTensor(d.rows.shape(), rng), dRowW = randomTensor(d.rowWeights.shape(), rng);
+  auto [dx, dw] = kernels::expertDispatchBackward(d.slots, dRows, dRowW, 2);
+  double forward = dot(toDoubles(d.rows), toDoubles(dRows)) +
+                   dot(toDoubles(d.rowWeights), toDoubles(dRowW));
+  double backward = dot(toDoubles(c.x), toDoubles(dx)) + dot(toDoubles(r.weights), toDoubles(dw));
+  EXPECT_NEAR(forward, backward, 1e-4 * std::max(1.0, std::abs(forward)));
+}
+
+TEST(MoeKernelsTest, DispatchRejectsChunksThatDoNotSplitTheBatch) {
+  std::mt19937 rng(44);
+  ExpertCase c(kDims, rng);
+  kernels::RouterOutputs r = kernels::router(randomTensor({2, 5, 4}, rng, 2.0f), 2, true);
+  expectError([&] { kernels::expertDispatch(c.x, r.weights, r.experts, {2, 3, 4}, 4); },
+              {"3 chunks", "[2, 5, 2]"});
+  expectError([&] { kernels::expertDispatch(c.x, r.weights, r.experts, {3, 2, 4}, 4); },
+              {"3 groups", "4 experts"});
 }
 
 } // namespace

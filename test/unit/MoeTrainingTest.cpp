@@ -92,13 +92,15 @@ TEST(MoeTrainingTest, GradientsMatchTransformers) {
 // The weights' tolerance is the tightest float32 allows here: a few
 // gradients sit near AdamW's eps (|g| ~ 3e-9 for 1e-8), where the update's
 // sensitivity lr * eps / (|g| + eps)^2 turns 1e-10 of rounding in g into
-// ~5e-6 per step. Kiln lands at 8.4e-6 (summing each expert's tokens in
-// HF's order; in token order it was 1.2e-5).
+// ~5e-6 per step. Kiln lands at 8.4e-6 on one thread or an AVX2 machine
+// (summing each expert's tokens in HF's order; in token order it was
+// 1.2e-5) and at 1.07e-5 on two threads of an AVX-512 one (OpenBLAS's other
+// GEMM kernels round differently): 2e-5, as for FSDP2 x TP2 in train-moe.test.
 TEST(MoeTrainingTest, FiveStepsMatchTransformersAndAdamW) {
   Trainer trainer(fixtureConfig());
   expectFiveSteps(trainer, "expected.json", false);
   auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
-  EXPECT_LT(maxDiff(trainer.parameters(), *want), 1e-5);
+  EXPECT_LT(maxDiff(trainer.parameters(), *want), 2e-5);
 }
 
 TEST(MoeTrainingTest, FiveStepsWithRouterAuxLossMatchTransformers) {

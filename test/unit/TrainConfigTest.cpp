@@ -116,6 +116,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
              "save_validation_tokens": ""},
     "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
                     "tensor_parallel_degree": 1, "expert_parallel_degree": 1,
+                    "expert_dispatch": "all_gather", "expert_capacity_factor": 0.0,
                     "enable_sequence_parallel": true,
                     "fsdp_reshard_after_forward": "default", "world_size": 0},
     "override": {"rules": [], "files": []},
@@ -378,9 +379,25 @@ TEST(ParallelLayout, ExpertParallelismBorrowsFromTheShardDegree) {
   EXPECT_EQ(l.axisNames(), (std::vector<std::string>{"dp_replicate", "dp_shard", "ep", "tp"}));
   EXPECT_EQ(l.dataParallelDegree(), 8); // ep ranks see different tokens
   EXPECT_EQ(resolve(moe, {}, 8).axisNames().size(), 3u);
+  EXPECT_EQ(l.expertsSummary(), "experts over ep 2 of dp_shard");
+  EXPECT_EQ(resolve(moe, {}, 8).expertsSummary(), "");
+  ParallelLayout a2a = resolve(moe, {"--parallelism.expert_parallel_degree=2",
+                                     "--parallelism.expert_dispatch=all_to_all",
+                                     "--parallelism.expert_capacity_factor=1.25"},
+                               8);
+  EXPECT_EQ(a2a.expertDispatch, "all_to_all");
+  EXPECT_EQ(a2a.capacityFactor, 1.25);
+  EXPECT_EQ(a2a.expertsSummary(), "experts over ep 2 of dp_shard, tokens to the experts by "
+                                  "all-to-all (capacity factor 1.25)");
 
   expectError([&] { resolve(layoutModel(), {"--parallelism.expert_parallel_degree=2"}, 4); },
               {"expert_parallel_degree=2", "MoE model", "no expert layers"});
+  expectError([&] { resolve(layoutModel(), {"--parallelism.expert_dispatch=all_to_all"}, 1); },
+              {"expert_dispatch=all_to_all", "MoE model"});
+  expectError([&] { resolve(moe, {"--parallelism.expert_dispatch=ragged"}, 1); },
+              {"parallelism.expert_dispatch", "all_gather", "all_to_all"});
+  expectError([&] { resolve(moe, {"--parallelism.expert_capacity_factor=-1"}, 1); },
+              {"parallelism.expert_capacity_factor", ">= 0"});
   expectError([&] { resolve(moe, {"--parallelism.expert_parallel_degree=4"}, 6); },
               {"expert_parallel_degree=4 must divide data_parallel_shard_degree=6"});
   moe.numExperts = 6;

@@ -27,11 +27,19 @@ struct ParallelLayout {
   /// Sequence parallelism in effect: enabled and tp > 1.
   bool sequenceParallel = false;
   std::string reshardAfterForward = "default";
+  /// MoE token dispatch: "all_gather" or "all_to_all" (kiln-expert-dispatch,
+  /// with `capacityFactor`, 0 dropping nothing).
+  std::string expertDispatch = "all_gather";
+  double capacityFactor = 0;
 
   /// The grid axes, in order, and their sizes.
   std::vector<std::string> axisNames() const;
   std::vector<int64_t> shape() const;
   int64_t worldSize() const { return dpReplicate * dpShard * tp; }
+  /// How the experts are laid out, for reports: "experts over ep 2 of
+  /// dp_shard" and, with the all-to-all dispatcher, how tokens reach them;
+  /// empty when neither applies.
+  std::string expertsSummary() const;
   /// Ranks that see different data: dp_replicate x dp_shard.
   int64_t dataParallelDegree() const { return dpReplicate * dpShard; }
 

@@ -126,6 +126,14 @@ struct TrainConfig {
     /// MoE experts split over this many of the data_parallel_shard_degree
     /// ranks (torchtitan's expert_parallel_degree: EP borrows from dp_shard).
     int64_t expertParallelDegree = 1;
+    /// How tokens reach the experts of other ranks: "all_gather" (every
+    /// rank of the expert group computes its experts over the group's
+    /// tokens) or "all_to_all" (kiln-expert-dispatch's capacity buffer,
+    /// exchanged by all-to-all).
+    std::string expertDispatch = "all_gather";
+    /// all_to_all's capacity per block and token chunk, as a multiple of an
+    /// even share of the pairs (GShard's capacity factor); 0 drops nothing.
+    double expertCapacityFactor = 0;
     bool enableSequenceParallel = true;   ///< applies when tp > 1
     std::string fsdpReshardAfterForward = "default"; ///< "default", "always", "never"
     int64_t worldSize = 0; ///< compile-only runs; 0: the launcher's (1 without MPI)

@@ -74,6 +74,11 @@ void run(shard::AllReduceOp op, const ExecutionContext &context, In in, Out &out
                     .allReduce(std::move(in[0]), axesOf(op.getGridAxes()),
                                reductionOf(op.getReduction())));
 }
+void run(shard::AllToAllOp op, const ExecutionContext &context, In in, Out &out) {
+  out.push_back(gridFor(op, context)
+                    .allToAll(in[0], axesOf(op.getGridAxes()), op.getSplitAxis().getSExtValue(),
+                              op.getConcatAxis().getSExtValue()));
+}
 void run(shard::AllSliceOp op, const ExecutionContext &context, In in, Out &out) {
   out.push_back(gridFor(op, context)
                     .slice(in[0], axesOf(op.getGridAxes()), op.getSliceAxis().getSExtValue()));
@@ -92,6 +97,7 @@ void attachAll(MLIRContext *context, shard::ShardDialect *) {
   shard::ReduceScatterOp::attachInterface<CollectiveKernel<shard::ReduceScatterOp>>(*context);
   shard::AllReduceOp::attachInterface<CollectiveKernel<shard::AllReduceOp>>(*context);
   shard::AllSliceOp::attachInterface<CollectiveKernel<shard::AllSliceOp>>(*context);
+  shard::AllToAllOp::attachInterface<CollectiveKernel<shard::AllToAllOp>>(*context);
 }
 
 } // namespace

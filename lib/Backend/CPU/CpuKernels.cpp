@@ -13,6 +13,7 @@
 #include "kiln/Support/Error.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Runtime/BackwardKernels.h"
+#include "kiln/Runtime/ExpertDispatchKernels.h"
 #include "kiln/Runtime/Kernels.h"
 #include "kiln/Runtime/LossParallel.h"
 #include "kiln/Runtime/LrSchedule.h"
@@ -134,13 +135,17 @@ const CpuKernelImpl &cpuImpl(Operation *op, const KernelSpec &spec) {
 /// computes one (KernelSpec::gridBlock), as an i32 scalar after them.
 template <typename OpT> void runKernel(OpT op, const Context &ctx, In in, Out &out) {
   const KernelSpec &spec = op.getSpec();
-  std::vector<Tensor> operands(in.begin(), in.end());
+  // A call on a block of a split also takes the block's first row.
+  In operands = in;
+  std::vector<Tensor> withBlock;
   if (std::optional<GridBlock> block = spec.gridBlock(op)) {
+    withBlock.assign(in.begin(), in.end());
     Tensor first(DType::I32, {});
     *first.mutableData<int32_t>() =
         int32_t(blockOfSplit(op, ctx, ArrayRef<int16_t>(block->axes), block->rows,
                              "a kernel's block of a split").first);
-    operands.push_back(first);
+    withBlock.push_back(first);
+    operands = withBlock;
   }
   if constexpr (std::is_same_v<OpT, KernelOp>)
     cpuImpl(op, spec).runForward(op.getOptions(), operands, out);
@@ -265,6 +270,25 @@ void run(GroupedExpertsBackwardOp op, const Context &ctx, In in, Out &out) {
       in[0], in[1], in[2], in[3], in[4], in[5], in[6], expertShard(op, ctx));
   out.append({g.x, g.weights, g.w1, g.w3, g.w2});
 }
+void run(ExpertDispatchOp op, const Context &, In in, Out &out) {
+  kernels::DispatchOutputs d = kernels::expertDispatch(
+      in[0], in[1], in[2],
+      {int64_t(op.getGroups()), int64_t(op.getChunks()), int64_t(op.getCapacity())},
+      int64_t(op.getNumExperts()));
+  out.append({d.rows, d.rowWeights, d.rowExperts, d.slots});
+}
+void run(ExpertCombineOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::expertCombine(in[0], in[1], int64_t(op.getChunks())));
+}
+void run(ExpertDispatchBackwardOp op, const Context &, In in, Out &out) {
+  auto [dx, dw] = kernels::expertDispatchBackward(in[0], in[1], in[2], int64_t(op.getChunks()));
+  out.append({dx, dw});
+}
+void run(ExpertCombineBackwardOp op, const Context &, In in, Out &out) {
+  out.push_back(kernels::expertCombineBackward(
+      in[0], in[1],
+      {int64_t(op.getGroups()), int64_t(op.getChunks()), int64_t(op.getCapacity())}));
+}
 void run(LoadBalancingLossBackwardOp op, const Context &, In in, Out &out) {
   for (Tensor &grad : kernels::loadBalancingLossBackward(
            in[0], slice(in, 1, in.size() - 1), int64_t(op.getNumExperts())))
@@ -340,6 +364,8 @@ void attachAll(MLIRContext *context, KilnDialect *) {
   attach<RouterOp, GroupedExpertsOp, LoadBalancingLossOp, ScaleOp, ExpertBiasUpdateOp,
          RouterBackwardOp,
          GroupedExpertsBackwardOp, LoadBalancingLossBackwardOp>(context);
+  attach<ExpertDispatchOp, ExpertCombineOp, ExpertDispatchBackwardOp, ExpertCombineBackwardOp>(
+      context);
   attach<GlobalNormOp, SqrtOp, ClipCoefOp, LrScheduleOp, AdamWOp, NextStepOp>(context);
   attach<VocabParallelMaxOp, VocabParallelStatsOp, VocabParallelLossOp,
          VocabParallelLossBackwardOp>(context);

@@ -261,6 +261,43 @@ Tensor DeviceGrid::reduceScatter(const Tensor &full, const std::vector<int16_t> 
   return out;
 }
 
+Tensor DeviceGrid::allToAll(const Tensor &local, const std::vector<int16_t> &axes,
+                            int64_t splitDim, int64_t concatDim) {
+  int64_t n = groupSize(axes);
+  Blocks split = blocksOf(local.shape(), splitDim, n);
+  Shape block = local.shape();
+  block[splitDim] /= n;
+  if (concatDim < 0 || concatDim >= int64_t(block.size()))
+    fail("all_to_all concat dimension {} is outside a tensor of rank {}", concatDim,
+         block.size());
+  Shape shape = block;
+  shape[concatDim] *= n;
+  Blocks concat = blocksOf(shape, concatDim, n);
+  size_t elt = dtypeSize(local.dtype());
+  int64_t blockBytes = numElements(block) * int64_t(elt);
+  // Member r's block contiguous at r: [outer pieces of `inner` elements].
+  std::vector<char> send(size_t(n * blockBytes)), recv(send.size());
+  const char *src = static_cast<const char *>(local.rawData());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < split.outer; ++o)
+      std::memcpy(send.data() + r * blockBytes + o * split.inner * elt,
+                  src + ((o * n + r) * split.inner) * elt, split.inner * elt);
+  if (n == 1)
+    recv.swap(send);
+  else
+    MPI_Alltoall(send.data(), int(blockBytes), MPI_BYTE, recv.data(), int(blockBytes), MPI_BYTE,
+                 *static_cast<MPI_Comm *>(comm(axes)));
+  count(axes, blockBytes * (n - 1));
+  // Block q lands at position q along the concatenated dimension.
+  Tensor out = Tensor::uninitialized(local.dtype(), shape);
+  char *dst = out.mutableData<char>();
+  for (int64_t q = 0; q < n; ++q)
+    for (int64_t o = 0; o < concat.outer; ++o)
+      std::memcpy(dst + ((o * n + q) * concat.inner) * elt,
+                  recv.data() + q * blockBytes + o * concat.inner * elt, concat.inner * elt);
+  return out;
+}
+
 std::vector<int16_t> DeviceGrid::allAxes() const {
   std::vector<int16_t> axes(coords_.size());
   for (size_t a = 0; a < axes.size(); ++a)

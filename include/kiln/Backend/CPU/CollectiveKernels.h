@@ -6,7 +6,8 @@
 
 namespace kiln {
 /// Attaches CpuKernelOpInterface to upstream shard.all_gather,
-/// reduce_scatter, all_reduce and all_slice (run on ExecutionContext::grid).
+/// reduce_scatter, all_reduce, all_to_all and all_slice (run on
+/// ExecutionContext::grid).
 void registerCollectiveKernels(mlir::DialectRegistry &registry);
 } // namespace kiln
 

@@ -75,6 +75,11 @@ public:
                        Reduction reduction);
   /// Reduces `value` over the group; every member gets the result.
   Tensor allReduce(Tensor value, const std::vector<int16_t> &axes, Reduction reduction);
+  /// Splits `local` along `splitDim` into one block per group member, sends
+  /// member r its block r, and concatenates the received blocks along
+  /// `concatDim` in member order.
+  Tensor allToAll(const Tensor &local, const std::vector<int16_t> &axes, int64_t splitDim,
+                  int64_t concatDim);
   /// This rank's block of `full` along `dim` (no communication).
   Tensor slice(const Tensor &full, const std::vector<int16_t> &axes, int64_t dim) const;
 

@@ -14,12 +14,6 @@ using namespace kiln::detail;
 
 namespace {
 
-SmallVector<int64_t> withLast(ArrayRef<int64_t> shape, int64_t last) {
-  SmallVector<int64_t> out(shape);
-  out.back() = last;
-  return out;
-}
-
 /// router / router_backward: probs-like [..., E] and the ids [..., k] share
 /// their leading shape, with 1 <= k <= E.
 template <typename OpT>
@@ -66,6 +60,11 @@ LogicalResult checkExperts(std::optional<Location> loc, AdaptorT adaptor) {
   if (w2.getDimSize(0) != e || w2.getDimSize(1) != hidden || w2.getDimSize(2) != inter)
     return shapeError<OpT>(loc, fqn, "w2 ", w2, " must be [experts, hidden, inter] = [", e, ", ",
                            hidden, ", ", inter, "]");
+  // A blocked input's first dimension indexes blocks of the stacks' experts.
+  if (adaptor.getBlocked() && (x.getRank() < 2 || e % x.getDimSize(0)))
+    return shapeError<OpT>(loc, fqn, "a blocked input ", x,
+                           " must be [blocks, ..., hidden] with blocks dividing the ", e,
+                           " experts of the stacks");
   // Under expert parallelism the stacks are a block of num_experts.
   if (auto total = adaptor.getNumExperts())
     e = std::max<int64_t>(e, int64_t(*total));
@@ -132,25 +131,21 @@ LogicalResult GroupedExpertsOp::inferReturnTypes(MLIRContext *, std::optional<Lo
 }
 
 /// The expert-parallel attributes of a grouped experts op (forward or
-/// backward): both or neither; num_experts a multiple of the local stack.
+/// backward).
 template <typename OpT> static LogicalResult verifyExpertShard(OpT op) {
-  if (failed(verifyGridAxes(op, op.getExpertAxes(), "expert_axes")))
-    return failure();
-  if (op.getExpertAxes().has_value() != op.getNumExperts().has_value())
-    return op.emitOpError() << "(fqn '" << op.getFqn()
-                            << "'): expert_axes and num_experts go together";
-  int64_t local = op.getW1().getType().getDimSize(0);
-  int64_t total = op.getNumExperts() ? int64_t(*op.getNumExperts()) : local;
-  if (total < local || total % local)
-    return op.emitOpError() << "(fqn '" << op.getFqn() << "'): num_experts " << total
-                            << " is not a multiple of the " << local << " experts of the stacks";
-  return success();
+  std::optional<int64_t> total;
+  if (auto n = op.getNumExperts())
+    total = int64_t(*n);
+  return verifyExpertBlock(op, op.getExpertAxes(), total, op.getW1().getType().getDimSize(0),
+                           [&] { return op.emitOpError() << "(fqn '" << op.getFqn() << "'): "; });
 }
 
-/// The share of routed pairs a rank's experts take at a balanced load.
+/// The share of routed pairs a rank's experts take at a balanced load. A
+/// blocked input holds only the rank's own pairs, and its capacity is what
+/// a static-shape kernel computes: every row counts.
 template <typename OpT> static double localPairs(OpT op) {
   double pairs = double(op.getExperts().getType().getNumElements());
-  if (auto total = op.getNumExperts())
+  if (auto total = op.getNumExperts(); total && !op.getBlocked())
     return pairs * double(op.getW1().getType().getDimSize(0)) / double(*total);
   return pairs;
 }

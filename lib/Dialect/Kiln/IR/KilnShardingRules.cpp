@@ -365,7 +365,15 @@ struct ExpertLoops {
   Map lead;
   int64_t h, e, i, k;
 };
-static ExpertLoops expertLoops(ShardingRule &rule, int64_t inputRank, bool expertParallel) {
+static ExpertLoops expertLoops(ShardingRule &rule, int64_t inputRank, bool expertParallel,
+                               bool blocked) {
+  if (blocked) { // the input's first dimension is the experts' loop: rows of
+                 // block g meet only block g's experts
+    int64_t e = rule.loop(expertParallel);
+    Map lead = concat({e}, loops(rule, inputRank - 2));
+    int64_t h = rule.loop(false), i = rule.loop(), k = rule.loop(false);
+    return {lead, h, e, i, k};
+  }
   Map lead = loops(rule, inputRank - 1);
   int64_t h = rule.loop(false), e = rule.loop(expertParallel), i = rule.loop(),
           k = rule.loop(false);
@@ -373,30 +381,82 @@ static ExpertLoops expertLoops(ShardingRule &rule, int64_t inputRank, bool exper
 }
 
 ShardingRule kiln::groupedExpertsShardingRule(int64_t inputRank, bool backward,
-                                              bool expertParallel) {
+                                              bool expertParallel, bool blocked) {
   ShardingRule rule;
-  auto [lead, h, e, i, k] = expertLoops(rule, inputRank, expertParallel);
+  auto [lead, h, e, i, k] = expertLoops(rule, inputRank, expertParallel, blocked);
   Map slots = concat(lead, {k}), x = concat(lead, {h});
+  // Sums over the experts, unless the tokens' dimension is theirs.
+  Map overExperts = blocked ? Map{i} : Map{i, e};
+  Map tokens(blocked ? ArrayRef<int64_t>(lead).drop_front() : ArrayRef<int64_t>(lead));
   if (!backward) {
     rule.operands = {x, slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
     rule.results = {x};
-    rule.reductions = {{i, e}};
+    rule.reductions = {overExperts};
     return rule;
   }
   rule.operands = {x, x, slots, slots, {e, i, h}, {e, i, h}, {e, h, i}};
   rule.results = {x, slots, {e, i, h}, {e, i, h}, {e, h, i}};
   // dx and the routing weights' gradient sum over the intermediate features
   // and the experts; the expert weights' gradients sum over the tokens.
-  rule.reductions = {{i, e}, {i, e}, lead, lead, lead};
+  rule.reductions = {overExperts, overExperts, tokens, tokens, tokens};
   return rule;
 }
 
 ShardingRule GroupedExpertsOp::getShardingRule() {
-  return groupedExpertsShardingRule(rankOf(getInput()), /*backward=*/false);
+  return groupedExpertsShardingRule(rankOf(getInput()), /*backward=*/false,
+                                    /*expertParallel=*/true, getBlocked());
 }
 
 ShardingRule GroupedExpertsBackwardOp::getShardingRule() {
-  return groupedExpertsShardingRule(rankOf(getInput()), /*backward=*/true);
+  return groupedExpertsShardingRule(rankOf(getInput()), /*backward=*/true,
+                                    /*expertParallel=*/true, getBlocked());
+}
+
+/// The token dispatcher: the tokens split on their batch dimension (whole
+/// rows of chunks), the buffer's chunk dimension with them; its block
+/// dimension stays whole (kiln-partition exchanges it for the chunks with an
+/// all-to-all before the experts). Other token dimensions, hidden, the k
+/// slots and the blocks stay whole.
+struct DispatchLoops {
+  Map tokens, slots, x, buffer, perRow;
+};
+static DispatchLoops dispatchLoops(ShardingRule &rule, int64_t tokenRank) {
+  int64_t b = rule.loop();
+  Map lead = concat({b}, loops(rule, tokenRank - 2, /*canSplit=*/false));
+  int64_t h = rule.loop(false), k = rule.loop(false), g = rule.loop(false);
+  return {lead, concat(lead, {k}), concat(lead, {h}), {g, b, h}, {g, b, -1}};
+}
+
+ShardingRule ExpertDispatchOp::getShardingRule() {
+  ShardingRule rule;
+  DispatchLoops l = dispatchLoops(rule, rankOf(getExperts()));
+  rule.operands = {l.x, l.slots, l.slots};
+  rule.results = {l.buffer, l.perRow, l.perRow, l.slots};
+  return rule;
+}
+
+ShardingRule ExpertCombineOp::getShardingRule() {
+  ShardingRule rule;
+  DispatchLoops l = dispatchLoops(rule, rankOf(getSlots()));
+  rule.operands = {l.slots, l.buffer};
+  rule.results = {l.x};
+  return rule;
+}
+
+ShardingRule ExpertDispatchBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  DispatchLoops l = dispatchLoops(rule, rankOf(getSlots()));
+  rule.operands = {l.slots, l.buffer, l.perRow};
+  rule.results = {l.x, l.slots};
+  return rule;
+}
+
+ShardingRule ExpertCombineBackwardOp::getShardingRule() {
+  ShardingRule rule;
+  DispatchLoops l = dispatchLoops(rule, rankOf(getSlots()));
+  rule.operands = {l.x, l.slots};
+  rule.results = {l.buffer};
+  return rule;
 }
 
 // The loss multiplies two sums over all tokens of all layers: not a sum of

@@ -144,9 +144,34 @@ LogicalResult GroupedExpertsOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
   auto bwd = GroupedExpertsBackwardOp::create(b, getLoc(), gradOut[0], getInput(), getWeights(),
                                               getExperts(), getW1(), getW3(), getW2(),
                                               getFqnAttr(), getExpertAxesAttr(),
-                                              getNumExpertsAttr());
+                                              getNumExpertsAttr(), getBlockedAttr());
   gradIn.append({bwd.getInputGrad(), bwd.getWeightsGrad(), nullptr, bwd.getW1Grad(),
                  bwd.getW3Grad(), bwd.getW2Grad()});
+  return success();
+}
+
+LogicalResult ExpertDispatchOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                                         SmallVectorImpl<Value> &gradIn) {
+  if (gradOut[2] || gradOut[3])
+    return emitOpError() << "(fqn '" << getFqn()
+                         << "'): the dispatch's expert ids and slots have a cotangent, but "
+                            "placement is not differentiable";
+  Operation *op = getOperation();
+  auto bwd = ExpertDispatchBackwardOp::create(
+      b, getLoc(), getSlots(), gradOrZeros(b, op, gradOut[0], getRows()),
+      gradOrZeros(b, op, gradOut[1], getRowWeights()), getChunksAttr(), getFqnAttr());
+  gradIn.append({bwd.getInputGrad(), bwd.getWeightsGrad(), nullptr});
+  return success();
+}
+
+LogicalResult ExpertCombineOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
+                                        SmallVectorImpl<Value> &gradIn) {
+  auto rows = getRows().getType();
+  int64_t chunks = int64_t(getChunks());
+  gradIn.push_back(nullptr);
+  gradIn.push_back(ExpertCombineBackwardOp::create(
+      b, getLoc(), gradOut[0], getSlots(), b.getI64IntegerAttr(rows.getDimSize(0)),
+      getChunksAttr(), b.getI64IntegerAttr(rows.getDimSize(1) / chunks), getFqnAttr()));
   return success();
 }
 

@@ -16,20 +16,10 @@ using namespace kiln::detail;
 
 LogicalResult kiln::detail::verifyGridAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes,
                                            StringRef attrName) {
-  if (!axes)
-    return success();
-  StringRef fqn = op->getAttrOfType<StringAttr>("fqn").getValue();
-  size_t gridRank = gridAxisNames(op).size();
-  for (auto [i, axis] : llvm::enumerate(*axes)) {
-    if (axis < 0 || (gridRank && size_t(axis) >= gridRank))
-      return op->emitOpError() << "(fqn '" << fqn << "'): " << attrName << " entry " << axis
-                               << " is not an axis of the grid"
-                               << (gridRank ? " (" + std::to_string(gridRank) + " axes)" : "");
-    if (llvm::is_contained(axes->take_front(i), axis))
-      return op->emitOpError() << "(fqn '" << fqn << "'): " << attrName << " names axis " << axis
-                               << " twice";
-  }
-  return success();
+  return kiln::verifyGridAxes(op, axes, attrName, [op] {
+    return op->emitOpError() << "(fqn '" << op->getAttrOfType<StringAttr>("fqn").getValue()
+                             << "'): ";
+  });
 }
 
 namespace {

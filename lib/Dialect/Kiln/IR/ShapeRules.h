@@ -34,6 +34,13 @@ inline RankedTensorType withShape(RankedTensorType type, ArrayRef<int64_t> shape
   return RankedTensorType::get(shape, type.getElementType());
 }
 
+/// `shape` with its last dimension replaced by `last`.
+inline SmallVector<int64_t> withLast(ArrayRef<int64_t> shape, int64_t last) {
+  SmallVector<int64_t> out(shape);
+  out.back() = last;
+  return out;
+}
+
 inline int64_t leadingElements(RankedTensorType type) {
   return type.getRank() == 0 ? 1 : type.getNumElements() / type.getShape().back();
 }

@@ -222,3 +222,32 @@ SmallVector<std::string> gridAxisNames(Operation *op) {
 }
 
 } // namespace kiln
+
+LogicalResult kiln::verifyGridAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes,
+                                   StringRef attrName, DiagnosticFn error) {
+  if (!axes)
+    return success();
+  size_t gridRank = gridAxisNames(op).size();
+  for (auto [i, axis] : llvm::enumerate(*axes)) {
+    if (axis < 0 || (gridRank && size_t(axis) >= gridRank))
+      return error() << attrName << " entry " << axis << " is not an axis of the grid"
+                     << (gridRank ? " (" + std::to_string(gridRank) + " axes)" : "");
+    if (llvm::is_contained(axes->take_front(i), axis))
+      return error() << attrName << " names axis " << axis << " twice";
+  }
+  return success();
+}
+
+LogicalResult kiln::verifyExpertBlock(Operation *op, std::optional<ArrayRef<int16_t>> axes,
+                                      std::optional<int64_t> numExperts, int64_t localExperts,
+                                      DiagnosticFn error) {
+  if (failed(verifyGridAxes(op, axes, "expert_axes", error)))
+    return failure();
+  if (axes.has_value() != numExperts.has_value())
+    return error() << "expert_axes and num_experts go together";
+  int64_t total = numExperts.value_or(localExperts);
+  if (total < localExperts || total % localExperts)
+    return error() << "num_experts " << total << " is not a multiple of the " << localExperts
+                   << " experts of the stacks";
+  return success();
+}

@@ -81,8 +81,15 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
     coordinate over those grid axes; pairs routed to experts held elsewhere
     contribute nothing (the result is a partial sum over the axes).
 
+    `blocked` (kiln.expert_dispatch's buffer): input's first dimension
+    indexes contiguous blocks of the experts, and its rows are routed only
+    to their block's experts, so the experts split with that dimension and
+    nothing is summed over them. An expert id of -1 marks an unfilled row:
+    it contributes nothing.
+
     The cost counts only routed tokens (`tokens * k`, the active FLOPs; under
-    expert parallelism the rank's share of them at a balanced load);
+    expert parallelism the rank's share of them at a balanced load; blocked,
+    every row of the buffer, its capacity);
     `getPeakGroupFlops` is the busiest expert's share under the worst load
     (every token routed to it).
 
@@ -99,7 +106,7 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
                        Kiln_IdTensor:$experts, Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3,
                        Kiln_FloatTensor:$w2, StrAttr:$fqn,
                        OptionalAttr<DenseI16ArrayAttr>:$expert_axes,
-                       OptionalAttr<I64Attr>:$num_experts);
+                       OptionalAttr<I64Attr>:$num_experts, UnitAttr:$blocked);
   let results = (outs Kiln_FloatTensor:$result);
   let hasVerifier = 1;
   let extraClassDeclaration = !strconcat([{
@@ -202,7 +209,7 @@ def Kiln_GroupedExpertsBackwardOp : Kiln_BackwardOp<"grouped_experts_backward",
                        Kiln_F32Tensor:$weights, Kiln_IdTensor:$experts,
                        Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3, Kiln_FloatTensor:$w2,
                        StrAttr:$fqn, OptionalAttr<DenseI16ArrayAttr>:$expert_axes,
-                       OptionalAttr<I64Attr>:$num_experts);
+                       OptionalAttr<I64Attr>:$num_experts, UnitAttr:$blocked);
   let hasVerifier = 1;
   let results = (outs Kiln_FloatTensor:$input_grad, Kiln_F32Tensor:$weights_grad,
                       Kiln_FloatTensor:$w1_grad, Kiln_FloatTensor:$w3_grad,

@@ -329,6 +329,7 @@ def Kiln_NarrowOp : Kiln_Op<"narrow"> {
 
 include "kiln/Dialect/Kiln/IR/KilnBackwardOps.td"
 include "kiln/Dialect/Kiln/IR/KilnMoeOps.td"
+include "kiln/Dialect/Kiln/IR/KilnExpertDispatchOps.td"
 include "kiln/Dialect/Kiln/IR/KilnOptimizerOps.td"
 include "kiln/Dialect/Kiln/IR/KilnVocabParallelOps.td"
 

@@ -18,7 +18,9 @@
 
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -101,7 +103,7 @@ struct ShardingRule {
 /// that cannot run on a block of the experts keeps them whole).
 ShardingRule rmsNormShardingRule(int64_t rank, bool backward);
 ShardingRule groupedExpertsShardingRule(int64_t inputRank, bool backward,
-                                        bool expertParallel = true);
+                                        bool expertParallel = true, bool blocked = false);
 
 /// The ranks in a group over `axes` of a grid of shape `grid`: the product
 /// of their sizes.
@@ -141,6 +143,26 @@ mlir::FailureOr<LoopSharding> loopShardingFromAttr(mlir::Attribute attr,
 
 /// The grid axes of a module (`kiln.grid_axes`), empty when it has none.
 llvm::SmallVector<std::string> gridAxisNames(mlir::Operation *moduleOrNested);
+
+/// Starts an op's diagnostic ("'kiln.x' op (fqn 'a.b'): " or a kernel
+/// call's), ready for the message.
+using DiagnosticFn = llvm::function_ref<mlir::InFlightDiagnostic()>;
+
+/// Grid axes an op's local work is a block of (`vocab_axes`, `expert_axes`,
+/// a kernel's options): distinct, each an axis of the enclosing module's
+/// grid when it has one; else reports `attrName`'s fault through `error`.
+mlir::LogicalResult verifyGridAxes(mlir::Operation *op,
+                                   std::optional<llvm::ArrayRef<int16_t>> axes,
+                                   llvm::StringRef attrName, DiagnosticFn error);
+
+/// A block of `localExperts` of `numExperts` experts split over grid `axes`
+/// (expert parallelism), as grouped experts ops and kernel calls in their
+/// place record it: axes and count together or neither, the axes verified
+/// as above, the count a multiple of the block.
+mlir::LogicalResult verifyExpertBlock(mlir::Operation *op,
+                                      std::optional<llvm::ArrayRef<int16_t>> axes,
+                                      std::optional<int64_t> numExperts, int64_t localExperts,
+                                      DiagnosticFn error);
 
 } // namespace kiln
 
