@@ -77,6 +77,19 @@ TEST(DeviceGrid, ReduceScatterSumsAndKeepsThisRanksBlock) {
               }));
 }
 
+TEST(DeviceGrid, AllToAllTradesASplitDimensionForAConcatenatedOne) {
+  auto [dp, tp] = std::pair(grid().coordinates()[0], grid().coordinates()[1]);
+  // Over tp: each rank splits its [4, 2] along dim 0, sends rows 2q..2q+1 to
+  // member q and concatenates what it receives along dim 1 in member order.
+  Tensor local = filled(4, 2, [&](int64_t i, int64_t j) { return 100 * dp + 10 * tp + 2 * i + j; });
+  expectEqual(grid().allToAll(local, {1}, 0, 1), filled(2, 4, [&](int64_t i, int64_t j) {
+                int64_t member = j / 2;
+                return 100 * dp + 10 * member + 2 * (2 * tp + i) + j % 2;
+              }));
+  // And back: the same tensor.
+  expectEqual(grid().allToAll(grid().allToAll(local, {1}, 0, 1), {1}, 1, 0), local);
+}
+
 TEST(DeviceGrid, AllReduceAndSlice) {
   int r = grid().rank();
   Tensor t = filled(1, 2, [&](int64_t, int64_t j) { return float(r * 10 + j); });

@@ -83,6 +83,23 @@ Blocks blocksOf(const Shape &full, int64_t dim, int64_t n) {
   return b;
 }
 
+/// Tensor order [outer][n][inner] -> member order [n][outer][inner]: each
+/// member's block contiguous (what MPI sends to or receives from member r).
+void toMemberOrder(const char *src, char *dst, Blocks b, int64_t n, size_t elt) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < b.outer; ++o)
+      std::memcpy(dst + (r * b.outer * b.inner + o * b.inner) * elt,
+                  src + ((o * n + r) * b.inner) * elt, b.inner * elt);
+}
+
+/// The inverse: member order [n][outer][inner] -> tensor order.
+void fromMemberOrder(const char *src, char *dst, Blocks b, int64_t n, size_t elt) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < b.outer; ++o)
+      std::memcpy(dst + ((o * n + r) * b.inner) * elt,
+                  src + (r * b.outer * b.inner + o * b.inner) * elt, b.inner * elt);
+}
+
 } // namespace
 
 MpiWorld::MpiWorld() {
@@ -218,15 +235,8 @@ Tensor DeviceGrid::allGather(const Tensor &local, const std::vector<int16_t> &ax
                 raw.mutableData<char>(), int(local.numel()), mpiType(local.dtype()),
                 *static_cast<MPI_Comm *>(comm(axes)));
   count(axes, int64_t(local.nbytes()) * (n - 1));
-  if (b.outer == 1)
-    return out;
-  size_t elt = dtypeSize(local.dtype());
-  char *dst = out.mutableData<char>();
-  const char *src = raw.data<char>();
-  for (int64_t o = 0; o < b.outer; ++o)
-    for (int64_t r = 0; r < n; ++r)
-      std::memcpy(dst + ((o * n + r) * b.inner) * elt,
-                  src + (r * b.outer * b.inner + o * b.inner) * elt, b.inner * elt);
+  if (b.outer > 1)
+    fromMemberOrder(raw.data<char>(), out.mutableData<char>(), b, n, dtypeSize(local.dtype()));
   return out;
 }
 
@@ -246,12 +256,7 @@ Tensor DeviceGrid::reduceScatter(const Tensor &full, const std::vector<int16_t> 
   Tensor send = full;
   if (b.outer > 1) {
     send = Tensor::uninitialized(full.dtype(), full.shape());
-    size_t elt = dtypeSize(full.dtype());
-    const char *src = full.data<char>();
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t o = 0; o < b.outer; ++o)
-        std::memcpy(send.mutableData<char>() + (r * b.outer * b.inner + o * b.inner) * elt,
-                    src + ((o * n + r) * b.inner) * elt, b.inner * elt);
+    toMemberOrder(full.data<char>(), send.mutableData<char>(), b, n, dtypeSize(full.dtype()));
   }
   MPI_Reduce_scatter_block(send.rawData(), out.mutableData<char>(), int(out.numel()),
                            mpiType(full.dtype()), mpiOp(reduction),
@@ -275,26 +280,17 @@ Tensor DeviceGrid::allToAll(const Tensor &local, const std::vector<int16_t> &axe
   Blocks concat = blocksOf(shape, concatDim, n);
   size_t elt = dtypeSize(local.dtype());
   int64_t blockBytes = numElements(block) * int64_t(elt);
-  // Member r's block contiguous at r: [outer pieces of `inner` elements].
   std::vector<char> send(size_t(n * blockBytes)), recv(send.size());
-  const char *src = static_cast<const char *>(local.rawData());
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < split.outer; ++o)
-      std::memcpy(send.data() + r * blockBytes + o * split.inner * elt,
-                  src + ((o * n + r) * split.inner) * elt, split.inner * elt);
+  toMemberOrder(static_cast<const char *>(local.rawData()), send.data(), split, n, elt);
   if (n == 1)
     recv.swap(send);
   else
     MPI_Alltoall(send.data(), int(blockBytes), MPI_BYTE, recv.data(), int(blockBytes), MPI_BYTE,
                  *static_cast<MPI_Comm *>(comm(axes)));
   count(axes, blockBytes * (n - 1));
-  // Block q lands at position q along the concatenated dimension.
+  // Member q's block lands at position q along the concatenated dimension.
   Tensor out = Tensor::uninitialized(local.dtype(), shape);
-  char *dst = out.mutableData<char>();
-  for (int64_t q = 0; q < n; ++q)
-    for (int64_t o = 0; o < concat.outer; ++o)
-      std::memcpy(dst + ((o * n + q) * concat.inner) * elt,
-                  recv.data() + q * blockBytes + o * concat.inner * elt, concat.inner * elt);
+  fromMemberOrder(recv.data(), out.mutableData<char>(), concat, n, elt);
   return out;
 }
 
