@@ -3,6 +3,7 @@
 #include "HloBuilder.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/Sequence.h"
 
 #include <limits>
 
@@ -104,6 +105,8 @@ Value HloBuilder::reshape(Value a, ArrayRef<int64_t> shape) {
 }
 
 Value HloBuilder::transpose(Value a, ArrayRef<int64_t> perm) {
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, int64_t(perm.size()))))
+    return a;
   SmallVector<int64_t> shape;
   for (int64_t p : perm)
     shape.push_back(shapeOf(a)[p]);

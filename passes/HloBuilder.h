@@ -71,6 +71,7 @@ public:
   /// `a` [n] over the last dimension of `shape`.
   mlir::Value broadcastLast(mlir::Value a, llvm::ArrayRef<int64_t> shape);
   mlir::Value reshape(mlir::Value a, llvm::ArrayRef<int64_t> shape);
+  /// `a` itself for the identity permutation.
   mlir::Value transpose(mlir::Value a, llvm::ArrayRef<int64_t> perm);
   mlir::Value concat(mlir::ValueRange values, int64_t dim);
   /// [start, limit) of dimension `dim`, the rest whole.

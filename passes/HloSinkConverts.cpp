@@ -62,8 +62,8 @@ struct HoistNarrowing : OpRewritePattern<hlo::ConvertOp> {
     auto to = dyn_cast<FloatType>(elementOf(op.getResult()));
     auto from = dyn_cast<FloatType>(elementOf(op.getOperand()));
     if (!move || !to || !from || to.getWidth() >= from.getWidth() || !move->hasOneUse() ||
-        !isa<hlo::AllGatherOp, hlo::ReshapeOp, hlo::TransposeOp, hlo::BroadcastInDimOp,
-             hlo::SliceOp, hlo::DynamicSliceOp>(move))
+        !isa<hlo::AllGatherOp, hlo::AllToAllOp, hlo::ReshapeOp, hlo::TransposeOp,
+             hlo::BroadcastInDimOp, hlo::SliceOp, hlo::DynamicSliceOp>(move))
       return failure();
     rw.setInsertionPoint(move);
     auto type = cast<RankedTensorType>(move->getOperand(0).getType());
@@ -106,7 +106,8 @@ struct DotOfNarrow : OpRewritePattern<hlo::DotGeneralOp> {
 struct HloSinkConvertsPass : public kiln::impl::HloSinkConvertsBase<HloSinkConvertsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SinkWidening<hlo::AllGatherOp>, SinkWidening<hlo::ReshapeOp>,
+    patterns.add<SinkWidening<hlo::AllGatherOp>, SinkWidening<hlo::AllToAllOp>,
+                 SinkWidening<hlo::ReshapeOp>,
                  SinkWidening<hlo::TransposeOp>, SinkWidening<hlo::BroadcastInDimOp>,
                  SinkWidening<hlo::SliceOp>, SinkWidening<hlo::DynamicSliceOp>, HoistNarrowing,
                  FoldRoundTrip, DotOfNarrow>(&getContext());

@@ -46,10 +46,11 @@ int64_t HloLoweringState::worldSize() const {
 }
 
 DenseIntElementsAttr HloLoweringState::replicaGroups(Builder &b, ArrayRef<int16_t> axes) const {
-  std::vector<int16_t> key(axes.begin(), axes.end());
-  if (!llvm::is_contained(groupLists, key))
-    groupLists.push_back(key);
   std::vector<std::vector<int64_t>> groups = hlo::gridReplicaGroups(grid, axes);
+  // A group of one emits no collective: no list for Neuron to count.
+  std::vector<int16_t> key(axes.begin(), axes.end());
+  if (groups.front().size() > 1 && !llvm::is_contained(groupLists, key))
+    groupLists.push_back(key);
   std::vector<int64_t> ids;
   for (const std::vector<int64_t> &g : groups)
     ids.insert(ids.end(), g.begin(), g.end());
@@ -182,6 +183,42 @@ FailureOr<SmallVector<Value>> lower(shard::AllReduceOp op, shard::AllReduceOp::A
                        });
 }
 
+FailureOr<SmallVector<Value>> lower(shard::AllToAllOp op, shard::AllToAllOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  DenseIntElementsAttr groups = state.replicaGroups(b.builder(), op.getGridAxes());
+  int64_t n = groupSize(groups);
+  if (n == 1)
+    return one(a.getInput());
+  int64_t split = op.getSplitAxis().getSExtValue(), concat = op.getConcatAxis().getSExtValue();
+  auto exchange = [&](Value v, int64_t dim) {
+    return hlo::AllToAllOp::create(b.builder(), b.location(), v.getType(), v, dim, groups,
+                                   state.nextChannelId(), /*use_global_device_ids=*/false)
+        .getResult();
+  };
+  if (split == concat)
+    return one(exchange(a.getInput(), split));
+  // XLA's instruction splits and concatenates one dimension: as XLA's
+  // builder does, the member blocks of `split` go to a leading dimension,
+  // are exchanged there, and join `concat` (member-major) after.
+  ArrayRef<int64_t> shape = HloBuilder::shapeOf(a.getInput());
+  int64_t rank = int64_t(shape.size());
+  SmallVector<int64_t> blocks(shape);
+  blocks[split] /= n;
+  blocks.insert(blocks.begin() + split, n);
+  SmallVector<int64_t> toFront{split};
+  for (int64_t d = 0; d <= rank; ++d)
+    if (d != split)
+      toFront.push_back(d);
+  Value received = exchange(b.transpose(b.reshape(a.getInput(), blocks), toFront), 0);
+  SmallVector<int64_t> toConcat;
+  for (int64_t d = 1; d <= rank; ++d) {
+    if (d == concat + 1)
+      toConcat.push_back(0);
+    toConcat.push_back(d);
+  }
+  return one(b.reshape(b.transpose(received, toConcat), HloBuilder::shapeOf(op.getResult())));
+}
+
 FailureOr<SmallVector<Value>> lower(shard::AllSliceOp op, shard::AllSliceOp::Adaptor a,
                                     HloBuilder &b, HloLoweringState &state) {
   // Local: this rank's block along the slice axis, at its group index.
@@ -272,6 +309,7 @@ void populateCollectivesAndKernelsToHlo(RewritePatternSet &patterns, HloLowering
   addHloLowering<shard::ReduceScatterOp>(patterns, state, lower);
   addHloLowering<shard::AllReduceOp>(patterns, state, lower);
   addHloLowering<shard::AllSliceOp>(patterns, state, lower);
+  addHloLowering<shard::AllToAllOp>(patterns, state, lower);
   addHloLowering<KernelOp>(patterns, state, lower);
   addHloLowering<KernelBackwardOp>(patterns, state, lower);
 }
@@ -413,6 +451,7 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
     populateLossAndOptimizerToHlo(patterns, state);
     populateCollectivesAndKernelsToHlo(patterns, state);
     populateMoeToHlo(patterns, state);
+    populateExpertDispatchToHlo(patterns, state);
     if (failed(checkLowerable(func, patterns)))
       return signalPassFailure();
     insertRecomputeBarriers(func);

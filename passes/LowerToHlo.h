@@ -121,6 +121,7 @@ void populateLossAndOptimizerToHlo(mlir::RewritePatternSet &patterns, HloLowerin
 void populateCollectivesAndKernelsToHlo(mlir::RewritePatternSet &patterns,
                                         HloLoweringState &state);
 void populateMoeToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &state);
+void populateExpertDispatchToHlo(mlir::RewritePatternSet &patterns, HloLoweringState &state);
 
 } // namespace kiln
 

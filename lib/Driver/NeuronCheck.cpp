@@ -186,6 +186,14 @@ Tensor paramByKey(const TensorMap &params, const std::string &key, int64_t membe
 } // namespace
 
 bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance) {
+  // The reference is one rank's dropless step: a capacity that drops pairs
+  // (which ones depends on the ranks' token chunks) would differ from it.
+  if (config.parallelism.expertDispatch == "all_to_all" &&
+      config.parallelism.expertCapacityFactor > 0)
+    fail("check-hlo: parallelism.expert_capacity_factor={:g} may drop routed pairs, and the CPU "
+         "reference (one rank, every pair kept) cannot follow; compile with 0 (dropless) to "
+         "check the all-to-all dispatcher",
+         config.parallelism.expertCapacityFactor);
   auto start = std::chrono::steady_clock::now();
   xla::HloModuleProto module;
   std::string bytes = readFile(dir + "/model.hlo.pb");

@@ -253,7 +253,19 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   // Plain HLO runs a MoE layer's experts densely (LowerToHloMoe.cpp); the
   // manifest and the summary name those layers.
   std::vector<std::string> denseExperts;
-  step.walk([&](GroupedExpertsOp op) { denseExperts.push_back(op.getFqn().str()); });
+  // Behind the all-to-all dispatcher (blocked), every row of the rank's
+  // buffer is computed by each of its experts: that many FLOPs per routed pair.
+  double blockedRatio = 0;
+  step.walk([&](GroupedExpertsOp op) {
+    denseExperts.push_back(op.getFqn().str());
+    auto rows = cast<RankedTensorType>(op.getExperts().getType());
+    step.walk([&](ExpertDispatchOp d) {
+      if (op.getBlocked() && d.getFqn() == op.getFqn() && blockedRatio == 0)
+        blockedRatio = double(cast<RankedTensorType>(op.getW1().getType()).getDimSize(0)) *
+                       double(rows.getNumElements()) /
+                       double(cast<RankedTensorType>(d.getSlots().getType()).getNumElements());
+    });
+  });
   manifest["dense_expert_layers"] = denseExperts;
   manifest["memory_plan_per_rank"] = {{"peak_bytes", plan.peakBytes},
                                       {"parameter_bytes", plan.parameterBytes},
@@ -352,13 +364,16 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                stats.byOpcode.count("opt-barrier") ? stats.byOpcode.at("opt-barrier") : 0);
   if (!denseExperts.empty())
     fmt::print("MoE: {} expert layer{} ({}{}) in plain HLO, dense: all {} experts{} over every "
-               "token{}, {}x the routed FLOPs; a kiln.grouped_experts rule with kernel "
+               "{}, {}x the routed FLOPs; a kiln.grouped_experts rule with kernel "
                "nki_grouped_experts runs them grouped\n",
                denseExperts.size(), denseExperts.size() > 1 ? "s" : "", denseExperts.front(),
                denseExperts.size() > 1 ? ", ..." : "", model.numExperts / layout.ep,
                layout.ep > 1 ? fmt::format(" of each rank's block (ep {})", layout.ep) : "",
-               layout.ep > 1 ? " of its expert group" : "",
-               double(model.numExperts) / double(model.numExpertsPerTok));
+               blockedRatio > 0   ? "row of its all-to-all buffer"
+               : layout.ep > 1 ? "token of its expert group"
+                               : "token",
+               blockedRatio > 0 ? blockedRatio
+                                : double(model.numExperts) / double(model.numExpertsPerTok));
   for (const auto &[key, c] : stats.collectives) {
     // The first group, its middle elided when long: {0,1,2,...,63},...
     std::string first = key.substr(key.find(' ') + 2);

@@ -97,18 +97,22 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
                                           const ActivationCheckpointing &checkpoint,
                                           StringRef mixedPrecisionParam) {
   OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
-  if (kernels)
-    substituteKernels(*module, *kernels);
-  PassManager pm(&context);
-  // The all-to-all dispatcher: one buffer block per expert-parallel rank,
-  // one token chunk per data-parallel rank.
+  // The all-to-all dispatcher (one buffer block per expert-parallel rank,
+  // one token chunk per data-parallel rank) before kernel substitution, so
+  // that an experts rule replaces the experts over the buffer.
   if (layout && layout->expertDispatch == "all_to_all") {
     ExpertDispatchOptions dispatch;
     dispatch.groups = layout->ep;
     dispatch.chunks = layout->dataParallelDegree();
     dispatch.capacityFactor = layout->capacityFactor;
-    pm.addPass(createExpertDispatch(dispatch));
+    PassManager dispatchPm(&context);
+    dispatchPm.addPass(createExpertDispatch(dispatch));
+    succeedOrFail(context, "the all-to-all dispatcher of " + model.name + " failed",
+                  [&] { return dispatchPm.run(*module); });
   }
+  if (kernels)
+    substituteKernels(*module, *kernels);
+  PassManager pm(&context);
   OptimizerOptions options;
   options.lr = o.lr;
   options.beta1 = o.beta1;

@@ -10,6 +10,8 @@
 // kiln-partition records `expert_axes` and `num_experts` in its options, and
 // the backends pass the block's first expert as a last i32 scalar operand
 // (KernelSpec::gridBlock); pairs routed to other blocks contribute nothing.
+// Behind the all-to-all dispatcher (option `blocked`) a call takes the
+// rank's buffer, one expert per row, and splits as the blocked op does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +29,15 @@ int64_t numExperts(Operation *op) {
   auto options = op->getAttrOfType<DictionaryAttr>("options");
   auto total = options ? options.getAs<IntegerAttr>("num_experts") : nullptr;
   return total ? total.getInt() : 0;
+}
+
+/// A call in place of a blocked kiln.grouped_experts (the all-to-all
+/// dispatcher's buffer, option `blocked`): its rows are its own, one expert
+/// each.
+bool isBlocked(Operation *op) {
+  auto options = op->getAttrOfType<DictionaryAttr>("options");
+  auto flag = options ? options.getAs<BoolAttr>("blocked") : nullptr;
+  return flag && flag.getValue();
 }
 
 /// A call's operands are grouped_experts' (x, weights, ids, w1, w3, w2),
@@ -111,8 +122,12 @@ public:
   SmallVector<Value> substitute(OpBuilder &b, Operation *op,
                                 const KernelCall &call) const override {
     auto experts = cast<GroupedExpertsOp>(op);
-    Operation *kernel = createForward(b, op->getLoc(), *this, call, mergedOptions(b, call, {}),
-                                      {experts.getType()}, op->getOperands());
+    SmallVector<NamedAttribute> extra;
+    if (experts.getBlocked())
+      extra.push_back(b.getNamedAttr("blocked", b.getBoolAttr(true)));
+    Operation *kernel = createForward(b, op->getLoc(), *this, call,
+                                      mergedOptions(b, call, extra), {experts.getType()},
+                                      op->getOperands());
     return {kernel->getResult(0)};
   }
 
@@ -137,6 +152,13 @@ public:
       return callError(op) << "operands x " << input << ", weights " << weights << ", ids "
                            << ids << ", w1 " << w1 << ", w3 " << w3 << ", w2 " << w2
                            << " do not form a grouped-experts call";
+    // Blocked: [blocks, rows, H], one expert per row, the stacks a whole
+    // number of blocks.
+    if (isBlocked(op) && (input.getRank() < 2 || ids.getShape().back() != 1 ||
+                          (numExperts(op) ? numExperts(op) : e) % input.getDimSize(0)))
+      return callError(op) << "a blocked call takes x [blocks, rows, hidden] with one expert "
+                              "per row over a whole number of blocks of the experts, got x "
+                           << input << " and ids " << ids;
     if (backward && op->getOperand(0).getType() != input)
       return callError(op) << "dy must have x's type " << input;
     if (failed(verifyExpertOptions(op, e)))
@@ -150,9 +172,10 @@ public:
   double flops(Operation *op, bool backward) const override {
     unsigned x = inputOperand(backward);
     auto w1 = typeOf(op->getOperand(x + 3));
-    // A block of the experts takes its share of the pairs at a balanced load.
+    // A block of the experts takes its share of the pairs at a balanced load;
+    // blocked, every row of its buffer.
     double pairs = double(typeOf(op->getOperand(x + 2)).getNumElements());
-    if (int64_t total = numExperts(op))
+    if (int64_t total = numExperts(op); total && !isBlocked(op))
       pairs *= double(w1.getDimSize(0)) / double(total);
     double forward = expertFlops(pairs, w1.getDimSize(2), w1.getDimSize(1));
     return backward ? forward * 8 / 3 : forward;
@@ -160,7 +183,7 @@ public:
   ShardingRule shardingRule(Operation *op, bool backward) const override {
     // Its expert loop splits as kiln.grouped_experts' does.
     return groupedExpertsShardingRule(typeOf(op->getOperand(backward ? 1 : 0)).getRank(),
-                                      backward, /*expertParallel=*/true);
+                                      backward, /*expertParallel=*/true, isBlocked(op));
   }
   void localize(Operation *clone, Operation *global, bool, ArrayRef<GridAxes> loops) const override {
     // The expert loop is the first dimension of w1.

@@ -26,6 +26,8 @@
 // CHECK:   %all-gather.{{[0-9]+}} = f32[8,8]{1,0} all-gather(f32[4,8]{1,0} %p0.1), channel_id=1, replica_groups={{[{][{]}}0,1},{2,3}}, dimensions={0}, use_global_device_ids=true
 // CHECK:   %reduce-scatter.{{[0-9]+}} = f32[2,8]{1,0} reduce-scatter(f32[4,8]{1,0} %p0.1), channel_id=2, replica_groups={{[{][{]}}0,1},{2,3}}, dimensions={0}, use_global_device_ids=true, to_apply=%add.f32
 // CHECK:   %all-reduce.{{[0-9]+}} = f32[4,8]{1,0} all-reduce(f32[4,8]{1,0} %p0.1), channel_id=3, replica_groups={{[{][{]}}0,1,2,3}}, use_global_device_ids=true, to_apply=%max.f32
+// XLA's all-to-all has no use_global_device_ids: with a channel id its groups are partition ids.
+// CHECK:   %all-to-all.{{[0-9]+}} = f32[4,8]{1,0} all-to-all(f32[4,8]{1,0} %p0.1), channel_id=4, replica_groups={{[{][{]}}0,2},{1,3}}, dimensions={0}{{$}}
 // CHECK:   %custom-call.[[CC:[0-9]+]] = (f32[2,3,8]{2,1,0}, f32[2,3,8]{2,1,0}) custom-call(f32[2,3,8]{2,1,0} %gather.{{[0-9]+}}), custom_call_target="AwsNeuronCustomNativeKernel", backend_config="{\"kernel\":\"k\"}"
 // CHECK:   %get-tuple-element.{{[0-9]+}} = f32[2,3,8]{2,1,0} get-tuple-element((f32[2,3,8]{2,1,0}, f32[2,3,8]{2,1,0}) %custom-call.[[CC]]), index=0
 // CHECK:   ROOT %tuple.{{[0-9]+}} = (f32[4,8]{1,0}, f32[8]{0}, f32[2,3,8]{2,1,0}, f32[2,3,8]{2,1,0}, f32[4,8]{1,0}) tuple(
@@ -48,6 +50,7 @@ module attributes {hlo.replica_count = 4 : i64} {
     %g = hlo.all_gather %w {all_gather_dim = 0 : i64, channel_id = 1 : i64, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<4x8xf32>) -> tensor<8x8xf32>
     %rs = hlo.reduce_scatter %w {channel_id = 2 : i64, combiner = #hlo<combiner add>, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, scatter_dimension = 0 : i64, use_global_device_ids} : (tensor<4x8xf32>) -> tensor<2x8xf32>
     %ar = hlo.all_reduce %w {channel_id = 3 : i64, combiner = #hlo<combiner max>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %a2a = hlo.all_to_all %w {channel_id = 4 : i64, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, split_dimension = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
     %k0, %k1 = hlo.custom_call %rows {backend_config = "{\"kernel\":\"k\"}", call_target_name = "AwsNeuronCustomNativeKernel"} : (tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>)
     return %w, %sum, %scaled, %k0, %ar : tensor<4x8xf32>, tensor<8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<4x8xf32>
   }

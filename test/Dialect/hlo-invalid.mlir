@@ -49,6 +49,30 @@ func.func @all_gather_size(%x: tensor<2x8xf32>) {
 
 // -----
 
+func.func @all_to_all_blocks(%x: tensor<3x8xf32>) {
+  // expected-error@+1 {{'hlo.all_to_all' op dimension 0 (3) does not split into 2 blocks}}
+  %0 = hlo.all_to_all %x {channel_id = 1 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<3x8xf32>) -> tensor<3x8xf32>
+  return
+}
+
+// -----
+
+func.func @all_to_all_global_ids(%x: tensor<2x8xf32>) {
+  // expected-error@+1 {{'hlo.all_to_all' op all-to-all takes no use_global_device_ids (XLA's groups are partition ids)}}
+  %0 = hlo.all_to_all %x {channel_id = 1 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64, use_global_device_ids} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @all_to_all_shape(%x: tensor<2x8xf32>) {
+  // expected-error@+1 {{'hlo.all_to_all' op result shape [4, 4] should be [2, 8]}}
+  %0 = hlo.all_to_all %x {channel_id = 1 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, split_dimension = 1 : i64} : (tensor<2x8xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
 func.func @replica_twice(%x: tensor<2x8xf32>) {
   // expected-error@+1 {{'hlo.all_reduce' op replica id 1 is negative or listed twice}}
   %0 = hlo.all_reduce %x {channel_id = 1 : i64, combiner = #hlo<combiner add>, replica_groups = dense<[[0, 1], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<2x8xf32>) -> tensor<2x8xf32>

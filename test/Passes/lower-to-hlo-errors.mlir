@@ -5,9 +5,9 @@
 module {
   shard.grid @grid(shape = 2)
   func.func @train_step(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error@+1 {{kiln-lower-to-hlo: no HLO lowering for 'shard.all_to_all' (fqn '?') yet}}
-    %y = shard.all_to_all %x on @grid grid_axes = [0] split_axis = 0 concat_axis = 0
-      : tensor<2x4xf32> -> tensor<2x4xf32>
+    // expected-error@+1 {{kiln-lower-to-hlo: no HLO lowering for 'shard.broadcast' (fqn '?') yet}}
+    %y = shard.broadcast %x on @grid grid_axes = [0] root = [0]
+      : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %y : tensor<2x4xf32>
   }
 }

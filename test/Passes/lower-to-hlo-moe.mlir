@@ -111,3 +111,67 @@ module {
     return %s, %d0, %d1 : tensor<f32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
   }
 }
+
+// -----
+
+// The all-to-all dispatcher (LowerToHloExpertDispatch.cpp): 2 chunks of 3
+// tokens, top-2 of 4 experts in 2 blocks, capacity 3. Each pair's block is
+// its id / 2; the block one-hots go slot-major ([chunks, k, tokens]) and
+// their exclusive prefix sum along the 6 pairs of a chunk is one matmul
+// with the strictly lower triangle (one block of pairs: no second level, no
+// padding); places below the capacity are kept, the others get slot -1.
+// One s32 scatter into 12 buffer rows + row 0 (where dropped pairs land)
+// records each row's token and pair; the rows, their weights and their ids
+// (+1, so unfilled rows read -1) are gathered from tables whose row 0 is
+// zero. Combine and its gradient recover block and place from the slots
+// (divide by the capacity) and gather.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[IDS:.*]] = hlo.convert %arg2 : (tensor<2x3x2xi64>) -> tensor<2x3x2xi32>
+// CHECK: %[[BLOCK:.*]] = hlo.divide %[[IDS]], {{.*}} : (tensor<2x3x2xi32>, tensor<2x3x2xi32>) -> tensor<2x3x2xi32>
+// CHECK: %[[ONEHOT:.*]] = hlo.convert {{.*}} : (tensor<2x3x2x2xi1>) -> tensor<2x3x2x2xf32>
+// CHECK: %[[SLOTMAJOR:.*]] = hlo.transpose %[[ONEHOT]] {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x3x2x2xf32>) -> tensor<2x2x3x2xf32>
+// CHECK: %[[ORDERED:.*]] = hlo.reshape %[[SLOTMAJOR]] : (tensor<2x2x3x2xf32>) -> tensor<2x6x2xf32>
+// CHECK-NOT: hlo.pad
+// CHECK: %[[ROW:.*]] = hlo.iota {iota_dimension = 0 : i64} : tensor<6x6xi32>
+// CHECK: %[[COL:.*]] = hlo.iota {iota_dimension = 1 : i64} : tensor<6x6xi32>
+// CHECK: %[[LOWER:.*]] = hlo.compare %[[COL]], %[[ROW]] {comparison_direction = #hlo<comparison_direction LT>}
+// CHECK: %[[TRI:.*]] = hlo.convert %[[LOWER]] : (tensor<6x6xi1>) -> tensor<6x6xf32>
+// CHECK: hlo.dot_general %[[TRI]], {{.*}} {lhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_batching_dimensions = array<i64>, rhs_contracting_dimensions = array<i64: 2>} : (tensor<6x6xf32>, tensor<2x1x6x2xf32>) -> tensor<6x2x1x2xf32>
+// CHECK-NOT: hlo.slice
+// CHECK: %[[MINE:.*]] = hlo.multiply {{.*}}, %[[ORDERED]] : (tensor<2x6x2xf32>, tensor<2x6x2xf32>)
+// CHECK: %[[BEFORE:.*]] = hlo.reduce %[[MINE]], {{.*}} dimensions = array<i64: 2>
+// CHECK: %[[PLACE:.*]] = hlo.transpose {{.*}} {permutation = array<i64: 0, 2, 1>} : (tensor<2x2x3xf32>) -> tensor<2x3x2xf32>
+// CHECK: hlo.constant {value = dense<3.000000e+00> : tensor<f32>}
+// CHECK: %[[KEPT:.*]] = hlo.compare %[[PLACE]], {{.*}} {comparison_direction = #hlo<comparison_direction LT>}
+// CHECK: %[[SLOT:.*]] = hlo.select %[[KEPT]], {{.*}} : (tensor<2x3x2xi1>, tensor<2x3x2xi32>, tensor<2x3x2xi32>) -> tensor<2x3x2xi32>
+// CHECK: %[[SOURCES:.*]] = hlo.scatter {{.*}} {combiner = #hlo<combiner add>, {{.*}}} : (tensor<13x2xi32>, tensor<2x3x2xi32>, tensor<2x3x2x2xi32>) -> tensor<13x2xi32>
+// CHECK: hlo.slice %[[SOURCES]] {limit_indices = array<i64: 13, 2>, start_indices = array<i64: 1, 0>
+// CHECK: %[[XTABLE:.*]] = hlo.concatenate {{.*}} {dimension = 0 : i64} : (tensor<1x4xf32>, tensor<6x4xf32>) -> tensor<7x4xf32>
+// CHECK: %[[ROWS:.*]] = hlo.gather %[[XTABLE]], {{.*}} : (tensor<7x4xf32>, tensor<12xi32>) -> tensor<12x4xf32>
+// CHECK: hlo.gather {{.*}} : (tensor<13x1xf32>, tensor<12xi32>) -> tensor<12x1xf32>
+// CHECK: hlo.gather {{.*}} : (tensor<13x1xi32>, tensor<12xi32>) -> tensor<12x1xi32>
+// CHECK: hlo.constant {value = dense<-1> : tensor<i32>}
+// CHECK: %[[SLOTS:.*]] = hlo.convert %[[SLOT]] : (tensor<2x3x2xi32>) -> tensor<2x3x2xi64>
+// Combine: block = slot / 3, the token's rows gathered and summed over k.
+// CHECK: hlo.divide {{.*}} : (tensor<2x3x2xi32>, tensor<2x3x2xi32>) -> tensor<2x3x2xi32>
+// CHECK: %[[PICKED:.*]] = hlo.gather {{.*}} : (tensor<13x4xf32>, tensor<2x3x2xi32>) -> tensor<2x3x2x4xf32>
+// CHECK: %[[Y:.*]] = hlo.reduce %[[PICKED]], {{.*}} dimensions = array<i64: 2>} : (tensor<2x3x2x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+// Combine's gradient: each kept row's token by one scatter, its gradient gathered.
+// CHECK: hlo.scatter {{.*}} : (tensor<13x1xi32>, tensor<2x3x2xi32>, tensor<2x3x2x1xi32>) -> tensor<13x1xi32>
+// CHECK: %[[DROWS:.*]] = hlo.gather {{.*}} : (tensor<7x4xf32>, tensor<12xi32>) -> tensor<12x4xf32>
+// CHECK: return {{.*}}, %[[SLOTS]], %[[Y]],
+func.func @train_step(%x: tensor<2x3x4xf32>, %w: tensor<2x3x2xf32>, %ids: tensor<2x3x2xi64>,
+                      %dy: tensor<2x3x4xf32>)
+    -> (tensor<2x6x4xf32>, tensor<2x6x1xf32>, tensor<2x6x1xi64>, tensor<2x3x2xi64>, tensor<2x3x4xf32>, tensor<2x6x4xf32>) {
+  %rows, %rw, %re, %slots = kiln.expert_dispatch %x, %w, %ids
+      {groups = 2 : i64, chunks = 2 : i64, capacity = 3 : i64, num_experts = 4 : i64, fqn = "layers.0.moe.experts"}
+      : (tensor<2x3x4xf32>, tensor<2x3x2xf32>, tensor<2x3x2xi64>)
+      -> (tensor<2x6x4xf32>, tensor<2x6x1xf32>, tensor<2x6x1xi64>, tensor<2x3x2xi64>)
+  %y = kiln.expert_combine %slots, %rows {chunks = 2 : i64, fqn = "layers.0.moe.experts"}
+      : (tensor<2x3x2xi64>, tensor<2x6x4xf32>) -> tensor<2x3x4xf32>
+  %dr = kiln.expert_combine_backward %dy, %slots
+      {groups = 2 : i64, chunks = 2 : i64, capacity = 3 : i64, fqn = "layers.0.moe.experts"}
+      : (tensor<2x3x4xf32>, tensor<2x3x2xi64>) -> tensor<2x6x4xf32>
+  return %rows, %rw, %re, %slots, %y, %dr
+      : tensor<2x6x4xf32>, tensor<2x6x1xf32>, tensor<2x6x1xi64>, tensor<2x3x2xi64>, tensor<2x3x4xf32>, tensor<2x6x4xf32>
+}

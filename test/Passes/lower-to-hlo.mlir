@@ -143,6 +143,32 @@ module {
 
 // -----
 
+// shard.all_to_all: XLA's instruction splits and joins one dimension, so
+// split 1 / concat 0 moves the member blocks of dimension 1 to the front
+// (reshape, transpose), exchanges them there and merges them into dimension
+// 0 (member-major); split = concat is the instruction alone; over an axis of
+// one rank nothing is emitted, nor counted as a replica-group list. XLA has
+// no use_global_device_ids on all-to-all.
+// CHECK: module attributes {hlo.distinct_replica_groups = 1 : i64, hlo.replica_count = 2 : i64}
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[BLOCKS:.*]] = hlo.reshape %arg0 : (tensor<2x4xf32>) -> tensor<2x2x2xf32>
+// CHECK: %[[FRONT:.*]] = hlo.transpose %[[BLOCKS]] {permutation = array<i64: 1, 0, 2>}
+// CHECK: %[[X:.*]] = hlo.all_to_all %[[FRONT]] {channel_id = 1 : i64, replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+// CHECK: %[[A:.*]] = hlo.reshape %[[X]] : (tensor<2x2x2xf32>) -> tensor<4x2xf32>
+// CHECK: %[[B:.*]] = hlo.all_to_all %arg1 {channel_id = 2 : i64, replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+// CHECK: return %[[A]], %[[B]], %arg1
+module {
+  shard.grid @grid(shape = 1x2)
+  func.func @train_step(%x: tensor<2x4xf32>, %y: tensor<4x6xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>, tensor<4x6xf32>) {
+    %a = shard.all_to_all %x on @grid grid_axes = [1] split_axis = 1 concat_axis = 0 : tensor<2x4xf32> -> tensor<4x2xf32>
+    %b = shard.all_to_all %y on @grid grid_axes = [1] split_axis = 0 concat_axis = 0 : tensor<4x6xf32> -> tensor<4x6xf32>
+    %c = shard.all_to_all %y on @grid grid_axes = [0] split_axis = 0 concat_axis = 1 : tensor<4x6xf32> -> tensor<4x6xf32>
+    return %a, %b, %c : tensor<4x2xf32>, tensor<4x6xf32>, tensor<4x6xf32>
+  }
+}
+
+// -----
+
 // A kernel call on its rank's block of the experts (expert parallelism over
 // grid axis 2 of [1, 1, 2, 1]) takes one more operand: the block's first
 // expert, its group index (replica-id through the table [0, 1]) times the

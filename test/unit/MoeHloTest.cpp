@@ -15,12 +15,15 @@
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Passes.h"
+#include "kiln/Runtime/ExpertDispatchKernels.h"
 #include "kiln/Runtime/MoeKernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+
+#include <fmt/format.h>
 
 using namespace kiln;
 using namespace kiln::test;
@@ -68,7 +71,29 @@ neuron::HloArray arrayOf(const Tensor &t) {
   neuron::HloArray a;
   a.dims = t.shape();
   a.values = toDoubles(t);
+  if (t.dtype() == DType::I64)
+    a.type = xla::S64;
   return a;
+}
+
+/// `text`'s @train_step lowered by kiln-lower-to-hlo, exported, and
+/// evaluated on `args` (one list per rank).
+std::vector<std::vector<neuron::HloArray>>
+lowerAndEvaluate(const std::string &text, const std::vector<std::vector<neuron::HloArray>> &args) {
+  mlir::MLIRContext context;
+  context.loadDialect<KilnDialect, hlo::HloDialect, mlir::func::FuncDialect,
+                      mlir::shard::ShardDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  if (!module)
+    ADD_FAILURE() << "the test module does not parse";
+  mlir::PassManager pm(&context);
+  pm.addPass(createLowerToHlo());
+  if (!module || mlir::failed(pm.run(*module)))
+    return {};
+  mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");
+  if (mlir::failed(proto))
+    return {};
+  return neuron::evaluateHlo(*proto, args);
 }
 
 void expectNear(const neuron::HloArray &hlo, const Tensor &cpu, double tolerance,
@@ -100,20 +125,10 @@ TEST(MoeHloTest, LoweringComputesTheCpuKernels) {
   Tensor dloss(DType::F32, {});
   *dloss.mutableData<float>() = 0.75f;
 
-  mlir::MLIRContext context;
-  context.loadDialect<KilnDialect, hlo::HloDialect, mlir::func::FuncDialect,
-                      mlir::shard::ShardDialect>();
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(kMoeStep, &context);
-  ASSERT_TRUE(module);
-  mlir::PassManager pm(&context);
-  pm.addPass(createLowerToHlo());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
-  mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");
-  ASSERT_TRUE(mlir::succeeded(proto));
-  std::vector<std::vector<neuron::HloArray>> out = neuron::evaluateHlo(
-      *proto, {{arrayOf(logits), arrayOf(bias), arrayOf(x), arrayOf(w1), arrayOf(w3),
-                arrayOf(w2), arrayOf(dy), arrayOf(dprobs), arrayOf(dloss)}});
+  std::vector<std::vector<neuron::HloArray>> out = lowerAndEvaluate(
+      kMoeStep, {{arrayOf(logits), arrayOf(bias), arrayOf(x), arrayOf(w1), arrayOf(w3),
+                  arrayOf(w2), arrayOf(dy), arrayOf(dprobs), arrayOf(dloss)}});
+  ASSERT_EQ(out.size(), 1u);
   const std::vector<neuron::HloArray> &r = out[0];
   ASSERT_EQ(r.size(), 14u);
 
@@ -147,4 +162,74 @@ TEST(MoeHloTest, LoweringComputesTheCpuKernels) {
   expectNear(r[12], kernels::expertBiasUpdate(bias, routed.experts, 1e-3), 1e-7,
              "expert bias");
   EXPECT_NEAR(r[13].values[0], 0.01 * *aux.data<float>(), 1e-8);
+}
+
+// The token dispatcher (LowerToHloExpertDispatch.cpp) against
+// lib/Runtime/ExpertDispatchKernels.cpp: 2 chunks of 80 tokens, top-2 of 4
+// experts in 2 blocks, so each chunk's 160 pairs take the two-level prefix
+// sum (blocks of 128). Dropless (capacity 160) and at capacity 50, where
+// about a third of the pairs are dropped: the same slots, rows, weights and
+// ids exactly, the sums within float32 rounding.
+TEST(MoeHloTest, DispatchLoweringPlacesAndDropsAsTheCpuKernels) {
+  const int64_t batch = 4, seq = 40, hidden = 4, k = 2, experts = 4, groups = 2, chunks = 2;
+  std::mt19937 rng(11);
+  Tensor x = randomTensor({batch, seq, hidden}, rng), w = randomTensor({batch, seq, k}, rng);
+  Tensor ids(DType::I64, {batch, seq, k});
+  std::uniform_int_distribution<int64_t> pick(0, experts - 1);
+  int64_t *id = ids.mutableData<int64_t>();
+  for (int64_t t = 0; t < batch * seq; ++t) {
+    id[t * k] = pick(rng);
+    do
+      id[t * k + 1] = pick(rng);
+    while (id[t * k + 1] == id[t * k]);
+  }
+  for (int64_t capacity : {160, 50}) {
+    SCOPED_TRACE("capacity " + std::to_string(capacity));
+    int64_t rows = chunks * capacity;
+    std::string text = fmt::format(R"(
+func.func @train_step(%x: tensor<4x40x4xf32>, %w: tensor<4x40x2xf32>, %ids: tensor<4x40x2xi64>,
+                      %drows: tensor<2x{0}x4xf32>, %drw: tensor<2x{0}x1xf32>, %dy: tensor<4x40x4xf32>)
+    -> (tensor<2x{0}x4xf32>, tensor<2x{0}x1xf32>, tensor<2x{0}x1xi64>, tensor<4x40x2xi64>,
+        tensor<4x40x4xf32>, tensor<4x40x4xf32>, tensor<4x40x2xf32>, tensor<2x{0}x4xf32>) {{
+  %rows, %rw, %re, %slots = kiln.expert_dispatch %x, %w, %ids
+      {{groups = 2 : i64, chunks = 2 : i64, capacity = {1} : i64, num_experts = 4 : i64, fqn = "moe.experts"}}
+      : (tensor<4x40x4xf32>, tensor<4x40x2xf32>, tensor<4x40x2xi64>)
+      -> (tensor<2x{0}x4xf32>, tensor<2x{0}x1xf32>, tensor<2x{0}x1xi64>, tensor<4x40x2xi64>)
+  %y = kiln.expert_combine %slots, %drows {{chunks = 2 : i64, fqn = "moe.experts"}}
+      : (tensor<4x40x2xi64>, tensor<2x{0}x4xf32>) -> tensor<4x40x4xf32>
+  %dx, %dw = kiln.expert_dispatch_backward %slots, %drows, %drw {{chunks = 2 : i64, fqn = "moe.experts"}}
+      : (tensor<4x40x2xi64>, tensor<2x{0}x4xf32>, tensor<2x{0}x1xf32>) -> (tensor<4x40x4xf32>, tensor<4x40x2xf32>)
+  %dr = kiln.expert_combine_backward %dy, %slots
+      {{groups = 2 : i64, chunks = 2 : i64, capacity = {1} : i64, fqn = "moe.experts"}}
+      : (tensor<4x40x4xf32>, tensor<4x40x2xi64>) -> tensor<2x{0}x4xf32>
+  return %rows, %rw, %re, %slots, %y, %dx, %dw, %dr
+      : tensor<2x{0}x4xf32>, tensor<2x{0}x1xf32>, tensor<2x{0}x1xi64>, tensor<4x40x2xi64>,
+        tensor<4x40x4xf32>, tensor<4x40x4xf32>, tensor<4x40x2xf32>, tensor<2x{0}x4xf32>
+}}
+)",
+                                   rows, capacity);
+    Tensor drows = randomTensor({groups, rows, hidden}, rng), drw = randomTensor({groups, rows, 1}, rng),
+           dy = randomTensor({batch, seq, hidden}, rng);
+    auto out = lowerAndEvaluate(text, {{arrayOf(x), arrayOf(w), arrayOf(ids), arrayOf(drows),
+                                        arrayOf(drw), arrayOf(dy)}});
+    ASSERT_EQ(out.size(), 1u);
+    const std::vector<neuron::HloArray> &r = out[0];
+    ASSERT_EQ(r.size(), 8u);
+    kernels::DispatchLayout layout{groups, chunks, capacity};
+    kernels::DispatchOutputs d = kernels::expertDispatch(x, w, ids, layout, experts);
+    EXPECT_EQ(r[3].values, toDoubles(d.slots));
+    EXPECT_EQ(r[2].values, toDoubles(d.rowExperts));
+    EXPECT_EQ(r[1].values, toDoubles(d.rowWeights));
+    EXPECT_EQ(r[0].values, toDoubles(d.rows));
+    int64_t dropped = std::count(d.slots.data<int64_t>(), d.slots.data<int64_t>() + d.slots.numel(), -1);
+    if (capacity == 50)
+      EXPECT_GT(dropped, 40);
+    else
+      EXPECT_EQ(dropped, 0);
+    expectNear(r[4], kernels::expertCombine(d.slots, drows, chunks), 1e-6, "combine");
+    auto [dx, dw] = kernels::expertDispatchBackward(d.slots, drows, drw, chunks);
+    expectNear(r[5], dx, 1e-6, "dispatch backward: d x");
+    EXPECT_EQ(r[6].values, toDoubles(dw));
+    EXPECT_EQ(r[7].values, toDoubles(kernels::expertCombineBackward(dy, d.slots, layout)));
+  }
 }

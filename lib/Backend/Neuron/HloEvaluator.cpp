@@ -158,7 +158,8 @@ public:
         values[inst.id()] = std::move(out);
         continue;
       }
-      if (op == "all-gather" || op == "reduce-scatter" || op == "all-reduce") {
+      if (op == "all-gather" || op == "reduce-scatter" || op == "all-reduce" ||
+          op == "all-to-all") {
         values[inst.id()] = collective(inst, operand(0));
         continue;
       }
@@ -217,6 +218,28 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
       }
       for (int64_t m : members)
         out[m] = result;
+      continue;
+    }
+    if (op == "all-to-all") {
+      // Member k's block j of the split dimension becomes member j's block k.
+      int64_t dim = inst.dimensions(0), block = in[members[0]].dims[dim] / n;
+      for (int64_t j = 0; j < n; ++j) {
+        HloArray result = arrayOf(inst.shape());
+        Index rs = stridesOf(result.dims);
+        for (int64_t k = 0; k < n; ++k) {
+          const HloArray &part = in[members[k]];
+          Index ps = stridesOf(part.dims);
+          Index blockDims = part.dims;
+          blockDims[dim] = block;
+          forEachIndex(blockDims, [&](int64_t, const Index &idx) {
+            Index from = idx, to = idx;
+            from[dim] += j * block;
+            to[dim] += k * block;
+            result.values[offsetOf(to, rs)] = part.values[offsetOf(from, ps)];
+          });
+        }
+        out[members[j]] = std::move(result);
+      }
       continue;
     }
     Combine combine = calledCombiner(inst);

@@ -225,6 +225,7 @@ const char *opcodeOf(Operation *op) {
       .Case<hlo::AllGatherOp>([](auto) { return "all-gather"; })
       .Case<hlo::ReduceScatterOp>([](auto) { return "reduce-scatter"; })
       .Case<hlo::AllReduceOp>([](auto) { return "all-reduce"; })
+      .Case<hlo::AllToAllOp>([](auto) { return "all-to-all"; })
       .Case<hlo::CustomCallOp>([](auto) { return "custom-call"; })
       .Case<hlo::OptBarrierOp>([](auto) { return "opt-barrier"; })
       .Default([](Operation *) { return nullptr; });
@@ -367,6 +368,12 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
             collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
                        c.getUseGlobalDeviceIds());
             return called(c.getCombiner());
+          })
+          .Case([&](hlo::AllToAllOp c) {
+            inst->add_dimensions(c.getSplitDimension());
+            collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
+                       c.getUseGlobalDeviceIds());
+            return success();
           })
           .Case([&](hlo::CustomCallOp c) {
             inst->set_custom_call_target(c.getCallTargetName().str());

@@ -60,7 +60,7 @@ HloStats HloStats::of(const xla::HloModuleProto &module) {
       if (inst.replica_groups_size() == 0)
         continue;
       int64_t n = inst.replica_groups(0).replica_ids_size();
-      // all-gather: the gathered result; reduce-scatter and all-reduce: the operand.
+      // all-gather: the gathered result; the others: the operand.
       int64_t bytes = inst.opcode() == "all-gather"
                           ? bytesOf(inst.shape())
                           : bytesOf(byId.at(inst.operand_ids(0))->shape());

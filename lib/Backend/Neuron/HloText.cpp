@@ -156,16 +156,16 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
   const std::string &op = inst.opcode();
   std::vector<std::string> attrs;
   auto dims = [&](const char *key) { attrs.push_back(fmt::format("{}={{{}}}", key, joined(inst.dimensions()))); };
+  bool dimensioned = op == "all-gather" || op == "reduce-scatter" || op == "all-to-all";
   if (op == "broadcast" || op == "transpose" || op == "concatenate" || op == "reduce" ||
-      op == "all-gather" || op == "reduce-scatter") {
-    if (op == "all-gather" || op == "reduce-scatter") {
+      dimensioned) {
+    if (dimensioned) {
       attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
       attrs.push_back("replica_groups=" + groupsText(inst));
     }
     dims("dimensions");
-    if (op == "all-gather" || op == "reduce-scatter")
-      if (inst.use_global_device_ids())
-        attrs.push_back("use_global_device_ids=true");
+    if (dimensioned && inst.use_global_device_ids())
+      attrs.push_back("use_global_device_ids=true");
   } else if (op == "all-reduce") {
     attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
     attrs.push_back("replica_groups=" + groupsText(inst));

@@ -3,7 +3,8 @@
 // Figures `kiln compile` reports and writes to the manifest: instructions by
 // opcode, collectives by kind and replica groups with the bytes one rank
 // sends (ring algorithms: (n-1)/n of the gathered or reduced tensor, twice
-// for an all-reduce), and the distinct replica-group lists, which Neuron
+// for an all-reduce; an all-to-all keeps 1/n of its operand and sends the
+// rest), and the distinct replica-group lists, which Neuron
 // limits to 12 per NEFF.
 //
 //===----------------------------------------------------------------------===//

@@ -321,30 +321,40 @@ FailureOr<int64_t> verifyCollective(Operation *op, DenseIntElementsAttr groups, 
                                << " is negative or listed twice";
   return type.getDimSize(1);
 }
+
+/// verifyCollective, and `dim` (attribute `attr`) a dimension of the
+/// operand; with `splits`, one that splits into a block per member.
+template <typename OpT>
+FailureOr<int64_t> verifyCollectiveOnDim(OpT op, StringRef attr, int64_t dim, bool splits) {
+  FailureOr<int64_t> n = verifyCollective(op, cast<DenseIntElementsAttr>(op.getReplicaGroups()),
+                                          op.getChannelId());
+  auto in = op.getOperand().getType();
+  if (failed(n) || failed(checkDim(op, attr, dim, in)))
+    return failure();
+  if (splits && in.getDimSize(dim) % *n)
+    return op.emitOpError() << "dimension " << dim << " (" << in.getDimSize(dim)
+                            << ") does not split into " << *n << " blocks";
+  return n;
+}
 } // namespace
 
 LogicalResult AllGatherOp::verify() {
-  FailureOr<int64_t> n = verifyCollective(*this, cast<DenseIntElementsAttr>(getReplicaGroups()),
-                                          getChannelId());
-  auto in = getOperand().getType();
   int64_t dim = getAllGatherDim();
-  if (failed(n) || failed(checkDim(*this, "all_gather_dim", dim, in)))
+  FailureOr<int64_t> n = verifyCollectiveOnDim(*this, "all_gather_dim", dim, false);
+  if (failed(n))
     return failure();
+  auto in = getOperand().getType();
   SmallVector<int64_t> shape(in.getShape());
   shape[dim] *= *n;
   return checkShape(*this, shape, getType());
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  FailureOr<int64_t> n = verifyCollective(*this, cast<DenseIntElementsAttr>(getReplicaGroups()),
-                                          getChannelId());
-  auto in = getOperand().getType();
   int64_t dim = getScatterDimension();
-  if (failed(n) || failed(checkDim(*this, "scatter_dimension", dim, in)))
+  FailureOr<int64_t> n = verifyCollectiveOnDim(*this, "scatter_dimension", dim, true);
+  if (failed(n))
     return failure();
-  if (in.getDimSize(dim) % *n)
-    return emitOpError() << "dimension " << dim << " (" << in.getDimSize(dim)
-                         << ") does not split into " << *n << " blocks";
+  auto in = getOperand().getType();
   SmallVector<int64_t> shape(in.getShape());
   shape[dim] /= *n;
   return checkShape(*this, shape, getType());
@@ -357,6 +367,16 @@ LogicalResult AllReduceOp::verify() {
   if (getOperand().getType() != getType())
     return emitOpError("the result must have the operand's type");
   return success();
+}
+
+LogicalResult AllToAllOp::verify() {
+  int64_t dim = getSplitDimension();
+  FailureOr<int64_t> n = verifyCollectiveOnDim(*this, "split_dimension", dim, true);
+  if (failed(n))
+    return failure();
+  if (getUseGlobalDeviceIds())
+    return emitOpError("all-to-all takes no use_global_device_ids (XLA's groups are partition ids)");
+  return checkShape(*this, getOperand().getType().getShape(), getType());
 }
 
 LogicalResult CustomCallOp::verify() {

@@ -234,6 +234,19 @@ def Hlo_AllReduceOp : Hlo_CollectiveOp<"all_reduce"> {
   let results = (outs Hlo_Tensor:$result);
 }
 
+def Hlo_AllToAllOp : Hlo_CollectiveOp<"all_to_all"> {
+  let summary = "all-to-all: block i of `split_dimension` to member i, received blocks in member order";
+  let description = [{
+    XLA's array form (`dimensions={split_dimension}`): the operand splits
+    into one block per member along the dimension, and the blocks received
+    are concatenated along the same dimension, so the shape is unchanged.
+    XLA has no use_global_device_ids on all-to-all: with a channel_id its
+    groups are partition ids, the global ids of a one-replica SPMD program.
+  }];
+  let arguments = !con((ins Hlo_Tensor:$operand, I64Attr:$split_dimension), commonArgs);
+  let results = (outs Hlo_Tensor:$result);
+}
+
 //===-- Custom calls -------------------------------------------------------===//
 
 def Hlo_CustomCallOp : Hlo_Op<"custom_call"> {
