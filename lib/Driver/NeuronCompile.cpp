@@ -26,6 +26,7 @@
 #include "kiln/Support/Json.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringMap.h"
 #include "mlir/Transforms/Passes.h"
 
 #include <fmt/format.h>
@@ -255,16 +256,18 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   std::vector<std::string> denseExperts;
   // Behind the all-to-all dispatcher (blocked), every row of the rank's
   // buffer is computed by each of its experts: that many FLOPs per routed pair.
+  llvm::StringMap<int64_t> routedPairs; // per layer: its dispatch's slots
+  step.walk([&](ExpertDispatchOp d) {
+    routedPairs[d.getFqn()] = cast<RankedTensorType>(d.getSlots().getType()).getNumElements();
+  });
   double blockedRatio = 0;
   step.walk([&](GroupedExpertsOp op) {
     denseExperts.push_back(op.getFqn().str());
-    auto rows = cast<RankedTensorType>(op.getExperts().getType());
-    step.walk([&](ExpertDispatchOp d) {
-      if (op.getBlocked() && d.getFqn() == op.getFqn() && blockedRatio == 0)
-        blockedRatio = double(cast<RankedTensorType>(op.getW1().getType()).getDimSize(0)) *
-                       double(rows.getNumElements()) /
-                       double(cast<RankedTensorType>(d.getSlots().getType()).getNumElements());
-    });
+    auto pairs = routedPairs.find(op.getFqn());
+    if (op.getBlocked() && blockedRatio == 0 && pairs != routedPairs.end())
+      blockedRatio = double(cast<RankedTensorType>(op.getW1().getType()).getDimSize(0)) *
+                     double(cast<RankedTensorType>(op.getExperts().getType()).getNumElements()) /
+                     double(pairs->second);
   });
   manifest["dense_expert_layers"] = denseExperts;
   manifest["memory_plan_per_rank"] = {{"peak_bytes", plan.peakBytes},
