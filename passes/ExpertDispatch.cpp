@@ -72,7 +72,7 @@ struct DispatchThroughBuffer : OpRewritePattern<GroupedExpertsOp> {
     auto blocked = GroupedExpertsOp::create(
         rewriter, loc, dispatch.getRows(), dispatch.getRowWeights(), dispatch.getRowExperts(),
         op.getW1(), op.getW3(), op.getW2(), op.getFqnAttr(), /*expert_axes=*/nullptr,
-        /*num_experts=*/nullptr, rewriter.getUnitAttr());
+        /*num_experts=*/nullptr, rewriter.getUnitAttr(), op.getRoundToAttr());
     rewriter.replaceOpWithNewOp<ExpertCombineOp>(op, dispatch.getSlots(), blocked.getResult(),
                                                  rewriter.getI64IntegerAttr(chunks),
                                                  op.getFqnAttr());

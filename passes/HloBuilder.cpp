@@ -75,6 +75,10 @@ Value HloBuilder::convert(Value a, Type element) {
   return make<hlo::ConvertOp>(tensor(shapeOf(a), element), a);
 }
 
+Value HloBuilder::roundTo(Value a, Type narrow) {
+  return narrow ? convert(convert(a, narrow), typeOf(a).getElementType()) : a;
+}
+
 Value HloBuilder::compare(Value a, Value c, hlo::ComparisonDirection dir) {
   return make<hlo::CompareOp>(tensor(shapeOf(a), b.getI1Type()), a, c, dir);
 }
@@ -150,11 +154,16 @@ Value HloBuilder::dynamicSlice(Value a, int64_t dim, Value start, int64_t size) 
 }
 
 Value HloBuilder::padEnd(Value a, int64_t dim, int64_t size) {
+  return padZeros(a, dim, 0, size - shapeOf(a)[dim]);
+}
+
+Value HloBuilder::padZeros(Value a, int64_t dim, int64_t before, int64_t after) {
   ArrayRef<int64_t> in = shapeOf(a);
   SmallVector<int64_t> lo(in.size(), 0), hi(in.size(), 0), interior(in.size(), 0),
       shape(in);
-  hi[dim] = size - in[dim];
-  shape[dim] = size;
+  lo[dim] = before;
+  hi[dim] = after;
+  shape[dim] += before + after;
   Type element = typeOf(a).getElementType();
   return make<hlo::PadOp>(tensor(shape, element), a, scalar(element, 0), lo, hi, interior);
 }

@@ -59,6 +59,10 @@ public:
   mlir::Value addScalar(mlir::Value a, double s) { return add(a, splatLike(a, s)); }
   mlir::Value mulScalar(mlir::Value a, double s) { return mul(a, splatLike(a, s)); }
   mlir::Value convert(mlir::Value a, mlir::Type element);
+  /// A float32 `a` rounded to the narrow float `narrow` and held in float32
+  /// (kiln.cast): the narrowing convert and the widening one back. A null
+  /// `narrow` returns `a`.
+  mlir::Value roundTo(mlir::Value a, mlir::Type narrow);
   mlir::Value compare(mlir::Value a, mlir::Value c, hlo::ComparisonDirection dir);
   mlir::Value select(mlir::Value pred, mlir::Value onTrue, mlir::Value onFalse);
 
@@ -80,6 +84,8 @@ public:
   mlir::Value dynamicSlice(mlir::Value a, int64_t dim, mlir::Value start, int64_t size);
   /// Zero-pads `dim` at its end to `size`.
   mlir::Value padEnd(mlir::Value a, int64_t dim, int64_t size);
+  /// `before` zeros in front of `dim` and `after` behind it.
+  mlir::Value padZeros(mlir::Value a, int64_t dim, int64_t before, int64_t after);
 
   // Contractions and reductions.
   mlir::Value dot(mlir::Value lhs, mlir::Value rhs, llvm::ArrayRef<int64_t> lhsBatch,

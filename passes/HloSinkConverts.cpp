@@ -53,6 +53,33 @@ template <typename OpT> struct SinkWidening : OpRewritePattern<OpT> {
   }
 };
 
+/// pad(convert_wide(x), c) -> convert_wide(pad(x, c')) when the padding
+/// value c is a constant exact in x's type (the dispatcher's zero rows).
+struct SinkWideningPad : OpRewritePattern<hlo::PadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(hlo::PadOp op, PatternRewriter &rw) const override {
+    auto widen = op.getOperand().getDefiningOp<hlo::ConvertOp>();
+    auto padding = op.getPaddingValue().getDefiningOp<hlo::ConstantOp>();
+    if (!widen || !isWidening(widen) || !padding)
+      return failure();
+    auto narrow = cast<FloatType>(elementOf(widen.getOperand()));
+    APFloat value = cast<DenseElementsAttr>(padding.getValue()).getSplatValue<APFloat>();
+    bool inexact = false;
+    if (value.convert(narrow.getFloatSemantics(), APFloat::rmNearestTiesToEven, &inexact) !=
+            APFloat::opOK ||
+        inexact)
+      return failure();
+    auto scalar = RankedTensorType::get({}, narrow);
+    rw.setInsertionPoint(op);
+    Value c = hlo::ConstantOp::create(rw, padding.getLoc(), scalar,
+                                      cast<ElementsAttr>(DenseElementsAttr::get(scalar, value)));
+    Value narrowPad = moveAs(rw, op, widen.getOperand());
+    narrowPad.getDefiningOp()->setOperand(1, c);
+    rw.replaceOpWithNewOp<hlo::ConvertOp>(op, op.getType(), narrowPad);
+    return success();
+  }
+};
+
 /// convert_narrow(OpT(y)) -> OpT(convert_narrow(y)) when the convert is OpT's
 /// only use (else the move would run twice).
 struct HoistNarrowing : OpRewritePattern<hlo::ConvertOp> {
@@ -107,7 +134,7 @@ struct HloSinkConvertsPass : public kiln::impl::HloSinkConvertsBase<HloSinkConve
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<SinkWidening<hlo::AllGatherOp>, SinkWidening<hlo::AllToAllOp>,
-                 SinkWidening<hlo::ReshapeOp>,
+                 SinkWidening<hlo::ReshapeOp>, SinkWidening<hlo::GatherOp>, SinkWideningPad,
                  SinkWidening<hlo::TransposeOp>, SinkWidening<hlo::BroadcastInDimOp>,
                  SinkWidening<hlo::SliceOp>, SinkWidening<hlo::DynamicSliceOp>, HoistNarrowing,
                  FoldRoundTrip, DotOfNarrow>(&getContext());

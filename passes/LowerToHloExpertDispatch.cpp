@@ -53,19 +53,12 @@ Value pairsI32(HloBuilder &b, const DispatchShape &s, Value v) {
   return b.reshape(b.convert(v, b.i32()), s.pairGrid());
 }
 
-/// 2D `table` [n, w] with a zero row in front: [n + 1, w].
-Value withZeroRow(HloBuilder &b, Value table) {
-  Value zero = b.splat(b.tensor({1, HloBuilder::shapeOf(table)[1]},
-                                HloBuilder::typeOf(table).getElementType()),
-                       0);
-  return b.concat({zero, table}, 0);
-}
-
-/// v [..., w] as a table [rows, w] with a zero row 0.
+/// v [..., w] as a table [rows, w] with a zero row 0 (a pad, which a
+/// widening convert sinks below, so bf16 rows stay bf16 in the table).
 Value zeroRowTable(HloBuilder &b, Value v) {
   ArrayRef<int64_t> shape = HloBuilder::shapeOf(v);
   int64_t w = shape.back();
-  return withZeroRow(b, b.reshape(v, {HloBuilder::typeOf(v).getNumElements() / w, w}));
+  return b.padZeros(b.reshape(v, {HloBuilder::typeOf(v).getNumElements() / w, w}), 0, 1, 0);
 }
 
 /// v as one column [elements, 1].

@@ -130,7 +130,7 @@ FailureOr<SmallVector<Value>> lower(AddOp, AddOp::Adaptor a, HloBuilder &b, HloL
 // past data movement and into dots, so bf16 values travel and multiply.
 FailureOr<SmallVector<Value>> lower(CastOp op, CastOp::Adaptor a, HloBuilder &b,
                                     HloLoweringState &) {
-  return one(b.convert(b.convert(a.getInput(), op.getTo()), b.f32()));
+  return one(b.roundTo(a.getInput(), op.getTo()));
 }
 
 FailureOr<SmallVector<Value>> lower(ReshapeOp op, ReshapeOp::Adaptor a, HloBuilder &b,

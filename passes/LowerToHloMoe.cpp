@@ -133,21 +133,26 @@ FailureOr<SmallVector<Value>> lower(RouterBackwardOp op, RouterBackwardOp::Adapt
 }
 
 /// The dense experts' recomputable forward on x rows [T, H]: gate and up
-/// projections G, U [E, T, I], A = silu(G) * U, and Y = A w2_e^T [E, T, H].
+/// projections G, U [E, T, I], A = silu(G) * U, and Y = A w2_e^T [E, T, H];
+/// with a `round` type (the op's round_to), G, U, A and Y rounded to it, so
+/// that every expert dot multiplies narrow values once the converts sink.
 struct DenseExperts {
   Value gate, up, act, y;
 
-  static DenseExperts run(HloBuilder &b, Value x, Value w1, Value w3, Value w2) {
+  static DenseExperts run(HloBuilder &b, Value x, Value w1, Value w3, Value w2, Type round) {
     DenseExperts d;
     // [T, H] . [E, I, H] -> [T, E, I] -> [E, T, I]
-    d.gate = b.transpose(b.dot(x, w1, {}, {}, {1}, {2}), {1, 0, 2});
-    d.up = b.transpose(b.dot(x, w3, {}, {}, {1}, {2}), {1, 0, 2});
-    d.act = swiglu(b, d.gate, d.up);
+    d.gate = b.roundTo(b.transpose(b.dot(x, w1, {}, {}, {1}, {2}), {1, 0, 2}), round);
+    d.up = b.roundTo(b.transpose(b.dot(x, w3, {}, {}, {1}, {2}), {1, 0, 2}), round);
+    d.act = b.roundTo(swiglu(b, d.gate, d.up), round);
     // [E, T, I] . [E, H, I] -> [E, T, H]
-    d.y = b.dot(d.act, w2, {0}, {0}, {2}, {2});
+    d.y = b.roundTo(b.dot(d.act, w2, {0}, {0}, {2}, {2}), round);
     return d;
   }
 };
+
+/// The op's round_to, or null.
+template <typename OpT> Type roundingOf(OpT op) { return op.getRoundTo().value_or(Type()); }
 
 /// Each token's routing weight per expert: [T, E], zero where unselected.
 Value combineWeights(HloBuilder &b, Value weights, Value ids, int64_t experts, Value offset) {
@@ -158,7 +163,7 @@ FailureOr<SmallVector<Value>> lower(GroupedExpertsOp op, GroupedExpertsOp::Adapt
                                     HloBuilder &b, HloLoweringState &state) {
   int64_t experts = HloBuilder::shapeOf(a.getW1())[0];
   Value x = asRows(b, a.getInput());
-  DenseExperts d = DenseExperts::run(b, x, a.getW1(), a.getW3(), a.getW2());
+  DenseExperts d = DenseExperts::run(b, x, a.getW1(), a.getW3(), a.getW2(), roundingOf(op));
   Value c = combineWeights(b, a.getWeights(), a.getExperts(), experts,
                            blockOffset(b, state, experts, op.getExpertAxes()));
   // [E, T, H] . [T, E] over E, batched over T -> [T, H]
@@ -176,7 +181,8 @@ FailureOr<SmallVector<Value>> lower(GroupedExpertsBackwardOp op,
   Value mask = expertMask(b, asRows(b, a.getExperts()), experts,
                           blockOffset(b, state, experts, op.getExpertAxes())); // [T, k, E]
   Value c = sumOverSlots(b, mask, asRows(b, a.getWeights()));      // [T, E]
-  DenseExperts d = DenseExperts::run(b, x, w1, w3, w2);
+  Type round = roundingOf(op);
+  DenseExperts d = DenseExperts::run(b, x, w1, w3, w2, round);
 
   // d weights[t, j] = dy[t] . Y of token t's j-th expert.
   Value perExpert = b.dot(d.y, dy, {1}, {0}, {2}, {1}); // [T, E]
@@ -184,10 +190,12 @@ FailureOr<SmallVector<Value>> lower(GroupedExpertsBackwardOp op,
   // dY [E, T, H] = c[t, e] dy[t]: zero for the experts a token skipped, so
   // they get zero weight gradients.
   SmallVector<int64_t> etH{experts, rows[0], rows[1]};
-  Value dY = b.mul(b.broadcast(c, etH, {1, 0}), b.broadcast(dy, etH, {1, 2}));
-  Value dAct = b.dot(dY, w2, {0}, {0}, {2}, {1});      // [E, T, I]
-  Value dW2 = b.dot(dY, d.act, {0}, {0}, {1}, {1});    // [E, H, I]
-  auto [dGate, dUp] = swigluGrads(b, dAct, d.gate, d.up);
+  // Rounded, with dA, dG and dU, as the CPU kernel rounds them.
+  Value dY = b.roundTo(b.mul(b.broadcast(c, etH, {1, 0}), b.broadcast(dy, etH, {1, 2})), round);
+  Value dAct = b.roundTo(b.dot(dY, w2, {0}, {0}, {2}, {1}), round); // [E, T, I]
+  Value dW2 = b.dot(dY, d.act, {0}, {0}, {1}, {1});                 // [E, H, I]
+  auto [dGateWide, dUpWide] = swigluGrads(b, dAct, d.gate, d.up);
+  Value dGate = b.roundTo(dGateWide, round), dUp = b.roundTo(dUpWide, round);
   Value dW1 = b.dot(dGate, x, {}, {}, {1}, {0});       // [E, I, H]
   Value dW3 = b.dot(dUp, x, {}, {}, {1}, {0});
   // dx = sum_e dG_e w1_e + dU_e w3_e: [E, T, I] . [E, I, H] over E and I.

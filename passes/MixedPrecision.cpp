@@ -3,8 +3,11 @@
 // The casts of FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
 // reduce_dtype=f32) as kiln.cast ops on @loss, before differentiation, so
 // that the backward pass inherits them: parameters where they enter, and
-// the activation operand and result of every linear. Kernels keep
-// computing in float32 on the rounded values (docs/neuron.md).
+// the activation operand and result of every linear. The routed experts
+// round as a dense MLP's linears do: their input and result by casts (and
+// the all-to-all dispatcher's combined result), their inner projections by
+// the op's round_to. Kernels keep computing in float32 on the rounded
+// values (docs/neuron.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +53,8 @@ struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecision
   }
 
   /// Casts every parameter argument at the top of `fn` and each linear's
-  /// input and result after their definitions, each value once.
+  /// and each experts op's input and result after their definitions, each
+  /// value once.
   void castFunction(func::FuncOp fn, Type narrow) {
     OpBuilder b(fn.getContext());
     TypeAttr to = TypeAttr::get(narrow);
@@ -76,12 +80,31 @@ struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecision
       if (fn.getArgAttr(arg.getArgNumber(), kParamAttr) && isF32Tensor(arg) &&
           !arg.use_empty())
         castOnce(arg, owningModule(arg));
-    SmallVector<LinearOp> linears;
-    fn.walk([&](LinearOp op) { linears.push_back(op); });
-    for (LinearOp op : linears) {
-      castOnce(op.getInput(), owningModule(op.getInput()));
-      castOnce(op.getResult(), op.getFqn());
+    // Collected first: casting inserts ops the walk would visit.
+    SmallVector<Operation *> matmuls;
+    fn.walk([&](Operation *op) {
+      if (isa<LinearOp, GroupedExpertsOp, ExpertDispatchOp, ExpertCombineOp>(op) ||
+          isExpertsKernel(op))
+        matmuls.push_back(op);
+    });
+    // The dispatcher's ops stand for the experts' own input (dispatch) and
+    // result (combine) around the experts over the buffer.
+    for (Operation *op : matmuls) {
+      StringRef fqn = op->getAttrOfType<StringAttr>("fqn").getValue();
+      if (auto experts = dyn_cast<GroupedExpertsOp>(op))
+        experts.setRoundToAttr(to);
+      if (!isa<ExpertCombineOp>(op))
+        castOnce(op->getOperand(0), owningModule(op->getOperand(0)));
+      if (!isa<ExpertDispatchOp>(op))
+        castOnce(op->getResult(0), fqn);
     }
+  }
+
+  /// A kernel in place of kiln.grouped_experts: in the op's layout (x
+  /// first, the result first), computing in float32 inside.
+  static bool isExpertsKernel(Operation *op) {
+    auto kernel = dyn_cast<KernelOp>(op);
+    return kernel && kernel.getTarget() == GroupedExpertsOp::getOperationName();
   }
 
   static bool isF32Tensor(Value value) {

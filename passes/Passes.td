@@ -248,7 +248,8 @@ def HloSinkConverts : Pass<"kiln-hlo-sink-converts", "mlir::ModuleOp"> {
     commutes with moving data; a product of two bf16 values is exact in
     float32) then make the bf16 explicit where XLA and neuronx-cc see it:
     a widening convert sinks below data movement (all-gather, all-to-all,
-    reshape, transpose, broadcast, slice, dynamic-slice), a narrowing convert of the
+    reshape, transpose, broadcast, slice, dynamic-slice, gather, and a pad
+    whose padding value is exact in bf16), a narrowing convert of the
     only use of such an op rises above it, a narrow→wide→narrow round trip
     folds away, and a dot of two values widened from bf16 becomes a dot of
     the bf16 values with a float32 result (float32 accumulation, XLA's

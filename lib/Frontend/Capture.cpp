@@ -113,7 +113,8 @@ private:
                                     router.getExperts(), param(experts + ".w1"),
                                     param(experts + ".w3"), param(experts + ".w2"),
                                     fqn(experts), /*expert_axes=*/nullptr,
-                                    /*num_experts=*/nullptr, /*blocked=*/nullptr);
+                                    /*num_experts=*/nullptr, /*blocked=*/nullptr,
+                                    /*round_to=*/nullptr);
   }
 
   Value norm(const std::string &module, Value x) {

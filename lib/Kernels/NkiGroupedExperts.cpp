@@ -246,7 +246,7 @@ public:
                                                      StringAttr fqn) const override {
     return {{GroupedExpertsOp::create(b, loc, in[0], in[1], in[2], in[3], in[4], in[5], fqn,
                                       /*expert_axes=*/nullptr, /*num_experts=*/nullptr,
-                                      /*blocked=*/nullptr),
+                                      /*blocked=*/nullptr, /*round_to=*/nullptr),
              "out"}};
   }
 

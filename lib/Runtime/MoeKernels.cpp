@@ -138,16 +138,25 @@ Tensor downProjection(const Tensor &act, const Grouping &g, const Tensor &w2) {
   return y;
 }
 
+/// t rounded to `round` (mixed precision); F32 leaves it as it is.
+Tensor rounded(Tensor t, DType round) {
+  return round == DType::F32 ? t : roundTo(std::move(t), round);
+}
+
 /// Recomputed output rows of the grouped pairs: (G, U, silu(G) * U, Y).
 struct ExpertActivations {
   Tensor gate, up, act, y;
 };
 
+/// Rounds where a dense MLP's linears round under mixed precision: their
+/// outputs G, U and Y, and the down projection's input.
 ExpertActivations runExperts(const Tensor &xs, const Grouping &g, const Tensor &w1,
-                             const Tensor &w3, const Tensor &w2) {
+                             const Tensor &w3, const Tensor &w2, DType round) {
   auto [gate, up] = gateAndUp(xs, g, w1, w3);
-  Tensor act = swiglu(gate, up);
-  Tensor y = downProjection(act, g, w2);
+  gate = rounded(std::move(gate), round);
+  up = rounded(std::move(up), round);
+  Tensor act = rounded(swiglu(gate, up), round);
+  Tensor y = rounded(downProjection(act, g, w2), round);
   return {gate, up, act, y};
 }
 
@@ -288,11 +297,12 @@ Tensor routerBackward(const Tensor &probs, const Tensor &experts, const Tensor &
 }
 
 Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &experts,
-                      const Tensor &w1, const Tensor &w3, const Tensor &w2, ExpertShard shard) {
+                      const Tensor &w1, const Tensor &w3, const Tensor &w2, ExpertShard shard,
+                      DType round) {
   const int64_t topK = experts.shape().back();
   Grouping g = groupByExpert(experts, w1.dim(0), shard);
   Tensor xs = gatherRows(x, g, topK, [](int64_t) { return 1.0f; });
-  Tensor y = runExperts(xs, g, w1, w3, w2).y;
+  Tensor y = runExperts(xs, g, w1, w3, w2, round).y;
   const float *w = weights.data<float>();
   return sumPerToken(y, g, x.shape(), topK, [w](int64_t pair) { return w[pair]; });
 }
@@ -300,7 +310,7 @@ Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &expe
 GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
                                            const Tensor &weights, const Tensor &experts,
                                            const Tensor &w1, const Tensor &w3,
-                                           const Tensor &w2, ExpertShard shard) {
+                                           const Tensor &w2, ExpertShard shard, DType round) {
   const int64_t hidden = x.shape().back(), topK = experts.shape().back(),
                 numExperts = w1.dim(0),
                 inter = w1.dim(1), pairs = experts.numel();
@@ -309,8 +319,8 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
   const float *w = weights.data<float>(), *dy = dout.data<float>();
   Tensor xs = gatherRows(x, g, topK, [](int64_t) { return 1.0f; });
   // d Y of pair (t, j) = weights[t, j] * dout[t].
-  Tensor dys = gatherRows(dout, g, topK, [&](int64_t i) { return w[i]; });
-  ExpertActivations a = runExperts(xs, g, w1, w3, w2);
+  Tensor dys = rounded(gatherRows(dout, g, topK, [&](int64_t i) { return w[i]; }), round);
+  ExpertActivations a = runExperts(xs, g, w1, w3, w2, round);
 
   GroupedExpertsGrads grads{Tensor::uninitialized(DType::F32, x.shape()),
                             Tensor::uninitialized(DType::F32, weights.shape()),
@@ -353,7 +363,9 @@ GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
     gemm(true, false, hidden, inter, n, d, a.act.data<float>() + s * inter, 0.0f,
          dw2 + e * block);
   });
-  auto [dgate, dup] = swigluBackward(dact, a.gate, a.up);
+  auto [dgate, dup] = swigluBackward(rounded(std::move(dact), round), a.gate, a.up);
+  dgate = rounded(std::move(dgate), round);
+  dup = rounded(std::move(dup), round);
 
   // dw1_e = dG^T X, dw3_e = dU^T X [I, H]; dX = dG w1_e + dU w3_e [n, H],
   // written over Y (no longer needed).

@@ -146,7 +146,7 @@ module {
 // CHECK: %[[SLOT:.*]] = hlo.select %[[KEPT]], {{.*}} : (tensor<2x3x2xi1>, tensor<2x3x2xi32>, tensor<2x3x2xi32>) -> tensor<2x3x2xi32>
 // CHECK: %[[SOURCES:.*]] = hlo.scatter {{.*}} {combiner = #hlo<combiner add>, {{.*}}} : (tensor<13x2xi32>, tensor<2x3x2xi32>, tensor<2x3x2x2xi32>) -> tensor<13x2xi32>
 // CHECK: hlo.slice %[[SOURCES]] {limit_indices = array<i64: 13, 2>, start_indices = array<i64: 1, 0>
-// CHECK: %[[XTABLE:.*]] = hlo.concatenate {{.*}} {dimension = 0 : i64} : (tensor<1x4xf32>, tensor<6x4xf32>) -> tensor<7x4xf32>
+// CHECK: %[[XTABLE:.*]] = hlo.pad {{.*}} {edge_padding_high = array<i64: 0, 0>, edge_padding_low = array<i64: 1, 0>, interior_padding = array<i64: 0, 0>} : (tensor<6x4xf32>, tensor<f32>) -> tensor<7x4xf32>
 // CHECK: %[[ROWS:.*]] = hlo.gather %[[XTABLE]], {{.*}} : (tensor<7x4xf32>, tensor<12xi32>) -> tensor<12x4xf32>
 // CHECK: hlo.gather {{.*}} : (tensor<13x1xf32>, tensor<12xi32>) -> tensor<12x1xf32>
 // CHECK: hlo.gather {{.*}} : (tensor<13x1xi32>, tensor<12xi32>) -> tensor<12x1xi32>

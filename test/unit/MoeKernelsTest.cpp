@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "kiln/Runtime/BackwardKernels.h"
+#include "kiln/Runtime/Kernels.h"
 #include "kiln/Runtime/ExpertDispatchKernels.h"
 #include "kiln/Runtime/MoeKernels.h"
 
@@ -481,6 +483,71 @@ TEST(MoeKernelsTest, ExpertShardsSumToTheWholeLayer) {
 }
 
 // --- Load balancing loss ----------------------------------------------------
+
+// Mixed precision: one expert taking every token at weight 1 is a dense
+// SwiGLU MLP, and with a rounding type the kernel rounds exactly where
+// kiln-mixed-precision's casts round that MLP's linears (outputs, the down
+// projection's input) and where their VJPs round the cotangents. Both run
+// the same float32 GEMMs, so the results agree to float32 rounding; a missed
+// or extra bf16 rounding shows as an error of order 1e-3.
+TEST(MoeKernelsTest, RoundedExpertsRoundAsTheDenseMlpsCasts) {
+  std::mt19937 rng(51);
+  const int64_t tokens = 12, hidden = 16, inter = 24;
+  auto bf16 = [](Tensor t) { return kernels::roundTo(std::move(t), DType::BF16); };
+  // The operands as the casts leave them: bf16 values.
+  Tensor x = bf16(randomTensor({tokens, hidden}, rng));
+  Tensor w1 = bf16(randomTensor({1, inter, hidden}, rng, 0.5f));
+  Tensor w3 = bf16(randomTensor({1, inter, hidden}, rng, 0.5f));
+  Tensor w2 = bf16(randomTensor({1, hidden, inter}, rng, 0.5f));
+  Tensor dout = bf16(randomTensor({tokens, hidden}, rng));
+  Tensor weights(DType::F32, {tokens, 1});
+  std::fill_n(weights.mutableData<float>(), tokens, 1.0f);
+  Tensor ids = idTensor({tokens, 1}, std::vector<int64_t>(tokens, 0));
+  Tensor d1 = w1.reshaped({inter, hidden}), d3 = w3.reshaped({inter, hidden}),
+         d2 = w2.reshaped({hidden, inter});
+
+  // The dense MLP with the casts: gate, up, act and y rounded.
+  Tensor gate = bf16(kernels::linear(x, d1)), up = bf16(kernels::linear(x, d3));
+  Tensor act = bf16(kernels::swiglu(gate, up));
+  Tensor y = bf16(kernels::linear(act, d2));
+  // Its backward with the casts' VJPs: dy, d act, d gate, d up rounded.
+  Tensor dy = bf16(dout);
+  Tensor dact = bf16(kernels::linearBackwardData(dy, d2));
+  auto [dgate, dup] = kernels::swigluBackward(dact, gate, up);
+  dgate = bf16(dgate);
+  dup = bf16(dup);
+  Vec dx = plus(toDoubles(kernels::linearBackwardData(dgate, d1)),
+                toDoubles(kernels::linearBackwardData(dup, d3)));
+
+  Tensor out = kernels::groupedExperts(x, weights, ids, w1, w3, w2, {}, DType::BF16);
+  expectClose("y", out, toDoubles(y));
+  kernels::GroupedExpertsGrads g = kernels::groupedExpertsBackward(dout, x, weights, ids, w1,
+                                                                   w3, w2, {}, DType::BF16);
+  expectClose("dx", g.x, dx);
+  expectClose("dw1", g.w1, toDoubles(kernels::linearBackwardWeight(dgate, x)));
+  expectClose("dw3", g.w3, toDoubles(kernels::linearBackwardWeight(dup, x)));
+  expectClose("dw2", g.w2, toDoubles(kernels::linearBackwardWeight(dy, act)));
+  Vec dw(tokens), dyv = toDoubles(dout), yv = toDoubles(y);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < hidden; ++h)
+      dw[t] += dyv[t * hidden + h] * yv[t * hidden + h];
+  expectClose("dweights", g.weights, dw);
+
+  // The rounding is what the comparison sees: without it the output and the
+  // weight gradients move by far more than the tolerance.
+  auto worstGap = [](const Tensor &a, const Tensor &b) {
+    Vec u = toDoubles(a), v = toDoubles(b);
+    double worst = 0;
+    for (size_t i = 0; i < u.size(); ++i)
+      worst = std::max(worst, std::abs(u[i] - v[i]) / std::max(1.0, std::abs(v[i])));
+    return worst;
+  };
+  kernels::GroupedExpertsGrads wide =
+      kernels::groupedExpertsBackward(dout, x, weights, ids, w1, w3, w2);
+  EXPECT_GT(worstGap(kernels::groupedExperts(x, weights, ids, w1, w3, w2), out), 100 * kTol);
+  EXPECT_GT(worstGap(wide.w1, g.w1), 100 * kTol);
+  EXPECT_GT(worstGap(wide.w2, g.w2), 100 * kTol);
+}
 
 TEST(MoeKernelsTest, LoadBalancingLossMatchesHfFormula) {
   // Two layers of different token counts, concatenated as HF does.

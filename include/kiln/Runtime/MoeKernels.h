@@ -63,10 +63,13 @@ struct ExpertShard {
 /// out[t] = sum over slots j (ascending expert id) of
 ///          weights[t, j] * w2_e (silu(w1_e x_t) * (w3_e x_t)),  e = experts[t, j].
 /// No capacity limit: every token reaches all of its k experts. With a
-/// shard, pairs routed to experts outside it contribute nothing.
+/// shard, pairs routed to experts outside it contribute nothing. A narrow
+/// `round` (BF16 or F16, mixed precision) rounds each expert's gate and up
+/// projections, the SwiGLU product and the expert's output, as the casts of
+/// a dense MLP's linears round them; F32 rounds nothing.
 Tensor groupedExperts(const Tensor &x, const Tensor &weights, const Tensor &experts,
                       const Tensor &w1, const Tensor &w3, const Tensor &w2,
-                      ExpertShard shard = {});
+                      ExpertShard shard = {}, DType round = DType::F32);
 
 struct GroupedExpertsGrads {
   Tensor x, weights, w1, w3, w2;
@@ -74,11 +77,15 @@ struct GroupedExpertsGrads {
 
 /// VJP of groupedExperts for the cotangent dout [..., H]. Recomputes each
 /// expert's gate and up projections from x (nothing but the op's operands
-/// is kept from the forward).
+/// is kept from the forward). A narrow `round` rounds the recomputed values
+/// as the forward does and the cotangents of each rounded value (each
+/// expert's weighted output gradient, the SwiGLU product's, the gate's and
+/// the up projection's), as the VJPs of the casts round them.
 GroupedExpertsGrads groupedExpertsBackward(const Tensor &dout, const Tensor &x,
                                            const Tensor &weights, const Tensor &experts,
                                            const Tensor &w1, const Tensor &w3,
-                                           const Tensor &w2, ExpertShard shard = {});
+                                           const Tensor &w2, ExpertShard shard = {},
+                                           DType round = DType::F32);
 
 /// HF's load_balancing_loss_func (no attention mask) over the sparse layers
 /// together: with N = total tokens over all layers, E experts, k slots,

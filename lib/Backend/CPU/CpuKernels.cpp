@@ -95,8 +95,10 @@ void run(SwigluOp, const Context &, In in, Out &out) {
 void run(AddOp, const Context &, In in, Out &out) {
   out.push_back(kernels::add(std::move(in[0]), in[1]));
 }
+/// The runtime's narrow type for a cast's or rounding attribute's `to`.
+DType narrowType(Type to) { return to.isBF16() ? DType::BF16 : DType::F16; }
 void run(CastOp op, const Context &, In in, Out &out) {
-  out.push_back(kernels::roundTo(std::move(in[0]), op.getTo().isBF16() ? DType::BF16 : DType::F16));
+  out.push_back(kernels::roundTo(std::move(in[0]), narrowType(op.getTo())));
 }
 /// local positions / total positions: a rank's share of a split mean.
 float positionShare(std::optional<uint64_t> total, const Tensor &labels) {
@@ -239,10 +241,15 @@ template <typename OpT> kernels::ExpertShard expertShard(OpT op, const Context &
                                       op.getW1().getType().getDimSize(0), "a stack of experts");
   return {offset, total};
 }
+/// What a grouped-experts op rounds its activations to: F32 for nothing.
+template <typename OpT> DType expertRounding(OpT op) {
+  std::optional<Type> to = op.getRoundTo();
+  return to ? narrowType(*to) : DType::F32;
+}
 
 void run(GroupedExpertsOp op, const Context &ctx, In in, Out &out) {
   out.push_back(kernels::groupedExperts(in[0], in[1], in[2], in[3], in[4], in[5],
-                                        expertShard(op, ctx)));
+                                        expertShard(op, ctx), expertRounding(op)));
 }
 /// The variadic operands [first, first + count) as a vector.
 std::vector<Tensor> slice(In in, size_t first, size_t count) {
@@ -267,7 +274,8 @@ void run(RouterBackwardOp op, const Context &, In in, Out &out) {
 }
 void run(GroupedExpertsBackwardOp op, const Context &ctx, In in, Out &out) {
   kernels::GroupedExpertsGrads g = kernels::groupedExpertsBackward(
-      in[0], in[1], in[2], in[3], in[4], in[5], in[6], expertShard(op, ctx));
+      in[0], in[1], in[2], in[3], in[4], in[5], in[6], expertShard(op, ctx),
+      expertRounding(op));
   out.append({g.x, g.weights, g.w1, g.w3, g.w2});
 }
 void run(ExpertDispatchOp op, const Context &, In in, Out &out) {

@@ -1,6 +1,7 @@
 //===- HloEvaluator.cpp - A reference evaluator of emitted HLO ------------===//
 
 #include "kiln/Backend/Neuron/HloEvaluator.h"
+#include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Support/Error.h"
 
 #include <algorithm>
@@ -310,6 +311,8 @@ HloArray Evaluator::evaluate(const xla::HloInstructionProto &inst,
     for (uint32_t x : lit.u32s())
       v.push_back(x);
     for (bool x : lit.preds())
+      v.push_back(x);
+    for (float x : bf16LiteralValues(lit))
       v.push_back(x);
     if (int64_t(v.size()) != out.size())
       fail("HLO evaluator: {} has {} literal values for {} elements", inst.name(), v.size(),

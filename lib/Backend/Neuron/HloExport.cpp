@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cstring>
 #include <map>
 
 using namespace mlir;
@@ -171,6 +172,22 @@ LogicalResult Exporter::literal(hlo::ConstantOp op, xla::LiteralProto *lit) {
   }
   return success();
 }
+
+} // namespace
+
+std::vector<float> bf16LiteralValues(const xla::LiteralProto &literal) {
+  const std::string &bytes = literal.bf16s();
+  std::vector<float> values;
+  for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
+    uint32_t bits = (uint32_t(uint8_t(bytes[i + 1])) << 24) | (uint32_t(uint8_t(bytes[i])) << 16);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  return values;
+}
+
+namespace {
 
 void Exporter::collective(xla::HloInstructionProto *inst, DenseIntElementsAttr groups,
                           int64_t channel, bool global) {

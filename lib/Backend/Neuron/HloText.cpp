@@ -93,13 +93,8 @@ std::string literalText(const xla::LiteralProto &lit) {
     values.push_back(std::to_string(v));
   for (bool v : lit.preds())
     values.push_back(v ? "true" : "false");
-  const std::string &bf16 = lit.bf16s();
-  for (size_t i = 0; i + 1 < bf16.size(); i += 2) {
-    uint32_t bits = (uint32_t(uint8_t(bf16[i + 1])) << 24) | (uint32_t(uint8_t(bf16[i])) << 16);
-    float f;
-    std::memcpy(&f, &bits, 4);
-    values.push_back(floatText(f));
-  }
+  for (float v : bf16LiteralValues(lit))
+    values.push_back(floatText(v));
   const auto &dims = lit.shape().dimensions();
   if (dims.empty())
     return values.empty() ? "0" : values.front();

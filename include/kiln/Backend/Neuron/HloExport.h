@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
+#include <vector>
 
 namespace kiln::neuron {
 
@@ -25,6 +26,10 @@ namespace kiln::neuron {
 /// emitted on the op that cannot be exported.
 mlir::FailureOr<xla::HloModuleProto> exportHloModule(mlir::ModuleOp module,
                                                      llvm::StringRef name);
+
+/// The values of a bf16 literal (its `bf16s` bytes, two little-endian bytes
+/// per value) as floats.
+std::vector<float> bf16LiteralValues(const xla::LiteralProto &literal);
 
 /// XLA's HLO text syntax of `module` (what --xla_dump_to writes).
 std::string printHloText(const xla::HloModuleProto &module);

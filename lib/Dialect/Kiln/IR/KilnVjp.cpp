@@ -144,7 +144,8 @@ LogicalResult GroupedExpertsOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
   auto bwd = GroupedExpertsBackwardOp::create(b, getLoc(), gradOut[0], getInput(), getWeights(),
                                               getExperts(), getW1(), getW3(), getW2(),
                                               getFqnAttr(), getExpertAxesAttr(),
-                                              getNumExpertsAttr(), getBlockedAttr());
+                                              getNumExpertsAttr(), getBlockedAttr(),
+                                              getRoundToAttr());
   gradIn.append({bwd.getInputGrad(), bwd.getWeightsGrad(), nullptr, bwd.getW1Grad(),
                  bwd.getW3Grad(), bwd.getW2Grad()});
   return success();

@@ -87,6 +87,12 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
     nothing is summed over them. An expert id of -1 marks an unfilled row:
     it contributes nothing.
 
+    `round_to` (bf16 mixed precision, set by kiln-mixed-precision) rounds
+    what a dense MLP's linears would round: each expert's gate and up
+    projections, the SwiGLU product the down projection takes and the
+    expert's output, and in the backward the cotangents of those values;
+    the input and the result are rounded by kiln.cast ops around the op.
+
     The cost counts only routed tokens (`tokens * k`, the active FLOPs; under
     expert parallelism the rank's share of them at a balanced load; blocked,
     every row of the buffer, its capacity);
@@ -106,7 +112,8 @@ def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
                        Kiln_IdTensor:$experts, Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3,
                        Kiln_FloatTensor:$w2, StrAttr:$fqn,
                        OptionalAttr<DenseI16ArrayAttr>:$expert_axes,
-                       OptionalAttr<I64Attr>:$num_experts, UnitAttr:$blocked);
+                       OptionalAttr<I64Attr>:$num_experts, UnitAttr:$blocked,
+                       OptionalAttr<TypeAttrOf<AnyTypeOf<[BF16, F16]>>>:$round_to);
   let results = (outs Kiln_FloatTensor:$result);
   let hasVerifier = 1;
   let extraClassDeclaration = !strconcat([{
@@ -191,6 +198,8 @@ def Kiln_GroupedExpertsBackwardOp : Kiln_BackwardOp<"grouped_experts_backward",
   let description = [{
     Recomputes each expert's gate and up projections from the saved input
     rather than keeping `[tokens * k, inter]` activations from the forward.
+    With `round_to`, rounds as the forward does, and the cotangents of the
+    rounded values too.
     Experts no token reached get zero weight gradients.
 
     Example:
@@ -209,7 +218,8 @@ def Kiln_GroupedExpertsBackwardOp : Kiln_BackwardOp<"grouped_experts_backward",
                        Kiln_F32Tensor:$weights, Kiln_IdTensor:$experts,
                        Kiln_FloatTensor:$w1, Kiln_FloatTensor:$w3, Kiln_FloatTensor:$w2,
                        StrAttr:$fqn, OptionalAttr<DenseI16ArrayAttr>:$expert_axes,
-                       OptionalAttr<I64Attr>:$num_experts, UnitAttr:$blocked);
+                       OptionalAttr<I64Attr>:$num_experts, UnitAttr:$blocked,
+                       OptionalAttr<TypeAttrOf<AnyTypeOf<[BF16, F16]>>>:$round_to);
   let hasVerifier = 1;
   let results = (outs Kiln_FloatTensor:$input_grad, Kiln_F32Tensor:$weights_grad,
                       Kiln_FloatTensor:$w1_grad, Kiln_FloatTensor:$w3_grad,
