@@ -23,11 +23,18 @@ namespace {
 
 Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
 
-/// A convert from a float type to a wider one (exact).
+/// A convert from a float type to a wider one, or from an integer type to
+/// a wider one (exact: HLO integers are signed, so it sign-extends).
 bool isWidening(hlo::ConvertOp op) {
-  auto from = dyn_cast<FloatType>(elementOf(op.getOperand()));
-  auto to = dyn_cast<FloatType>(elementOf(op.getResult()));
-  return from && to && from.getWidth() < to.getWidth();
+  Type from = elementOf(op.getOperand()), to = elementOf(op.getResult());
+  bool floats = isa<FloatType>(from) && isa<FloatType>(to);
+  bool integers = from.isSignlessInteger() && to.isSignlessInteger();
+  return (floats || integers) && from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth();
+}
+
+/// isWidening from a float type.
+bool isFloatWidening(hlo::ConvertOp op) {
+  return isWidening(op) && isa<FloatType>(elementOf(op.getOperand()));
 }
 
 /// `op` (data movement, its data in operand 0 and one result) rebuilt on
@@ -60,7 +67,7 @@ struct SinkWideningPad : OpRewritePattern<hlo::PadOp> {
   LogicalResult matchAndRewrite(hlo::PadOp op, PatternRewriter &rw) const override {
     auto widen = op.getOperand().getDefiningOp<hlo::ConvertOp>();
     auto padding = op.getPaddingValue().getDefiningOp<hlo::ConstantOp>();
-    if (!widen || !isWidening(widen) || !padding)
+    if (!widen || !isFloatWidening(widen) || !padding)
       return failure();
     auto narrow = cast<FloatType>(elementOf(widen.getOperand()));
     APFloat value = cast<DenseElementsAttr>(padding.getValue()).getSplatValue<APFloat>();
@@ -119,7 +126,7 @@ struct DotOfNarrow : OpRewritePattern<hlo::DotGeneralOp> {
   LogicalResult matchAndRewrite(hlo::DotGeneralOp op, PatternRewriter &rw) const override {
     auto lhs = op.getLhs().getDefiningOp<hlo::ConvertOp>();
     auto rhs = op.getRhs().getDefiningOp<hlo::ConvertOp>();
-    if (!lhs || !rhs || !isWidening(lhs) || !isWidening(rhs) ||
+    if (!lhs || !rhs || !isFloatWidening(lhs) || !isFloatWidening(rhs) ||
         elementOf(lhs.getOperand()) != elementOf(rhs.getOperand()))
       return failure();
     rw.modifyOpInPlace(op, [&] {

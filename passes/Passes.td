@@ -246,7 +246,9 @@ def HloSinkConverts : Pass<"kiln-hlo-sink-converts", "mlir::ModuleOp"> {
     After kiln-lower-to-hlo at mixed precision, every kiln.cast is a
     narrowing `convert` followed by a widening one. Exact rewrites (rounding
     commutes with moving data; a product of two bf16 values is exact in
-    float32) then make the bf16 explicit where XLA and neuronx-cc see it:
+    float32) then make the bf16 explicit where XLA and neuronx-cc see it
+    (integer widening, s32 ids converted to a kiln op's s64, sinks and folds
+    the same way):
     a widening convert sinks below data movement (all-gather, all-to-all,
     reshape, transpose, broadcast, slice, dynamic-slice, gather, and a pad
     whose padding value is exact in bf16), a narrowing convert of the

@@ -54,3 +54,19 @@ func.func @train_step(%x: tensor<2x4xbf16>, %ids: tensor<5xi32>) -> (tensor<5x4x
   %p = hlo.pad %w, %tenth {edge_padding_high = array<i64: 0, 0>, edge_padding_low = array<i64: 1, 0>, interior_padding = array<i64: 0, 0>} : (tensor<2x4xf32>, tensor<f32>) -> tensor<3x4xf32>
   return %g, %p : tensor<5x4xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// Integer widening is exact too (HLO integers are signed): ids computed in
+// s32 and converted to s64 for a kiln op's type move as s32 through a
+// reshape, and the convert back to s32 that their consumer takes folds.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-NEXT: %[[R:.*]] = hlo.reshape %arg0 : (tensor<2x3xi32>) -> tensor<6xi32>
+// CHECK-NEXT: %[[W:.*]] = hlo.convert %[[R]] : (tensor<6xi32>) -> tensor<6xi64>
+// CHECK-NEXT: return %[[R]], %[[W]]
+func.func @train_step(%ids: tensor<2x3xi32>) -> (tensor<6xi32>, tensor<6xi64>) {
+  %wide = hlo.convert %ids : (tensor<2x3xi32>) -> tensor<2x3xi64>
+  %flat = hlo.reshape %wide : (tensor<2x3xi64>) -> tensor<6xi64>
+  %back = hlo.convert %flat : (tensor<6xi64>) -> tensor<6xi32>
+  return %back, %flat : tensor<6xi32>, tensor<6xi64>
+}

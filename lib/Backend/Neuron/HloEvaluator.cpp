@@ -193,6 +193,21 @@ private:
   std::map<int64_t, const xla::HloInstructionProto *> instructions;
 };
 
+/// Copies block `from` of `src` along `dim` (blocks of `size` entries) to
+/// block `to` of `dst`: the one data movement of all-gather, all-to-all and
+/// reduce-scatter.
+void copyBlock(const HloArray &src, int64_t from, HloArray &dst, int64_t to, int64_t dim,
+               int64_t size) {
+  Index ss = stridesOf(src.dims), ds = stridesOf(dst.dims), blockDims = src.dims;
+  blockDims[dim] = size;
+  forEachIndex(blockDims, [&](int64_t, const Index &idx) {
+    Index s = idx, d = idx;
+    s[dim] += from * size;
+    d[dim] += to * size;
+    dst.values[offsetOf(d, ds)] = src.values[offsetOf(s, ss)];
+  });
+}
+
 std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst,
                                             const std::vector<HloArray> &in) {
   std::vector<HloArray> out(world);
@@ -206,17 +221,8 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
     if (op == "all-gather") {
       int64_t dim = inst.dimensions(0);
       HloArray result = arrayOf(inst.shape());
-      Index rs = stridesOf(result.dims);
-      for (int64_t k = 0; k < n; ++k) {
-        const HloArray &part = in[members[k]];
-        Index ps = stridesOf(part.dims);
-        forEachIndex(part.dims, [&](int64_t flat, const Index &idx) {
-          Index o = idx;
-          o[dim] += k * part.dims[dim];
-          result.values[offsetOf(o, rs)] = part.values[flat];
-        });
-        (void)ps;
-      }
+      for (int64_t k = 0; k < n; ++k)
+        copyBlock(in[members[k]], 0, result, k, dim, in[members[k]].dims[dim]);
       for (int64_t m : members)
         out[m] = result;
       continue;
@@ -226,19 +232,8 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
       int64_t dim = inst.dimensions(0), block = in[members[0]].dims[dim] / n;
       for (int64_t j = 0; j < n; ++j) {
         HloArray result = arrayOf(inst.shape());
-        Index rs = stridesOf(result.dims);
-        for (int64_t k = 0; k < n; ++k) {
-          const HloArray &part = in[members[k]];
-          Index ps = stridesOf(part.dims);
-          Index blockDims = part.dims;
-          blockDims[dim] = block;
-          forEachIndex(blockDims, [&](int64_t, const Index &idx) {
-            Index from = idx, to = idx;
-            from[dim] += j * block;
-            to[dim] += k * block;
-            result.values[offsetOf(to, rs)] = part.values[offsetOf(from, ps)];
-          });
-        }
+        for (int64_t k = 0; k < n; ++k)
+          copyBlock(in[members[k]], j, result, k, dim, block);
         out[members[j]] = std::move(result);
       }
       continue;
@@ -259,12 +254,7 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
     int64_t dim = inst.dimensions(0);
     for (int64_t k = 0; k < n; ++k) {
       HloArray block = arrayOf(inst.shape());
-      Index ts = stridesOf(total.dims);
-      forEachIndex(block.dims, [&](int64_t flat, const Index &idx) {
-        Index o = idx;
-        o[dim] += k * block.dims[dim];
-        block.values[flat] = total.values[offsetOf(o, ts)];
-      });
+      copyBlock(total, k, block, 0, dim, block.dims[dim]);
       out[members[k]] = std::move(block);
     }
   }
