@@ -67,10 +67,11 @@ struct SinkWideningPad : OpRewritePattern<hlo::PadOp> {
   LogicalResult matchAndRewrite(hlo::PadOp op, PatternRewriter &rw) const override {
     auto widen = op.getOperand().getDefiningOp<hlo::ConvertOp>();
     auto padding = op.getPaddingValue().getDefiningOp<hlo::ConstantOp>();
-    if (!widen || !isFloatWidening(widen) || !padding)
+    auto dense = padding ? dyn_cast<DenseElementsAttr>(padding.getValue()) : nullptr;
+    if (!widen || !isFloatWidening(widen) || !dense)
       return failure();
     auto narrow = cast<FloatType>(elementOf(widen.getOperand()));
-    APFloat value = cast<DenseElementsAttr>(padding.getValue()).getSplatValue<APFloat>();
+    APFloat value = dense.getSplatValue<APFloat>();
     bool inexact = false;
     if (value.convert(narrow.getFloatSemantics(), APFloat::rmNearestTiesToEven, &inexact) !=
             APFloat::opOK ||

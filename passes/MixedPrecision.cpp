@@ -81,15 +81,15 @@ struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecision
           !arg.use_empty())
         castOnce(arg, owningModule(arg));
     // Collected first: casting inserts ops the walk would visit.
-    SmallVector<Operation *> matmuls;
+    SmallVector<Operation *> rounded;
     fn.walk([&](Operation *op) {
       if (isa<LinearOp, GroupedExpertsOp, ExpertDispatchOp, ExpertCombineOp>(op) ||
           isExpertsKernel(op))
-        matmuls.push_back(op);
+        rounded.push_back(op);
     });
     // The dispatcher's ops stand for the experts' own input (dispatch) and
     // result (combine) around the experts over the buffer.
-    for (Operation *op : matmuls) {
+    for (Operation *op : rounded) {
       StringRef fqn = op->getAttrOfType<StringAttr>("fqn").getValue();
       if (auto experts = dyn_cast<GroupedExpertsOp>(op))
         experts.setRoundToAttr(to);

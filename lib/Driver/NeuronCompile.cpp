@@ -26,8 +26,8 @@
 #include "kiln/Support/Json.h"
 
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/StringMap.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

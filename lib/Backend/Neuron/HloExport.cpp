@@ -173,22 +173,6 @@ LogicalResult Exporter::literal(hlo::ConstantOp op, xla::LiteralProto *lit) {
   return success();
 }
 
-} // namespace
-
-std::vector<float> bf16LiteralValues(const xla::LiteralProto &literal) {
-  const std::string &bytes = literal.bf16s();
-  std::vector<float> values;
-  for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
-    uint32_t bits = (uint32_t(uint8_t(bytes[i + 1])) << 24) | (uint32_t(uint8_t(bytes[i])) << 16);
-    float f;
-    std::memcpy(&f, &bits, 4);
-    values.push_back(f);
-  }
-  return values;
-}
-
-namespace {
-
 void Exporter::collective(xla::HloInstructionProto *inst, DenseIntElementsAttr groups,
                           int64_t channel, bool global) {
   auto type = cast<ShapedType>(groups.getType());
@@ -485,6 +469,18 @@ LogicalResult Exporter::run(func::FuncOp func, StringRef name) {
 }
 
 } // namespace
+
+std::vector<float> bf16LiteralValues(const xla::LiteralProto &literal) {
+  const std::string &bytes = literal.bf16s();
+  std::vector<float> values;
+  for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
+    uint32_t bits = (uint32_t(uint8_t(bytes[i + 1])) << 24) | (uint32_t(uint8_t(bytes[i])) << 16);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  return values;
+}
 
 FailureOr<xla::HloModuleProto> exportHloModule(ModuleOp module, StringRef name) {
   SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());

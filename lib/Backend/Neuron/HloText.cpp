@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <map>
 
