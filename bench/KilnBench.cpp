@@ -321,6 +321,7 @@ BENCHMARK(ChunkedCrossEntropy)
     ->Args({1024, 256, 0})
     ->Args({1024, 256, 256})
     ->Args({2048, 128, 0})
+    ->Args({1024, 128, 0})
     ->Unit(benchmark::kMillisecond);
 
 void UnfusedCrossEntropyBaseline(benchmark::State &state) {

@@ -4,11 +4,16 @@
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Runtime/CpuPeak.h"
+#include "kiln/Runtime/SgemmTiming.h"
+#include "kiln/Runtime/ThreadBudget.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/IR/MLIRContext.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
 
 namespace kiln {
 
@@ -17,6 +22,15 @@ MachineProbe thisMachine() {
   probe.sgemmFlops = measureCpuPeakFlops;
   probe.memoryBandwidth = measureCpuMemoryBandwidth;
   probe.memoryBytes = physicalMemoryBytes;
+  probe.gemmSeconds = [](const GemmShape &g, int64_t ranksOnMachine) {
+    // A rank gets its share of the cores: what this process runs with (one
+    // thread per rank under mpiexec), at most the machine's cores / ranks
+    // (kiln plan timing for one of several ranks).
+    int share = int(std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) /
+                                             std::max<int64_t>(1, ranksOnMachine)));
+    return sgemmSeconds({g.m, g.n, g.k, g.transA, g.transB, g.accumulate},
+                        std::min(ThreadBudget::blasThreads(), share));
+  };
   return probe;
 }
 
@@ -77,6 +91,10 @@ TargetProfile cpuTargetForRanks(int64_t ranksOnMachine) {
     target.matmulPeakFlops /= double(ranksOnMachine);
     target.vectorPeakFlops /= double(ranksOnMachine);
     target.memoryBandwidth /= double(ranksOnMachine);
+    if (target.gemmSeconds)
+      target.gemmSeconds = [time = thisMachine().gemmSeconds, ranksOnMachine](const GemmShape &g) {
+        return time(g, ranksOnMachine);
+      };
   }
   return target;
 }

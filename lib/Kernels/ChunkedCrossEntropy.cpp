@@ -106,6 +106,41 @@ public:
     return 6.0 * rows * hidden * vocab + 6.0 * rows * vocab;
   }
 
+  // Every logit is read by the row's max, read and written by its exp and
+  // again by the scaling into dlogits: five float passes besides the GEMMs'.
+  int64_t passBytes(Operation *op, bool backward) const override {
+    if (backward)
+      return 0;
+    auto h = typeOf(op->getOperand(0));
+    int64_t rows = h.getNumElements() / std::max<int64_t>(h.getShape().back(), 1);
+    return 5 * rows * typeOf(op->getOperand(1)).getDimSize(0) * int64_t(sizeof(float));
+  }
+
+  // Per chunk of n rows, as kernels::chunkedCrossEntropy issues them: the
+  // logits h_c W^T, dL/dh_c = dlogits W and dL/dW (+)= dlogits^T h_c, which
+  // streams all of W and dL/dW for each chunk. The backward only scales.
+  void gemms(Operation *op, bool backward, SmallVectorImpl<GemmShape> &out) const override {
+    if (backward)
+      return;
+    auto h = typeOf(op->getOperand(0));
+    int64_t hidden = h.getShape().back(), rows = h.getNumElements() / std::max<int64_t>(hidden, 1),
+            vocab = typeOf(op->getOperand(1)).getDimSize(0);
+    if (rows == 0)
+      return;
+    auto options = op->getAttrOfType<DictionaryAttr>("options");
+    int64_t chunk = kernels::resolveChunkRows(rows, vocab,
+                                              intOption(options, "chunk_rows").value_or(0));
+    auto perChunk = [&](int64_t n, int64_t count, bool accumulate) {
+      if (count > 0)
+        out.append({{n, vocab, hidden, false, true, false, count},
+                    {n, hidden, vocab, false, false, false, count},
+                    {vocab, hidden, n, true, false, accumulate, count}});
+    };
+    perChunk(chunk, 1, false); // the first chunk's dL/dW has beta = 0
+    perChunk(chunk, rows / chunk - 1, true);
+    perChunk(rows % chunk, rows % chunk ? 1 : 0, true);
+  }
+
   ShardingRule shardingRule(Operation *op, bool backward) const override {
     ShardingRule rule;
     int64_t leadRank = typeOf(op->getOperand(backward ? 1 : 0)).getRank() - 1;

@@ -65,6 +65,33 @@ int64_t scaledBytes(CostOpInterface cost, const ValuePrecision &precision) {
                tensorBytes(op->getResultTypes()));
 }
 
+/// On a target that times GEMMs by shape, an op that reports its GEMMs
+/// takes their measured seconds (which move its operands and results), the
+/// roofline of the rest of its work as vector work (the FLOPs beyond its
+/// GEMMs and the bytes beyond its operands and results: a fused loss's
+/// softmax over its logits) and the per-op overhead; nullopt otherwise.
+std::optional<double> timedGemmSeconds(CostOpInterface cost, double flops,
+                                       const TargetProfile &target) {
+  if (!target.gemmSeconds)
+    return std::nullopt;
+  llvm::SmallVector<GemmShape> gemms;
+  cost.getGemms(gemms);
+  if (gemms.empty())
+    return std::nullopt;
+  double seconds = 0, gemmFlops = 0;
+  for (const GemmShape &g : gemms) {
+    seconds += double(g.count) * target.gemmSeconds(g);
+    gemmFlops += g.flops();
+  }
+  Operation *op = cost.getOperation();
+  int64_t restBytes = cost.getBytesRead() + cost.getBytesWritten() -
+                      tensorBytes(op->getOperandTypes()) - tensorBytes(op->getResultTypes());
+  double rest = std::max(std::max(0.0, flops - gemmFlops) / target.achievedFlops(OpClass::Vector),
+                         double(std::max<int64_t>(0, restBytes)) /
+                             target.achievedMemoryBandwidth());
+  return seconds + rest + target.efficiency.opOverheadSeconds;
+}
+
 struct Node {
   Operation *op;
   bool communication = false;
@@ -121,8 +148,11 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
       n.record.opClass = cost.getOpClass();
       n.record.flops = cost.getFlops();
       n.record.bytes = scaledBytes(cost, precision);
-      n.seconds = rooflineSeconds(n.record.flops, n.record.bytes, n.record.opClass, target,
-                                  &n.record.memoryBound);
+      std::optional<double> timed = timedGemmSeconds(cost, n.record.flops, target);
+      n.record.gemmsTimed = timed.has_value();
+      n.seconds = timed ? *timed
+                        : rooflineSeconds(n.record.flops, n.record.bytes, n.record.opClass,
+                                          target, &n.record.memoryBound);
     }
     if (!n.record.fqn.empty()) {
       std::string key = moduleKey(n.record.fqn);

@@ -64,6 +64,8 @@ public:
     return v.get<double>();
   }
 
+  bool has(const std::string &key) const { return root_.contains(key); }
+
   bool boolean(const std::string &path) {
     const nlohmann::json &v = field(path);
     if (!v.is_boolean())
@@ -202,6 +204,20 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
   t.efficiency.memory = r.fraction("efficiency.memory");
   t.efficiency.collective = r.fraction("efficiency.collective");
   t.efficiency.opOverheadSeconds = r.number("efficiency.op_overhead_seconds", true);
+  if (r.has("gemm_seconds")) {
+    const nlohmann::json &v = r.field("gemm_seconds");
+    if (!v.is_string() || v.get<std::string>() != "measured")
+      fail("{}: field 'gemm_seconds' must be \"measured\" (every GEMM timed at its shape on "
+           "the machine at hand), got {}; leave it out to run GEMMs at efficiency.matmul",
+           source, briefJson(v));
+    if (!probe.gemmSeconds)
+      fail("{}: field 'gemm_seconds' cannot be \"measured\" here (no machine to time GEMMs "
+           "on); leave it out to run GEMMs at efficiency.matmul",
+           source);
+    t.gemmSeconds = [time = probe.gemmSeconds, ranks = t.ranksPerNode](const GemmShape &g) {
+      return time(g, ranks);
+    };
+  }
   r.finish(t.sources);
   if (t.ranksPerNode % t.ranksPerDevice != 0)
     fail("{}: field 'ranks_per_device' ({}) must divide 'ranks_per_node' ({})", source,

@@ -22,11 +22,6 @@ namespace kiln::kernels {
 
 namespace {
 
-int64_t resolveChunkRows(int64_t rows, int64_t vocab, int64_t chunkRows) {
-  int64_t chunk = chunkRows > 0 ? chunkRows : defaultChunkRows(vocab);
-  return std::max<int64_t>(1, std::min(chunk, rows));
-}
-
 /// t * factor, in t's buffer when nothing else refers to it.
 Tensor scaled(Tensor t, float factor) {
   Tensor out = t.isUniquelyOwned() ? t : Tensor::uninitialized(DType::F32, t.shape());
@@ -43,6 +38,11 @@ Tensor scaled(Tensor t, float factor) {
 
 int64_t defaultChunkRows(int64_t vocab) {
   return std::max<int64_t>(1, kChunkLogitsBytes / (std::max<int64_t>(vocab, 1) * 4));
+}
+
+int64_t resolveChunkRows(int64_t rows, int64_t vocab, int64_t chunkRows) {
+  int64_t chunk = chunkRows > 0 ? chunkRows : defaultChunkRows(vocab);
+  return std::max<int64_t>(1, std::min(chunk, rows));
 }
 
 int64_t chunkedCrossEntropyScratchBytes(int64_t rows, int64_t vocab, int64_t chunkRows) {

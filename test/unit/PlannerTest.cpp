@@ -16,6 +16,7 @@
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Planner/Collective.h"
 #include "kiln/Planner/Precision.h"
+#include "kiln/Planner/StepSchedule.h"
 #include "kiln/Support/Json.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -23,6 +24,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -38,6 +40,7 @@ MachineProbe fakeProbe() {
   probe.sgemmFlops = [] { return 1e11; };
   probe.memoryBandwidth = [] { return 1e10; };
   probe.memoryBytes = [] { return int64_t(64) << 30; };
+  probe.gemmSeconds = [](const GemmShape &g, int64_t) { return g.flops() / 1e11; };
   return probe;
 }
 
@@ -500,7 +503,145 @@ TEST(PlannerTest, BuiltinProfilesParseAndCiteEveryFigure) {
   EXPECT_EQ(trn2.memoryBytes * 4, int64_t(96) << 30);
   TargetProfile cpu = loadTargetProfile("cpu", fakeProbe());
   EXPECT_DOUBLE_EQ(cpu.matmulPeakFlops, 1e11); // measured
+  // The cpu target times GEMMs by shape; accelerators run them at a factor.
+  EXPECT_TRUE(bool(cpu.gemmSeconds));
+  EXPECT_FALSE(bool(trn2.gemmSeconds));
   EXPECT_EQ(cpu.precision.computeBytes, 4);
+}
+
+/// The fixture's step on one rank, batch 1 x seq 16, with the loss as the
+/// chunked cross-entropy in chunks of 5 rows (3 full chunks and 1 row).
+mlir::OwningOpRef<mlir::ModuleOp> chunkedLossStep(mlir::MLIRContext &context) {
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.hf_path=" + test::dataPath("qwen3-dense-tiny"), "--target.name=cpu",
+           R"(--override.rules=[{"name": "loss", "target": "kiln.cross_entropy",
+              "kernel": "chunked_cross_entropy", "options": {"chunk_rows": 5}}])"});
+  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
+  kernels.log = false;
+  CaptureOptions shape;
+  shape.batch = 1;
+  shape.seq = 16;
+  return captureTrainingStep(context, Qwen3Config::resolve(config.model.hfPath), shape,
+                             OptimizerSettings{}, nullptr, &kernels);
+}
+
+std::vector<GemmShape> gemmsOf(mlir::Operation *op) {
+  llvm::SmallVector<GemmShape> gemms;
+  llvm::cast<CostOpInterface>(op).getGemms(gemms);
+  return {gemms.begin(), gemms.end()};
+}
+
+std::string describe(const std::vector<GemmShape> &gemms) {
+  std::string out;
+  for (const GemmShape &g : gemms)
+    out += fmt::format("[{}x{}x{}{}{}{} x{}]", g.m, g.n, g.k, g.transA ? " tA" : "",
+                       g.transB ? " tB" : "", g.accumulate ? " +C" : "", g.count);
+  return out;
+}
+
+TEST(PlannerTest, OpsReportTheSgemmsTheirCpuKernelsIssue) {
+  // The shapes and transposes of kernels::linear, linearBackwardData and
+  // linearBackwardWeight's cblas_sgemm calls, and of the chunked loss's three
+  // per chunk (the first chunk's dL/dW overwrites, the others accumulate),
+  // written out here from the kernels' source; their FLOPs are the ops'.
+  mlir::MLIRContext context;
+  auto module = chunkedLossStep(context);
+  Qwen3Config m = Qwen3Config::resolve(test::dataPath("qwen3-dense-tiny"));
+  const int64_t rows = 16, h = m.hiddenSize, v = m.vocabSize, q = m.numHeads * m.headDim;
+  std::map<std::string, std::string> expected = {
+      {"kiln.linear layers.0.attention.wq", describe({{rows, q, h, false, true, false, 1}})},
+      {"kiln.linear_backward_data layers.0.attention.wq",
+       describe({{rows, h, q, false, false, false, 1}})},
+      {"kiln.linear_backward_weight layers.0.attention.wq",
+       describe({{q, h, rows, true, false, false, 1}})},
+      {"kiln.kernel loss", describe({{5, v, h, false, true, false, 1},
+                                     {5, h, v, false, false, false, 1},
+                                     {v, h, 5, true, false, false, 1},
+                                     {5, v, h, false, true, false, 2},
+                                     {5, h, v, false, false, false, 2},
+                                     {v, h, 5, true, false, true, 2},
+                                     {1, v, h, false, true, false, 1},
+                                     {1, h, v, false, false, false, 1},
+                                     {v, h, 1, true, false, true, 1}})},
+      {"kiln.kernel_backward loss", ""},
+      {"kiln.rms_norm layers.0.attention_norm", ""}};
+  std::set<std::string> seen;
+  module->lookupSymbol<mlir::func::FuncOp>("train_step").walk([&](CostOpInterface op) {
+    auto fqn = op->getAttrOfType<mlir::StringAttr>("fqn");
+    std::string key = op->getName().getStringRef().str() + " " + fqn.getValue().str();
+    auto it = expected.find(key);
+    if (it == expected.end() || !seen.insert(key).second)
+      return;
+    std::vector<GemmShape> gemms = gemmsOf(op);
+    EXPECT_EQ(describe(gemms), it->second) << key;
+    if (gemms.empty())
+      return;
+    double gemmFlops = 0;
+    for (const GemmShape &g : gemms)
+      gemmFlops += g.flops();
+    // The loss kernel's FLOPs add its softmax, 6 per logit.
+    double softmax = op->getName().getStringRef() == "kiln.kernel" ? 6.0 * rows * v : 0;
+    EXPECT_DOUBLE_EQ(gemmFlops + softmax, op.getFlops()) << key;
+  });
+  for (const auto &[key, gemms] : expected)
+    EXPECT_TRUE(seen.count(key)) << "no " << key << " in the step";
+}
+
+TEST(PlannerTest, MeasuredGemmsReplaceTheMatmulFactor) {
+  // A target whose GEMMs are "measured": the probe says 1 ms per GFLOP, 3x
+  // that with A transposed, so each op's time is worked out from its shapes.
+  // Other ops keep the roofline; the probe is told the ranks per node.
+  MachineProbe probe = fakeProbe();
+  std::vector<int64_t> ranksSeen;
+  probe.gemmSeconds = [&](const GemmShape &g, int64_t ranks) {
+    ranksSeen.push_back(ranks);
+    return 2.0 * g.m * g.n * g.k / 1e12 * (g.transA ? 3 : 1);
+  };
+  nlohmann::json j = profileJson(4, 1, "f32");
+  j["gemm_seconds"] = "measured";
+  j["efficiency"]["op_overhead_seconds"] = 1e-6;
+  TargetProfile timed = parseTargetProfile(j.dump(), "timed.json", probe);
+  j.erase("gemm_seconds");
+  TargetProfile roofline = parseTargetProfile(j.dump(), "roofline.json", probe);
+
+  mlir::MLIRContext context;
+  auto module = chunkedLossStep(context);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  Qwen3Config m = Qwen3Config::resolve(test::dataPath("qwen3-dense-tiny"));
+  const double vocab = double(m.vocabSize);
+  ValuePrecision precision(step, timed.precision);
+  StepSchedule withGemms = scheduleStep(step, timed, precision);
+  StepSchedule without = scheduleStep(step, roofline, precision);
+  ASSERT_EQ(withGemms.ops.size(), without.ops.size());
+  int timedOps = 0;
+  for (size_t i = 0; i < withGemms.ops.size(); ++i) {
+    const ScheduledOp &a = withGemms.ops[i], &b = without.ops[i];
+    std::vector<GemmShape> gemms = a.op ? gemmsOf(a.op) : std::vector<GemmShape>{};
+    EXPECT_FALSE(b.gemmsTimed);
+    EXPECT_EQ(a.gemmsTimed, !gemms.empty()) << a.name << " " << a.fqn;
+    if (gemms.empty()) {
+      EXPECT_DOUBLE_EQ(a.seconds, b.seconds) << a.name << " " << a.fqn;
+      continue;
+    }
+    ++timedOps;
+    double expected = 1e-6, gemmFlops = 0;
+    for (const GemmShape &g : gemms) {
+      expected += double(g.count) * 2.0 * g.m * g.n * g.k / 1e12 * (g.transA ? 3 : 1);
+      gemmFlops += g.flops();
+    }
+    // The rest of the loss kernel, its softmax, is vector work: 6 FLOPs and
+    // five float passes per logit.
+    bool loss = a.name == "kiln.kernel";
+    EXPECT_DOUBLE_EQ(a.flops - gemmFlops, loss ? 6.0 * 16 * vocab : 0.0) << a.name;
+    if (loss)
+      expected += std::max(6.0 * 16 * vocab / (1e11 * 0.5), 5.0 * 16 * vocab * 4 / (1e11 * 0.5));
+    EXPECT_NEAR(a.seconds, expected, 1e-12 + 1e-9 * expected) << a.name << " " << a.fqn;
+  }
+  // 7 linears per layer, forward and two backward, and the loss.
+  EXPECT_EQ(timedOps, m.numLayers * 7 * 3 + 1);
+  EXPECT_FALSE(ranksSeen.empty());
+  for (int64_t ranks : ranksSeen)
+    EXPECT_EQ(ranks, 4);
 }
 
 TEST(PlannerTest, MalformedProfilesNameTheFileAndTheField) {
@@ -538,6 +679,15 @@ TEST(PlannerTest, MalformedProfilesNameTheFileAndTheField) {
   EXPECT_EQ(parse(measured),
             "my.json: field 'interconnect.inter_node.bandwidth' cannot be \"measured\"; give a "
             "number");
+  nlohmann::json gemms = profileJson(4);
+  gemms["gemm_seconds"] = 0.001;
+  EXPECT_EQ(parse(gemms),
+            "my.json: field 'gemm_seconds' must be \"measured\" (every GEMM timed at its shape "
+            "on the machine at hand), got 0.001; leave it out to run GEMMs at efficiency.matmul");
+  gemms["gemm_seconds"] = "measured";
+  EXPECT_EQ(errorOf([&] { parseTargetProfile(gemms.dump(), "my.json", MachineProbe{}); }), "my.json: field 'gemm_seconds' cannot be \"measured\" here (no "
+                          "machine to time GEMMs on); leave it out to run GEMMs at "
+                          "efficiency.matmul");
   EXPECT_EQ(errorOf([] { parseTargetProfile("{\"name\": ", "my.json", fakeProbe()); })
                 .rfind("my.json: malformed JSON", 0),
             0u);

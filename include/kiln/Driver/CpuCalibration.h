@@ -28,6 +28,9 @@ struct EfficiencyFit {
   int64_t bytes = 0;
   double measuredSeconds = 0, shippedSeconds = 0;
   double shipped = 0, fitted = 0;
+  /// A row with no factor to fit: ops timed as their GEMMs, measured at
+  /// their shapes (gemm_seconds), shown planned against measured.
+  bool measuredRates = false;
 };
 
 struct CpuCalibration {

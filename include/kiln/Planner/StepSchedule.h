@@ -6,7 +6,9 @@
 //   * a compute op takes the roofline time max(FLOPs / achieved peak of its
 //     class, bytes / achieved memory bandwidth) plus the profile's per-op
 //     overhead (CostOpInterface FLOPs and bytes, bytes at the target's
-//     precision); compute ops run one after another in program order;
+//     precision); on a target that times GEMMs by shape (the cpu target), an
+//     op that reports its GEMMs takes their measured seconds instead; compute
+//     ops run one after another in program order;
 //   * a collective takes its alpha-beta ring time (Collective.h) on the one
 //     communication stream, which takes collectives in the order they become
 //     ready (program order among equals);
@@ -49,6 +51,8 @@ struct ScheduledOp {
   int64_t bytes = 0; ///< compute: bytes read + written
   OpClass opClass = OpClass::Vector;
   bool memoryBound = false;
+  /// Timed as the GEMMs it issues, measured at their shapes (the cpu target).
+  bool gemmsTimed = false;
   std::optional<Collective> collective;
   /// A collective's algorithm: the faster of a flat ring and two levels.
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;

@@ -11,6 +11,7 @@
 #ifndef KILN_PLANNER_TARGETPROFILE_H
 #define KILN_PLANNER_TARGETPROFILE_H
 
+#include "kiln/Dialect/Kiln/IR/GemmShape.h"
 #include "kiln/Dialect/Kiln/IR/OpClass.h"
 
 #include <cstdint>
@@ -57,6 +58,11 @@ struct TargetProfile {
     double matmul = 1, attention = 1, vector = 1, memory = 1, collective = 1;
     double opOverheadSeconds = 0;
   } efficiency;
+  /// Seconds of one GEMM of a shape on the machine at hand ("gemm_seconds":
+  /// "measured", the cpu target): an op that reports its GEMMs
+  /// (CostOpInterface::getGemms) takes their time instead of its FLOPs at
+  /// efficiency.matmul. Empty for every other target.
+  std::function<double(const GemmShape &)> gemmSeconds;
   std::map<std::string, std::string> sources; ///< field path -> where the figure comes from
 
   /// Achieved FLOP/s of an op class: peak x efficiency.
@@ -69,6 +75,9 @@ struct MachineProbe {
   std::function<double()> sgemmFlops;
   std::function<double()> memoryBandwidth;
   std::function<int64_t()> memoryBytes;
+  /// Seconds of one GEMM of a shape for one of `ranksOnMachine` ranks
+  /// sharing the machine's cores.
+  std::function<double(const GemmShape &, int64_t ranksOnMachine)> gemmSeconds;
 };
 
 /// Names of the profiles under targets/, sorted.

@@ -25,6 +25,10 @@ constexpr int64_t kChunkLogitsBytes = int64_t(16) << 20;
 /// 27 rows (16.4 MB) for Qwen3's vocabulary of 151936.
 int64_t defaultChunkRows(int64_t vocab);
 
+/// The rows each chunk takes for `rows` rows: chunkRows, or the default when
+/// it is <= 0, at most `rows` and at least 1.
+int64_t resolveChunkRows(int64_t rows, int64_t vocab, int64_t chunkRows);
+
 struct ChunkedCrossEntropyResult {
   Tensor loss;  ///< f32 scalar: sum of row losses / (totalPositions or rows)
   Tensor gradH; ///< d loss / d h, [..., H]

@@ -17,6 +17,9 @@ parser.add_argument("log")
 parser.add_argument("--time-factor", type=float, required=True)
 parser.add_argument("--classes", required=True,
                     help="comma-separated efficiency fields the table must fit")
+parser.add_argument("--gemms", action="store_true",
+                    help="the table has a gemm_seconds row (GEMMs timed at their shapes) "
+                         "whose planned seconds are within --time-factor of the measured")
 args = parser.parse_args()
 
 text = open(args.log).read()
@@ -33,6 +36,14 @@ for name in args.classes.split(","):
             sys.exit(f"op_overhead_seconds {value} is not a time in (0, 1) s")
     elif not (isinstance(value, (int, float)) and 0 < value <= 1):
         sys.exit(f"efficiency.{name} {value} is not a fraction in (0, 1]")
+if args.gemms:
+    row = re.search(r"^  gemm_seconds +([0-9]+) +[0-9.]+ +[0-9.]+ +([0-9.]+)s +([0-9.]+)s +measured ",
+                    text, re.M)
+    if not row:
+        sys.exit(f"no gemm_seconds row in {args.log}")
+    count, gemmMeasured, gemmPlanned = int(row.group(1)), float(row.group(2)), float(row.group(3))
+    if count == 0 or not 1 / args.time_factor <= gemmPlanned / gemmMeasured <= args.time_factor:
+        sys.exit(f"{count} GEMM-timed ops planned {gemmPlanned} s against {gemmMeasured} s measured")
 step = re.search(r"step: measured ([0-9.]+) s \(fastest\), planned ([0-9.]+) s with the "
                  r"shipped profile, ([0-9.]+) s with the fitted factors", text)
 if not step:

@@ -100,6 +100,13 @@ double LinearBackwardDataOp::getFlops() {
   return 2.0 * leadingElements(getGrad().getType()) * getWeight().getType().getNumElements();
 }
 
+// As kernels::linearBackwardData: dx[rows, in] = grad[rows, out] weight[out, in].
+void LinearBackwardDataOp::getGemms(SmallVectorImpl<GemmShape> &gemms) {
+  auto weight = getWeight().getType();
+  gemms.push_back({leadingElements(getGrad().getType()), weight.getDimSize(1),
+                   weight.getDimSize(0), false, false});
+}
+
 LogicalResult LinearBackwardWeightOp::inferReturnTypes(MLIRContext *,
                                                        std::optional<Location> loc,
                                                        Adaptor adaptor,
@@ -119,6 +126,13 @@ LogicalResult LinearBackwardWeightOp::inferReturnTypes(MLIRContext *,
 double LinearBackwardWeightOp::getFlops() {
   return 2.0 * leadingElements(getGrad().getType()) *
          getWeightGrad().getType().getNumElements();
+}
+
+// As kernels::linearBackwardWeight: dw[out, in] = grad[rows, out]^T x[rows, in].
+void LinearBackwardWeightOp::getGemms(SmallVectorImpl<GemmShape> &gemms) {
+  auto dw = getWeightGrad().getType();
+  gemms.push_back({dw.getDimSize(0), dw.getDimSize(1), leadingElements(getGrad().getType()),
+                   true, false});
 }
 
 //===----------------------------------------------------------------------===//

@@ -104,6 +104,24 @@ LogicalResult KernelBackwardOp::verify() {
 
 double KernelOp::getFlops() { return getSpec().flops(*this, false); }
 double KernelBackwardOp::getFlops() { return getSpec().flops(*this, true); }
+int64_t KernelOp::getBytesRead() {
+  return tensorBytes(getOperandTypes()) + getSpec().passBytes(*this, false) / 2;
+}
+int64_t KernelOp::getBytesWritten() {
+  return tensorBytes(getResultTypes()) + getSpec().passBytes(*this, false) / 2;
+}
+int64_t KernelBackwardOp::getBytesRead() {
+  return tensorBytes(getOperandTypes()) + getSpec().passBytes(*this, true) / 2;
+}
+int64_t KernelBackwardOp::getBytesWritten() {
+  return tensorBytes(getResultTypes()) + getSpec().passBytes(*this, true) / 2;
+}
+void KernelOp::getGemms(SmallVectorImpl<GemmShape> &gemms) {
+  getSpec().gemms(*this, false, gemms);
+}
+void KernelBackwardOp::getGemms(SmallVectorImpl<GemmShape> &gemms) {
+  getSpec().gemms(*this, true, gemms);
+}
 ShardingRule KernelOp::getShardingRule() { return getSpec().shardingRule(*this, false); }
 ShardingRule KernelBackwardOp::getShardingRule() { return getSpec().shardingRule(*this, true); }
 

@@ -172,6 +172,13 @@ double LinearOp::getFlops() {
   return 2.0 * leadingElements(getInput().getType()) * weight.getNumElements();
 }
 
+// As kernels::linear: out[rows, out] = x[rows, in] weight[out, in]^T.
+void LinearOp::getGemms(SmallVectorImpl<GemmShape> &gemms) {
+  auto weight = getWeight().getType();
+  gemms.push_back({leadingElements(getInput().getType()), weight.getDimSize(0),
+                   weight.getDimSize(1), false, true});
+}
+
 //===----------------------------------------------------------------------===//
 // RopeCacheOp
 //===----------------------------------------------------------------------===//

@@ -13,6 +13,7 @@
 #ifndef KILN_DIALECT_KILN_IR_KERNELSPEC_H
 #define KILN_DIALECT_KILN_IR_KERNELSPEC_H
 
+#include "kiln/Dialect/Kiln/IR/GemmShape.h"
 #include "kiln/Dialect/Kiln/IR/OpClass.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 
@@ -109,6 +110,18 @@ public:
   /// GEMM's when it fuses one (a loss kernel that takes in the output
   /// projection).
   virtual OpClass opClass() const = 0;
+  /// Bytes the call reads and writes besides its operands and results once
+  /// each (a fused loss's passes over its chunk of logits); 0 by default.
+  virtual int64_t passBytes(mlir::Operation *op, bool backward) const {
+    (void)op, (void)backward;
+    return 0;
+  }
+  /// Appends the BLAS GEMMs the CPU implementation of the call issues
+  /// (CostOpInterface::getGemms); none by default.
+  virtual void gemms(mlir::Operation *op, bool backward,
+                     llvm::SmallVectorImpl<GemmShape> &out) const {
+    (void)op, (void)backward, (void)out;
+  }
   virtual ShardingRule shardingRule(mlir::Operation *op, bool backward) const = 0;
   /// The forward's VJP: builds the kernel's backward from the cotangents of
   /// the forward's results (null where none flows).

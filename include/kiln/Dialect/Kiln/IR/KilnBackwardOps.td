@@ -82,7 +82,7 @@ def Kiln_LinearBackwardDataOp : Kiln_BackwardOp<"linear_backward_data", ["getGra
   }];
   let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$weight, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$input_grad);
-  let extraClassDeclaration = Kiln_MatmulClass;
+  let extraClassDeclaration = Kiln_GemmOp;
 }
 
 def Kiln_LinearBackwardWeightOp : Kiln_BackwardOp<"linear_backward_weight", ["getGrad"]> {
@@ -97,7 +97,7 @@ def Kiln_LinearBackwardWeightOp : Kiln_BackwardOp<"linear_backward_weight", ["ge
   }];
   let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$input, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$weight_grad);
-  let extraClassDeclaration = Kiln_MatmulClass;
+  let extraClassDeclaration = Kiln_GemmOp;
 }
 
 def Kiln_RopeBackwardOp : Kiln_BackwardOp<"rope_backward", ["getQGrad", "getKGrad"]> {

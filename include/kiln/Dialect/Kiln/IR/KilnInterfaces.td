@@ -44,12 +44,21 @@ def Kiln_CostOpInterface : OpInterface<"CostOpInterface"> {
       vector work.}],
       "::kiln::OpClass", "getOpClass", (ins), [{}],
       [{ return ::kiln::OpClass::Vector; }]>,
+    InterfaceMethod<[{Appends the BLAS GEMMs the op's CPU kernel issues
+      (kiln::GemmShape), for a target that times GEMMs by shape; none by
+      default (the op's FLOPs then run at its class's achieved peak).}],
+      "void", "getGemms", (ins "::llvm::SmallVectorImpl<::kiln::GemmShape> &":$gemms), [{}],
+      [{ (void)gemms; }]>,
   ];
 }
 
 // An op's extraClassDeclaration shadowing getOpClass's default.
 defvar Kiln_MatmulClass =
     [{ ::kiln::OpClass getOpClass() { return ::kiln::OpClass::Matmul; } }];
+// A GEMM op's: its class and the one sgemm its CPU kernel issues.
+defvar Kiln_GemmOp = Kiln_MatmulClass # [{
+    void getGemms(::llvm::SmallVectorImpl<::kiln::GemmShape> &gemms);
+}];
 defvar Kiln_AttentionClass =
     [{ ::kiln::OpClass getOpClass() { return ::kiln::OpClass::Attention; } }];
 

@@ -47,6 +47,12 @@ class Kiln_KernelCallOp<string mnemonic, list<Trait> traits = []>
     const ::kiln::KernelSpec &getSpec();
     /// Shadows the CostOpInterface default: the kernel's class.
     ::kiln::OpClass getOpClass() { return getSpec().opClass(); }
+    /// Shadows the CostOpInterface default: the GEMMs of the kernel's CPU form.
+    void getGemms(::llvm::SmallVectorImpl<::kiln::GemmShape> &gemms);
+    /// Shadow the CostOpInterface defaults: operands (results) plus half of
+    /// the kernel's passBytes each.
+    int64_t getBytesRead();
+    int64_t getBytesWritten();
   }];
 }
 

@@ -2,6 +2,7 @@
 #ifndef KILN_DIALECT_KILN_IR_KILNOPS_H
 #define KILN_DIALECT_KILN_IR_KILNOPS_H
 
+#include "kiln/Dialect/Kiln/IR/GemmShape.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/OpClass.h"

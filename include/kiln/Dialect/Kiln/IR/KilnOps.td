@@ -115,7 +115,7 @@ def Kiln_LinearOp : Kiln_Op<"linear", [DeclareOpInterfaceMethods<Kiln_VjpOpInter
   }];
   let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight, StrAttr:$fqn);
   let results = (outs Kiln_FloatTensor:$result);
-  let extraClassDeclaration = Kiln_MatmulClass;
+  let extraClassDeclaration = Kiln_GemmOp;
 }
 
 def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {

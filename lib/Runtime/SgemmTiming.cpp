@@ -1,0 +1,109 @@
+//===- SgemmTiming.cpp - Seconds of one sgemm of a shape, measured --------===//
+
+#include "kiln/Runtime/SgemmTiming.h"
+#include "kiln/Runtime/ThreadBudget.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+namespace kiln {
+
+namespace {
+
+constexpr double kTimedFlops = 2e9;     ///< larger calls are timed cut down
+constexpr int64_t kSmallestCut = 256;   ///< a cut dimension keeps at least this
+constexpr double kMinSeconds = 0.1;     ///< timed runs add up to this...
+constexpr int kMinRuns = 3, kMaxRuns = 20; ///< ...within these counts
+
+double flopsOf(const SgemmCall &c) { return 2.0 * double(c.m) * double(c.n) * double(c.k); }
+
+} // namespace
+
+SgemmCall sgemmTimedShape(SgemmCall call) {
+  while (flopsOf(call) > kTimedFlops) {
+    int64_t *largest = &call.m;
+    for (int64_t *d : {&call.n, &call.k})
+      if (*d > *largest)
+        largest = d;
+    if (*largest <= kSmallestCut)
+      break;
+    double shrink = kTimedFlops / flopsOf(call);
+    *largest = std::max(kSmallestCut, int64_t(double(*largest) * shrink));
+  }
+  return call;
+}
+
+namespace {
+
+double timeCall(const SgemmCall &c) {
+  // Normal, modest values: subnormals stall x86 GEMMs and a repeated
+  // accumulation must not overflow.
+  std::vector<float> a(size_t(c.m * c.k), 0.5f), b(size_t(c.k * c.n), 0.25f),
+      out(size_t(c.m * c.n), 0.0f);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, c.transA ? CblasTrans : CblasNoTrans,
+                c.transB ? CblasTrans : CblasNoTrans, int(c.m), int(c.n), int(c.k), 1.0f,
+                a.data(), int(c.transA ? c.m : c.k), b.data(), int(c.transB ? c.k : c.n),
+                c.accumulate ? 1.0f : 0.0f, out.data(), int(c.n));
+  };
+  // A step's GEMMs mostly find their operands out of cache (written by other
+  // ops, on other cores, or evicted since): each timed run follows a read of
+  // a buffer larger than the last-level cache (a read, so that no dirty
+  // lines are left for the GEMM to write back).
+  static const std::vector<float> sweep(size_t(64) << 18, 1.0f);
+  float sink = 0;
+  auto evict = [&] {
+    float sum = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+    for (size_t i = 0; i < sweep.size(); i += 16) // one float per 64-byte line
+      sum += sweep[i];
+    sink += sum;
+  };
+  run();
+  double elapsed = 0;
+  int runs = 0;
+  while (runs < kMinRuns || (elapsed < kMinSeconds && runs < kMaxRuns)) {
+    evict();
+    auto start = std::chrono::steady_clock::now();
+    run();
+    ++runs;
+    elapsed += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  volatile float keep = sink; // the sweeps' reads are not dead code
+  (void)keep;
+  return elapsed / runs;
+}
+
+} // namespace
+
+double sgemmSeconds(const SgemmCall &call, int threads) {
+  if (call.m <= 0 || call.n <= 0 || call.k <= 0)
+    return 0;
+  int count = threads > 0 ? threads : ThreadBudget::blasThreads();
+  ThreadBudget budget = ThreadBudget::threads(threads);
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int>;
+  static std::map<Key, double> known;
+  static std::mutex lock;
+  Key key{call.m, call.n, call.k, call.transA, call.transB, call.accumulate, count};
+  std::lock_guard<std::mutex> hold(lock);
+  auto it = known.find(key);
+  if (it != known.end())
+    return it->second;
+  SgemmCall timed = sgemmTimedShape(call);
+  Key timedKey{timed.m, timed.n, timed.k, timed.transA, timed.transB, timed.accumulate,
+               std::get<6>(key)};
+  auto measured = known.find(timedKey);
+  if (measured == known.end())
+    measured = known.emplace(timedKey, timeCall(timed)).first;
+  double seconds = measured->second * (flopsOf(call) / flopsOf(timed));
+  known.emplace(key, seconds);
+  return seconds;
+}
+
+} // namespace kiln
