@@ -54,13 +54,14 @@ double timeCall(const SgemmCall &c) {
   };
   // A step's GEMMs mostly find their operands out of cache (written by other
   // ops, on other cores, or evicted since): each timed run follows a read of
-  // a buffer larger than the last-level cache (a read, so that no dirty
-  // lines are left for the GEMM to write back).
+  // a buffer larger than the last-level cache. A read, so that no dirty
+  // lines are left for the GEMM to write back; on this thread alone, since
+  // an OpenMP team's workers spin after their loop (libomp for 200 ms) on
+  // the cores OpenBLAS's threads need, which read 4x slower under ASan.
   static const std::vector<float> sweep(size_t(64) << 18, 1.0f);
   float sink = 0;
   auto evict = [&] {
     float sum = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sum)
     for (size_t i = 0; i < sweep.size(); i += 16) // one float per 64-byte line
       sum += sweep[i];
     sink += sum;
