@@ -91,10 +91,6 @@ TargetProfile cpuTargetForRanks(int64_t ranksOnMachine) {
     target.matmulPeakFlops /= double(ranksOnMachine);
     target.vectorPeakFlops /= double(ranksOnMachine);
     target.memoryBandwidth /= double(ranksOnMachine);
-    if (target.gemmSeconds)
-      target.gemmSeconds = [time = thisMachine().gemmSeconds, ranksOnMachine](const GemmShape &g) {
-        return time(g, ranksOnMachine);
-      };
   }
   return target;
 }

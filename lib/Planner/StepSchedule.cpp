@@ -80,7 +80,7 @@ std::optional<double> timedGemmSeconds(CostOpInterface cost, double flops,
     return std::nullopt;
   double seconds = 0, gemmFlops = 0;
   for (const GemmShape &g : gemms) {
-    seconds += double(g.count) * target.gemmSeconds(g);
+    seconds += double(g.count) * target.gemmSeconds(g, target.ranksPerNode);
     gemmFlops += g.flops();
   }
   Operation *op = cost.getOperation();

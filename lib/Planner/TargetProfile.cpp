@@ -214,9 +214,7 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
       fail("{}: field 'gemm_seconds' cannot be \"measured\" here (no machine to time GEMMs "
            "on); leave it out to run GEMMs at efficiency.matmul",
            source);
-    t.gemmSeconds = [time = probe.gemmSeconds, ranks = t.ranksPerNode](const GemmShape &g) {
-      return time(g, ranks);
-    };
+    t.gemmSeconds = probe.gemmSeconds;
   }
   r.finish(t.sources);
   if (t.ranksPerNode % t.ranksPerDevice != 0)

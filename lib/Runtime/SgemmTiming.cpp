@@ -87,21 +87,23 @@ double sgemmSeconds(const SgemmCall &call, int threads) {
   if (call.m <= 0 || call.n <= 0 || call.k <= 0)
     return 0;
   int count = threads > 0 ? threads : ThreadBudget::blasThreads();
-  ThreadBudget budget = ThreadBudget::threads(threads);
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int>;
+  auto keyOf = [count](const SgemmCall &c) {
+    return Key{c.m, c.n, c.k, c.transA, c.transB, c.accumulate, count};
+  };
   static std::map<Key, double> known;
   static std::mutex lock;
-  Key key{call.m, call.n, call.k, call.transA, call.transB, call.accumulate, count};
   std::lock_guard<std::mutex> hold(lock);
+  Key key = keyOf(call);
   auto it = known.find(key);
   if (it != known.end())
-    return it->second;
+    return it->second; // the planner asks once per op: no thread change here
   SgemmCall timed = sgemmTimedShape(call);
-  Key timedKey{timed.m, timed.n, timed.k, timed.transA, timed.transB, timed.accumulate,
-               std::get<6>(key)};
-  auto measured = known.find(timedKey);
-  if (measured == known.end())
-    measured = known.emplace(timedKey, timeCall(timed)).first;
+  auto measured = known.find(keyOf(timed));
+  if (measured == known.end()) {
+    ThreadBudget budget = ThreadBudget::threads(threads);
+    measured = known.emplace(keyOf(timed), timeCall(timed)).first;
+  }
   double seconds = measured->second * (flopsOf(call) / flopsOf(timed));
   known.emplace(key, seconds);
   return seconds;

@@ -58,11 +58,12 @@ struct TargetProfile {
     double matmul = 1, attention = 1, vector = 1, memory = 1, collective = 1;
     double opOverheadSeconds = 0;
   } efficiency;
-  /// Seconds of one GEMM of a shape on the machine at hand ("gemm_seconds":
-  /// "measured", the cpu target): an op that reports its GEMMs
-  /// (CostOpInterface::getGemms) takes their time instead of its FLOPs at
-  /// efficiency.matmul. Empty for every other target.
-  std::function<double(const GemmShape &)> gemmSeconds;
+  /// Seconds of one GEMM of a shape on the machine at hand for one of
+  /// `ranksOnMachine` ranks sharing its cores ("gemm_seconds": "measured",
+  /// the cpu target; the planner passes ranksPerNode): an op that reports
+  /// its GEMMs (CostOpInterface::getGemms) takes their time instead of its
+  /// FLOPs at efficiency.matmul. Empty for every other target.
+  std::function<double(const GemmShape &, int64_t ranksOnMachine)> gemmSeconds;
   std::map<std::string, std::string> sources; ///< field path -> where the figure comes from
 
   /// Achieved FLOP/s of an op class: peak x efficiency.

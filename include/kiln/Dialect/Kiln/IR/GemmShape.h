@@ -12,7 +12,6 @@
 #define KILN_DIALECT_KILN_IR_GEMMSHAPE_H
 
 #include <cstdint>
-#include <tuple>
 
 namespace kiln {
 
@@ -24,8 +23,6 @@ struct GemmShape {
   int64_t count = 1; ///< how many times the op issues it
 
   double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(count); }
-  /// The GEMM itself, without its count: what a measurement is keyed by.
-  auto key() const { return std::make_tuple(m, n, k, transA, transB, accumulate); }
 };
 
 } // namespace kiln
