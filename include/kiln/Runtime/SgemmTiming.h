@@ -18,9 +18,10 @@ struct SgemmCall {
   bool transA = false, transB = false, accumulate = false;
 };
 
-/// Mean seconds of one such sgemm on this machine with `threads` OpenBLAS
-/// threads (<= 0: the process's own), after a warm-up run, each timed run
-/// with its operands out of cache (as a step's mostly are); measured on
+/// Seconds of one such sgemm on this machine with `threads` OpenBLAS threads
+/// (<= 0: the process's own): the fastest of 3 to 20 timed runs (at least
+/// 0.1 s of them where 20 allow) after a warm-up run, each with its operands
+/// out of cache (as a step's mostly are); measured on
 /// first use and kept per shape and thread count for the process. A call above
 /// 2 GFLOP is timed with its largest dimensions cut (to no less than 256)
 /// and scaled up by its FLOPs, so that planning a large model on the cpu
