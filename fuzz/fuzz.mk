@@ -10,11 +10,15 @@ TBLGEN := $(LLVM)/bin/mlir-tblgen
 OUT := build-fuzz
 GEN := $(OUT)/gen
 
+# OpenBLAS's OpenMP build, as CMakeLists.txt links it.
+OPENBLAS := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH)/openblas-openmp
+
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # LLVM's definitions (llvm-config --cxxflags, less -fno-exceptions: Kiln
 # throws kiln::Error) for the sources that include MLIR; harmless elsewhere.
 CXXFLAGS := -std=gnu++17 -O1 -g -fsanitize=fuzzer-no-link $(SANITIZE) -DNDEBUG \
   -Wno-deprecated-declarations -Wno-c++20-extensions -Iinclude -I$(GEN) -isystem $(LLVM)/include \
+  -isystem /usr/include/$(OPENBLAS) \
   -D_GNU_SOURCE -D__STDC_CONSTANT_MACROS -D__STDC_FORMAT_MACROS -D__STDC_LIMIT_MACROS \
   -MMD -MP
 LDFLAGS := -fsanitize=fuzzer $(SANITIZE)
@@ -39,7 +43,8 @@ SOURCES_mlir := fuzz/MlirFuzzer.cpp $(DIALECT) $(KERNELS) lib/Runtime/Tensor.cpp
   $(RUNTIME_KERNELS) $(SUPPORT)
 
 LIBS_tokenizer := -lpcre2-8 $(shell pkg-config --libs icu-i18n icu-uc)
-LIBS_mlir := -L$(LLVM)/lib -Wl,-rpath,$(LLVM)/lib -lMLIR -lLLVM-22 -lopenblas
+LIBS_mlir := -L$(LLVM)/lib -Wl,-rpath,$(LLVM)/lib -lMLIR -lLLVM-22 \
+  -L/usr/lib/$(OPENBLAS) -Wl,-rpath,/usr/lib/$(OPENBLAS) -lopenblas
 
 TARGETS := safetensors config tokens tokenizer mlir
 objects = $(patsubst %.cpp,$(OUT)/obj/%.o,$(SOURCES_$(1)))

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev mpich libmpich-dev
+  libopenblas-openmp-dev mpich libmpich-dev
   libpcre2-dev libicu-dev
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler

@@ -29,7 +29,7 @@ MachineProbe thisMachine() {
     int share = int(std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) /
                                              std::max<int64_t>(1, ranksOnMachine)));
     return sgemmSeconds({g.m, g.n, g.k, g.transA, g.transB, g.accumulate},
-                        std::min(ThreadBudget::blasThreads(), share));
+                        std::min(ThreadBudget::current(), share));
   };
   return probe;
 }

@@ -11,15 +11,14 @@
 // second pass over the scores for dq (FlashAttention-2 instead splits dq from
 // dk/dv across thread blocks). batch * kvHeads tasks is ample for CPU cores.
 //
-// The block products go through cblas_sgemm; inside the parallel regions
-// OpenBLAS is held to one thread, since the pthread build would otherwise
-// serialise concurrent multithreaded calls on its level-3 lock.
+// The block products go through cblas_sgemm, which OpenBLAS's OpenMP build
+// (the one Kiln links, Runtime/ThreadBudget.h) runs on the calling thread
+// inside a parallel region.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Runtime/FlashAttention.h"
 #include "kiln/Runtime/Kernels.h"
-#include "kiln/Runtime/ThreadBudget.h"
 
 #include <cblas.h>
 
@@ -83,7 +82,6 @@ std::pair<Tensor, Tensor> flashAttention(const Tensor &q, const Tensor &k, const
   Tensor out = Tensor::uninitialized(DType::F32, q.shape());
   Tensor lse = Tensor::uninitialized(DType::F32, {dims.batch, dims.heads, S});
   const int64_t qBlocks = (S + Br - 1) / Br, tasks = dims.batch * dims.heads * qBlocks;
-  ThreadBudget blas = ThreadBudget::blasSingleThreaded();
 #pragma omp parallel
   {
     std::vector<float> scores(Br * Bc), acc(Br * D), rowMax(Br);
@@ -142,7 +140,6 @@ flashAttentionBackward(const Tensor &dout, const Tensor &q, const Tensor &k, con
   // Zero-filled: every block product accumulates (beta = 1) into them.
   Tensor dq(DType::F32, q.shape()), dk(DType::F32, k.shape()), dv(DType::F32, v.shape());
   const int64_t tasks = dims.batch * dims.kvHeads;
-  ThreadBudget blas = ThreadBudget::blasSingleThreaded();
 #pragma omp parallel
   {
     std::vector<float> p(Br * Bc), ds(Br * Bc), rowDot(S);

@@ -55,9 +55,9 @@ double timeCall(const SgemmCall &c) {
   // A step's GEMMs mostly find their operands out of cache (written by other
   // ops, on other cores, or evicted since): each timed run follows a read of
   // a buffer larger than the last-level cache. A read, so that no dirty
-  // lines are left for the GEMM to write back; on this thread alone, since
-  // an OpenMP team's workers spin after their loop (libomp for 200 ms) on
-  // the cores OpenBLAS's threads need, which read 4x slower under ASan.
+  // lines are left for the GEMM to write back; on this thread alone, so
+  // that no worker of a team is still spinning after the read when the GEMM
+  // needs its core (which read 4x slow under ASan).
   static const std::vector<float> sweep(size_t(64) << 18, 1.0f);
   float sink = 0;
   auto evict = [&] {
@@ -91,7 +91,7 @@ double timeCall(const SgemmCall &c) {
 double sgemmSeconds(const SgemmCall &call, int threads) {
   if (call.m <= 0 || call.n <= 0 || call.k <= 0)
     return 0;
-  int count = threads > 0 ? threads : ThreadBudget::blasThreads();
+  int count = threads > 0 ? threads : ThreadBudget::current();
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int>;
   auto keyOf = [count](const SgemmCall &c) {
     return Key{c.m, c.n, c.k, c.transA, c.transB, c.accumulate, count};

@@ -1,4 +1,4 @@
-//===- ThreadBudget.cpp - OpenMP and OpenBLAS thread counts for a scope ---===//
+//===- ThreadBudget.cpp - The kernels' thread count for a scope -----------===//
 
 #include "kiln/Runtime/ThreadBudget.h"
 
@@ -12,46 +12,39 @@
 
 namespace kiln {
 
-// Built without OpenMP (the fuzzers), a process has one OpenMP thread and
-// nothing to set.
-#ifndef _OPENMP
-static int omp_get_max_threads() { return 1; }
-static void omp_set_num_threads(int) {}
-#endif
-
-ThreadBudget::ThreadBudget(std::optional<int> openMp, std::optional<int> blas) {
-  if (openMp) {
-    previousOpenMp_ = omp_get_max_threads();
-    omp_set_num_threads(*openMp);
-  }
-  if (blas) {
-    previousBlas_ = openblas_get_num_threads();
-    openblas_set_num_threads(*blas);
-  }
+ThreadBudget::ThreadBudget(std::optional<int> threads) {
+  if (!threads)
+    return;
+  previous_ = current();
+  // OpenBLAS's OpenMP build sets OpenMP's count with its own, and its own
+  // must change too: it is what a GEMM outside a team reads.
+  openblas_set_num_threads(*threads);
 }
 
 ThreadBudget::~ThreadBudget() {
-  if (previousOpenMp_)
-    omp_set_num_threads(*previousOpenMp_);
-  if (previousBlas_)
-    openblas_set_num_threads(*previousBlas_);
+  if (previous_)
+    openblas_set_num_threads(*previous_);
 }
 
 ThreadBudget ThreadBudget::allCores() {
-  int cores = std::max(1, int(std::thread::hardware_concurrency()));
-  return ThreadBudget(cores, cores);
+  return ThreadBudget(std::max(1, int(std::thread::hardware_concurrency())));
 }
 
 ThreadBudget ThreadBudget::threads(int threads) {
-  if (threads <= 0)
-    return ThreadBudget(std::nullopt, std::nullopt);
-  return ThreadBudget(threads, threads);
+  return ThreadBudget(threads > 0 ? std::optional<int>(threads) : std::nullopt);
 }
 
-ThreadBudget ThreadBudget::blasSingleThreaded() { return ThreadBudget(std::nullopt, 1); }
+int ThreadBudget::current() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return openblas_get_num_threads(); // built without OpenMP: the fuzzers
+#endif
+}
 
-int ThreadBudget::openMpThreads() { return omp_get_max_threads(); }
-
-int ThreadBudget::blasThreads() { return openblas_get_num_threads(); }
+bool ThreadBudget::blasSharesTheOpenMpPool() {
+  constexpr int kOpenMpBuild = 2; // openblas_get_parallel: 0 serial, 1 pthreads
+  return openblas_get_parallel() == kOpenMpBuild;
+}
 
 } // namespace kiln

@@ -1,10 +1,13 @@
-//===- ThreadBudget.h - OpenMP and OpenBLAS thread counts for a scope -*- C++ -*-===//
+//===- ThreadBudget.h - The kernels' thread count for a scope ----*- C++ -*-===//
 //
-// Kernels thread in two pools: OpenMP teams for elementwise and per-row
-// loops, and OpenBLAS's own threads inside GEMMs. A ThreadBudget sets either
-// count or both for the scope it lives in and restores what each was on
-// destruction, so a run, a probe or a kernel can change them without
-// leaking its choice to the caller.
+// Kernels thread in one pool: OpenMP teams run the elementwise and per-row
+// loops, and Kiln links OpenBLAS's OpenMP build, whose GEMMs take the same
+// team (omp_get_max_threads() threads outside a parallel region, the calling
+// thread alone inside one). With OpenBLAS's pthread build the two pools
+// waited actively on each other's cores: a 1-rank step ran 20% slower. A
+// ThreadBudget sets the count for the scope it lives in and restores it on
+// destruction, so a run or a probe can change it without leaking its choice
+// to the caller.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_THREADBUDGET_H
@@ -16,29 +19,26 @@ namespace kiln {
 
 class ThreadBudget {
 public:
-  /// Every core of the machine for both pools (a rank under mpiexec may have
-  /// been given fewer).
+  /// Every core of the machine (a rank under mpiexec may have been given
+  /// fewer).
   static ThreadBudget allCores();
-  /// `threads` for both pools; 0 or less leaves both as they are.
+  /// `threads` threads; 0 or less leaves the count as it is.
   static ThreadBudget threads(int threads);
-  /// OpenBLAS on one thread, OpenMP as it is: for GEMMs issued from inside
-  /// an OpenMP team, which OpenBLAS's pthread build would otherwise
-  /// serialise on its level-3 lock.
-  static ThreadBudget blasSingleThreaded();
 
   ~ThreadBudget();
   ThreadBudget(const ThreadBudget &) = delete;
   ThreadBudget &operator=(const ThreadBudget &) = delete;
 
-  /// The counts now in effect: OpenMP's team size and OpenBLAS's threads.
-  static int openMpThreads();
-  static int blasThreads();
+  /// The count now in effect: an OpenMP team's size and a GEMM's threads.
+  static int current();
+  /// Whether the OpenBLAS this process loaded is the OpenMP build CMake
+  /// links (a pthread build put first on the library path is not).
+  static bool blasSharesTheOpenMpPool();
 
 private:
-  /// Sets the pools given a count; nullopt leaves one alone.
-  ThreadBudget(std::optional<int> openMp, std::optional<int> blas);
+  explicit ThreadBudget(std::optional<int> threads);
 
-  std::optional<int> previousOpenMp_, previousBlas_;
+  std::optional<int> previous_;
 };
 
 } // namespace kiln
