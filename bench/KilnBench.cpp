@@ -322,6 +322,9 @@ BENCHMARK(ChunkedCrossEntropy)
     ->Args({1024, 256, 256})
     ->Args({2048, 128, 0})
     ->Args({1024, 128, 0})
+    ->Args({1024, 128, 64})
+    ->Args({1024, 128, 128})
+    ->Args({1024, 128, 256})
     ->Unit(benchmark::kMillisecond);
 
 void UnfusedCrossEntropyBaseline(benchmark::State &state) {

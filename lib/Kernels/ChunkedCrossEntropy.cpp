@@ -128,8 +128,7 @@ public:
     if (rows == 0)
       return;
     auto options = op->getAttrOfType<DictionaryAttr>("options");
-    int64_t chunk = kernels::resolveChunkRows(rows, vocab,
-                                              intOption(options, "chunk_rows").value_or(0));
+    int64_t chunk = kernels::resolveChunkRows(rows, intOption(options, "chunk_rows").value_or(0));
     auto perChunk = [&](int64_t n, int64_t count, bool accumulate) {
       if (count > 0)
         out.append({{n, vocab, hidden, false, true, false, count},

@@ -36,17 +36,12 @@ Tensor scaled(Tensor t, float factor) {
 
 } // namespace
 
-int64_t defaultChunkRows(int64_t vocab) {
-  return std::max<int64_t>(1, kChunkLogitsBytes / (std::max<int64_t>(vocab, 1) * 4));
-}
-
-int64_t resolveChunkRows(int64_t rows, int64_t vocab, int64_t chunkRows) {
-  int64_t chunk = chunkRows > 0 ? chunkRows : defaultChunkRows(vocab);
-  return std::max<int64_t>(1, std::min(chunk, rows));
+int64_t resolveChunkRows(int64_t rows, int64_t chunkRows) {
+  return std::max<int64_t>(1, std::min(chunkRows > 0 ? chunkRows : kDefaultChunkRows, rows));
 }
 
 int64_t chunkedCrossEntropyScratchBytes(int64_t rows, int64_t vocab, int64_t chunkRows) {
-  return resolveChunkRows(rows, vocab, chunkRows) * vocab * int64_t(sizeof(float)) +
+  return resolveChunkRows(rows, chunkRows) * vocab * int64_t(sizeof(float)) +
          rows * int64_t(sizeof(double));
 }
 
@@ -56,7 +51,7 @@ ChunkedCrossEntropyResult chunkedCrossEntropy(const Tensor &h, const Tensor &wei
                                               int64_t chunkRows) {
   const int64_t hidden = h.shape().back(), rows = rowsOf(h), vocab = weight.dim(0);
   checkIds(labels, vocab, "label");
-  const int64_t chunk = resolveChunkRows(rows, vocab, chunkRows);
+  const int64_t chunk = resolveChunkRows(rows, chunkRows);
   // The loss is a mean: every row's gradient carries 1 / (count of positions).
   const double count = double(totalPositions ? *totalPositions : rows), factor = 1.0 / count;
   Tensor gradH = Tensor::uninitialized(DType::F32, h.shape());

@@ -67,23 +67,26 @@ double timeCall(const SgemmCall &c) {
     sink += sum;
   };
   run();
-  // The fastest run: other processes on the machine (a test suite's
-  // parallel jobs, OpenBLAS's threads preempted off a shared core) only
-  // ever add time, and calibrate-cpu compares with each op's fastest step.
-  double elapsed = 0, fastest = 0;
-  int runs = 0;
-  while (runs < kMinRuns || (elapsed < kMinSeconds && runs < kMaxRuns)) {
+  // The median run: robust to a run another process preempted, yet not the
+  // luckiest one, which under mpiexec is the one the machine's other ranks
+  // (timing the same shapes at the same moment, as their steps will run
+  // them) happened to leave the memory bus to.
+  std::vector<double> times;
+  double elapsed = 0;
+  while (times.size() < size_t(kMinRuns) ||
+         (elapsed < kMinSeconds && times.size() < size_t(kMaxRuns))) {
     evict();
     auto start = std::chrono::steady_clock::now();
     run();
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fastest = runs++ == 0 ? seconds : std::min(fastest, seconds);
-    elapsed += seconds;
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    elapsed += times.back();
   }
   volatile float keep = sink; // the sweeps' reads are not dead code
   (void)keep;
-  return fastest;
+  auto middle = times.begin() + times.size() / 2;
+  std::nth_element(times.begin(), middle, times.end());
+  return *middle;
 }
 
 } // namespace
