@@ -19,7 +19,7 @@ struct SgemmCall {
 };
 
 /// Seconds of one such sgemm on this machine with `threads` OpenBLAS threads
-/// (<= 0: the process's own): the fastest of 3 to 20 timed runs (at least
+/// (<= 0: the process's own): the median of 3 to 20 timed runs (at least
 /// 0.1 s of them where 20 allow) after a warm-up run, each with its operands
 /// out of cache (as a step's mostly are); measured on
 /// first use and kept per shape and thread count for the process. A call above
