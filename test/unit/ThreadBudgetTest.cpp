@@ -50,7 +50,7 @@ TEST(ThreadBudget, NoBudgetLeavesTheCountAlone) {
   EXPECT_EQ(counts(), std::make_pair(3, 3));
 }
 
-TEST(ThreadBudget, AGemmInsideATeamRunsOnItsThreadAndIsExact) {
+TEST(ThreadBudget, GemmsIssuedInsideATeamAreExact) {
   // Each thread of a team issues its own GEMM (as flash attention does) and
   // gets the product a lone call gets.
   ThreadBudget budget = ThreadBudget::threads(3);

@@ -4,10 +4,10 @@
 // loops, and Kiln links OpenBLAS's OpenMP build, whose GEMMs take the same
 // team (omp_get_max_threads() threads outside a parallel region, the calling
 // thread alone inside one). With OpenBLAS's pthread build the two pools
-// waited actively on each other's cores: a 1-rank step ran 20% slower. A
-// ThreadBudget sets the count for the scope it lives in and restores it on
-// destruction, so a run or a probe can change it without leaking its choice
-// to the caller.
+// waited actively on each other's cores: a 1-rank step ran 1.1x to 1.5x
+// slower (docs/planner.md#cpu-calibration). A ThreadBudget sets the count
+// for the scope it lives in and restores it on destruction, so a run or a
+// probe can change it without leaking its choice to the caller.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_THREADBUDGET_H
