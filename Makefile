@@ -56,13 +56,16 @@ run: build
 	$(KILN) eval --model $$(ls -d $(RUN_OUT)/checkpoint/step-* | sort -t- -k2 -n | tail -n 1) \
 	  --tokens $(RUN_OUT)/validation_tokens.json
 
+# Prints its wall time and the five slowest tests at the end.
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	scripts/run-tests.sh $(BUILD) $(JOBS)
 
-# Every test again on an AddressSanitizer + UndefinedBehaviorSanitizer build
-# (build-asan/, -O1 with line tables: about 1,400 CPU-seconds from a cold
-# cache, 12 minutes on 2 cores; the suite 16 to 27 minutes on a loaded 2-core
-# machine). Leak checking is off: MLIR and MPICH keep process-lifetime
+# The tests labelled asan (test/CMakeLists.txt: unit tests, the Dialect,
+# Passes and Backend lit files, the hostile-input CLI tests, a 1-rank and a
+# 2-rank training; docs/validation.md says what is covered and what is not)
+# on an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, -O1
+# with line tables: about 1,400 CPU-seconds from a cold cache, 12 minutes on
+# 2 cores). Leak checking is off: MLIR and MPICH keep process-lifetime
 # allocations. Manual poisoning is off too: LLVM's BumpPtrAllocator poisons
 # a new slab when the header is compiled with ASan (our code) but not in the
 # uninstrumented libMLIR, which then writes into a slab our code started
@@ -81,7 +84,7 @@ asan: deps assets
 	cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allow_user_poisoning=0:use_sigaltstack=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	  scripts/run-tests.sh build-asan $(JOBS) -L '^(asan|unit)$$'
 
 # libFuzzer targets (fuzz/, built by fuzz/fuzz.mk into build-fuzz/): the
 # safetensors reader, config.json and run configs, token files, the tokenizer,

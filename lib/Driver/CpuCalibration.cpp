@@ -6,6 +6,7 @@
 #include "kiln/Planner/Precision.h"
 #include "kiln/Planner/StepPlan.h"
 #include "kiln/Planner/StepSchedule.h"
+#include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Support/Error.h"
 
 #include <fmt/format.h>
@@ -184,8 +185,9 @@ CpuCalibration calibrateCpu(const TrainConfig &config, int64_t steps) {
 std::string formatCpuCalibration(const CpuCalibration &c) {
   std::string out = fmt::format(
       "calibrate-cpu: {} steps; per-op times are each op's fastest after the first step\n"
-      "  sgemm peak {:.1f} GFLOP/s, memory bandwidth {:.1f} GB/s (measured)\n",
-      c.steps, c.shipped.matmulPeakFlops / 1e9, c.shipped.memoryBandwidth / 1e9);
+      "  sgemm peak {:.1f} GFLOP/s, memory bandwidth {:.1f} GB/s ({})\n",
+      c.steps, c.shipped.matmulPeakFlops / 1e9, c.shipped.memoryBandwidth / 1e9,
+      cpuRatesSource());
   out += fmt::format("  {:<31} {:>6} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9}  {}\n", "field",
                      "ops", "GFLOP", "MB", "measured", "shipped", "was", "fitted", "from");
   for (const EfficiencyFit &f : c.fits) {

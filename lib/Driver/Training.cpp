@@ -324,10 +324,15 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     globalShapes_[other.arg] = Shape(shape.begin(), shape.end());
     state_[other.arg] = localSlice(Tensor(DType::F32, globalShapes_[other.arg]), other.arg);
   }
-  peakFlops_ = measureMachine();
 }
 
-double Trainer::measureMachine() const {
+double Trainer::peakFlops() {
+  if (peakFlops_ == 0)
+    peakFlops_ = measureMachine();
+  return peakFlops_;
+}
+
+double Trainer::measureMachine() {
   if (!grid_)
     return cpuRates().sgemmFlops;
   // One rank per machine measures it with every core while the others wait
@@ -499,7 +504,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   double tokensPerStep = double(tokens.dim(0)) * double(tokens.dim(1) - 1);
   m.tokensPerSecond = tokensPerStep / m.seconds;
   m.tflops = flopsPerToken() * m.tokensPerSecond / 1e12;
-  m.mfu = m.tflops * 1e12 / peakFlops_;
+  m.mfu = m.tflops * 1e12 / peakFlops();
   m.memLivePeakBytes = stats.peakLiveBytes;
   m.collectiveSeconds = stats.collectiveSeconds;
   if (grid_)

@@ -176,8 +176,10 @@ void printPlan(Trainer &trainer) {
                megabytes(one.stateBytes), megabytes(one.peakBytes),
                double(plan.peakBytes) / double(one.peakBytes));
   }
-  fmt::print("  MFU is against this CPU's measured sgemm peak, {:.1f} GFLOP/s\n",
-             trainer.peakFlops() / 1e9);
+  // The first call measures the machine: after the data are checked.
+  double peak = trainer.peakFlops();
+  fmt::print("  MFU is against this CPU's sgemm peak, {:.1f} GFLOP/s ({})\n", peak / 1e9,
+             cpuRatesSource());
 }
 
 /// `kiln plan`'s plan of the Trainer's own per-rank step on the cpu target

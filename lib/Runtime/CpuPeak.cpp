@@ -1,6 +1,7 @@
 //===- CpuPeak.cpp - This machine's attainable FLOP rate ------------------===//
 
 #include "kiln/Runtime/CpuPeak.h"
+#include "kiln/Runtime/MachineMeasurements.h"
 #include "kiln/Runtime/ThreadBudget.h"
 
 #include <cblas.h>
@@ -62,17 +63,36 @@ std::optional<CpuRates> &knownRates() {
   static std::optional<CpuRates> rates;
   return rates;
 }
+
+std::string &ratesSource() {
+  static std::string source = "measured";
+  return source;
+}
 } // namespace
 
 CpuRates cpuRates() {
   std::optional<CpuRates> &rates = knownRates();
   if (!rates) {
-    // Every core for the probes (a rank under mpiexec runs with one thread
-    // per core it was given).
-    ThreadBudget cores = ThreadBudget::allCores();
-    rates = CpuRates{sgemmRate(), copyBandwidth()};
+    bool measured = false;
+    auto measure = [&] {
+      measured = true;
+      // Every core for the probes (a rank under mpiexec runs with one thread
+      // per core it was given).
+      ThreadBudget cores = ThreadBudget::allCores();
+      return CpuRates{sgemmRate(), copyBandwidth()};
+    };
+    MachineMeasurements *kept = MachineMeasurements::fromEnvironment();
+    rates = kept ? kept->rates(measure) : measure();
+    if (kept && !measured)
+      ratesSource() = fmt::format("measured earlier, read from KILN_CPU_MEASUREMENTS={}",
+                                  kept->path());
   }
   return *rates;
+}
+
+const std::string &cpuRatesSource() {
+  cpuRates();
+  return ratesSource();
 }
 
 void adoptCpuRates(CpuRates rates) { knownRates() = rates; }

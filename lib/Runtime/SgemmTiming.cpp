@@ -1,9 +1,11 @@
 //===- SgemmTiming.cpp - Seconds of one sgemm of a shape, measured --------===//
 
 #include "kiln/Runtime/SgemmTiming.h"
+#include "kiln/Runtime/MachineMeasurements.h"
 #include "kiln/Runtime/ThreadBudget.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -109,8 +111,19 @@ double sgemmSeconds(const SgemmCall &call, int threads) {
   SgemmCall timed = sgemmTimedShape(call);
   auto measured = known.find(keyOf(timed));
   if (measured == known.end()) {
-    ThreadBudget budget = ThreadBudget::threads(threads);
-    measured = known.emplace(keyOf(timed), timeCall(timed)).first;
+    auto time = [&] {
+      ThreadBudget budget = ThreadBudget::threads(threads);
+      return timeCall(timed);
+    };
+    MachineMeasurements *kept = MachineMeasurements::fromEnvironment();
+    double seconds =
+        kept ? kept->gemmSeconds(fmt::format("{}x{}x{} {}{}{} {} threads", timed.m, timed.n,
+                                             timed.k, timed.transA ? 'T' : 'N',
+                                             timed.transB ? 'T' : 'N',
+                                             timed.accumulate ? " +C" : "", count),
+                                 time)
+             : time();
+    measured = known.emplace(keyOf(timed), seconds).first;
   }
   double seconds = measured->second * (flopsOf(call) / flopsOf(timed));
   known.emplace(key, seconds);

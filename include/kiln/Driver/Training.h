@@ -177,13 +177,16 @@ public:
   double flopsPerToken() const;
   /// Peak FLOP/s used for MFU: this machine's measured sgemm rate
   /// (measureCpuPeakFlops), since a CPU has no published bf16 peak to use.
-  double peakFlops() const { return peakFlops_; }
+  /// Measured at the first call, not at construction, so that a run checks
+  /// its inputs before it spends seconds probing; under MPI every rank calls
+  /// it at the same point (step() does), as the ranks share the figures.
+  double peakFlops();
   mlir::ModuleOp module() { return *module_; }
 
 private:
   /// This machine's sgemm rate (and its memory bandwidth for the cpu target's
   /// plan), measured once per machine.
-  double measureMachine() const;
+  double measureMachine();
   void checkTokens(const Tensor &tokens) const;
   /// The whole weights by parameter key (experts stacked), gathered.
   TensorMap parameterState() const;

@@ -22,9 +22,14 @@ struct CpuRates {
 
 /// This machine's rates: measured on first use, once per process, unless a
 /// rank on the same machine measured them and they were adopted (the ranks
-/// must not measure side by side, each disturbing the others' probe).
+/// must not measure side by side, each disturbing the others' probe), or
+/// an earlier process recorded them in the file KILN_CPU_MEASUREMENTS names
+/// (MachineMeasurements.h).
 CpuRates cpuRates();
 void adoptCpuRates(CpuRates rates);
+/// Where cpuRates() came from, for the line that prints them: "measured", or
+/// "measured earlier, read from KILN_CPU_MEASUREMENTS=<file>".
+const std::string &cpuRatesSource();
 
 double measureCpuPeakFlops();       ///< cpuRates().sgemmFlops
 double measureCpuMemoryBandwidth(); ///< cpuRates().memoryBandwidth

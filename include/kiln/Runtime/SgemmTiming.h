@@ -22,7 +22,8 @@ struct SgemmCall {
 /// (<= 0: the process's own): the median of 3 to 20 timed runs (at least
 /// 0.1 s of them where 20 allow) after a warm-up run, each with its operands
 /// out of cache (as a step's mostly are); measured on
-/// first use and kept per shape and thread count for the process. A call above
+/// first use and kept per shape and thread count for the process (and in the
+/// file KILN_CPU_MEASUREMENTS names, for later ones). A call above
 /// 2 GFLOP is timed with its largest dimensions cut (to no less than 256)
 /// and scaled up by its FLOPs, so that planning a large model on the cpu
 /// target stays within seconds.
