@@ -16,8 +16,8 @@ end=$(date +%s.%N)
 # "  12/370 Test  #45: lit/CLI/train.test ......   Passed   12.34 sec"
 times=$(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9]+\.[0-9]+) sec$/\2 \1/p' "$log")
 echo
-awk -v start="$start" -v end="$end" -v jobs="$jobs" \
-  '{ sum += $1; n += 1 } END { wall = end - start; printf "make test: %d tests in %.0f s wall (%.1f min) on %d jobs, %.0f s of test time\n", n, wall, wall / 60, jobs, sum }' \
+awk -v build="$build" -v start="$start" -v end="$end" -v jobs="$jobs" \
+  '{ sum += $1; n += 1 } END { wall = end - start; printf "ctest in %s: %d tests in %.0f s wall (%.1f min) on %d jobs, %.0f s of test time\n", build, n, wall, wall / 60, jobs, sum }' \
   <<<"$times"
 echo "the five slowest:"
 sort -g -r <<<"$times" | head -n 5 | awk '{ printf "  %8.1f s  %s\n", $1, $2 }'
