@@ -68,16 +68,20 @@ MachineMeasurements *MachineMeasurements::fromEnvironment() {
 MachineMeasurements::MachineMeasurements(std::string path) : path_(std::move(path)) {}
 
 std::string MachineMeasurements::machineName() {
-  std::string model = "unknown CPU";
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      model = line.substr(line.find(':') + 1);
-      model.erase(0, model.find_first_not_of(" \t"));
-      break;
-    }
-  return fmt::format("{}, {} cores, {} GiB", model, std::thread::hardware_concurrency(),
-                     (physicalMemoryBytes() + (int64_t(1) << 29)) >> 30);
+  // Read once: every load() compares against it.
+  static const std::string name = [] {
+    std::string model = "unknown CPU";
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    for (std::string line; std::getline(cpuinfo, line);)
+      if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+        model = line.substr(line.find(':') + 1);
+        model.erase(0, model.find_first_not_of(" \t"));
+        break;
+      }
+    return fmt::format("{}, {} cores, {} GiB", model, std::thread::hardware_concurrency(),
+                       (physicalMemoryBytes() + (int64_t(1) << 29)) >> 30);
+  }();
+  return name;
 }
 
 nlohmann::json MachineMeasurements::load() const {
@@ -116,16 +120,21 @@ nlohmann::json MachineMeasurements::load() const {
   return doc;
 }
 
-void MachineMeasurements::record(const std::function<void(nlohmann::json &)> &update) {
-  FileLock lock(path_);
-  nlohmann::json records = load();
-  update(records);
+void MachineMeasurements::store(nlohmann::json records) {
   writeFileAtomic(path_, records.dump(1) + "\n");
   known_ = std::move(records);
   loaded_ = true;
 }
 
+void MachineMeasurements::record(const std::function<void(nlohmann::json &)> &update) {
+  FileLock lock(path_);
+  nlohmann::json records = load();
+  update(records);
+  store(std::move(records));
+}
+
 CpuRates MachineMeasurements::rates(const std::function<CpuRates()> &measure) {
+  // Not record(): the lock is held across the probe too.
   FileLock lock(path_);
   nlohmann::json records = load();
   if (records.contains("sgemm_flops") && records.contains("memory_bandwidth"))
@@ -133,9 +142,7 @@ CpuRates MachineMeasurements::rates(const std::function<CpuRates()> &measure) {
   CpuRates measured = measure();
   records["sgemm_flops"] = measured.sgemmFlops;
   records["memory_bandwidth"] = measured.memoryBandwidth;
-  writeFileAtomic(path_, records.dump(1) + "\n");
-  known_ = std::move(records);
-  loaded_ = true;
+  store(std::move(records));
   return measured;
 }
 

@@ -11,6 +11,7 @@
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,6 +21,8 @@
 #include <unistd.h>
 
 using namespace kiln;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 namespace {
@@ -46,8 +49,10 @@ protected:
 
   void writeFile(const std::string &text) { writeFileAtomic(file_, text); }
 
-  /// The message of the kiln::Error a fresh store's rates() throws.
-  std::string ratesError() {
+  /// The message of the kiln::Error a fresh store's rates() throws on a
+  /// file holding `text`.
+  std::string ratesError(const std::string &text) {
+    writeFile(text);
     int probes = 0;
     try {
       MachineMeasurements(file_).rates(probe(probes));
@@ -136,35 +141,19 @@ TEST_F(MachineMeasurementsTest, ProcessesStartingTogetherShareOneProbe) {
 
 TEST_F(MachineMeasurementsTest, MalformedFilesAreErrorsNamingTheFileAndField) {
   std::string machine = nlohmann::json(MachineMeasurements::machineName()).dump();
-  writeFile("{\"machine\": " + machine + ", \"sgemm_flops\": ");
-  std::string error = ratesError();
-  EXPECT_NE(error.find(file_), std::string::npos) << error;
-  EXPECT_NE(error.find("not a JSON object of measurements"), std::string::npos) << error;
-
-  writeFile("{\"sgemm_flops\": 1e10}");
-  error = ratesError();
-  EXPECT_NE(error.find("field 'machine': expected the name of the machine measured, got "
-                       "nothing"),
-            std::string::npos)
-      << error;
-
-  writeFile("{\"machine\": " + machine + ", \"sgemm_flops\": -3, \"memory_bandwidth\": 1}");
-  error = ratesError();
-  EXPECT_NE(error.find("field 'sgemm_flops': expected a positive number, got -3"),
-            std::string::npos)
-      << error;
-
-  writeFile("{\"machine\": " + machine + ", \"gemm_seconds\": {\"64x64x64 NN 1 threads\": \"fast\"}}");
-  error = ratesError();
-  EXPECT_NE(error.find("field 'gemm_seconds.64x64x64 NN 1 threads': expected a positive number"),
-            std::string::npos)
-      << error;
-
-  writeFile("{\"machine\": " + machine + ", \"gemm_seconds\": [1, 2]}");
-  error = ratesError();
-  EXPECT_NE(error.find("field 'gemm_seconds': expected an object of seconds by GEMM shape"),
-            std::string::npos)
-      << error;
+  EXPECT_THAT(ratesError("{\"machine\": " + machine + ", \"sgemm_flops\": "),
+              AllOf(HasSubstr(file_), HasSubstr("not a JSON object of measurements")));
+  EXPECT_THAT(ratesError("{\"sgemm_flops\": 1e10}"),
+              HasSubstr("field 'machine': expected the name of the machine measured, got "
+                        "nothing"));
+  EXPECT_THAT(
+      ratesError("{\"machine\": " + machine + ", \"sgemm_flops\": -3, \"memory_bandwidth\": 1}"),
+      HasSubstr("field 'sgemm_flops': expected a positive number, got -3"));
+  EXPECT_THAT(ratesError("{\"machine\": " + machine +
+                         ", \"gemm_seconds\": {\"64x64x64 NN 1 threads\": \"fast\"}}"),
+              HasSubstr("field 'gemm_seconds.64x64x64 NN 1 threads': expected a positive number"));
+  EXPECT_THAT(ratesError("{\"machine\": " + machine + ", \"gemm_seconds\": [1, 2]}"),
+              HasSubstr("field 'gemm_seconds': expected an object of seconds by GEMM shape"));
   // The malformed file is left as it was for its owner to look at.
   EXPECT_EQ(readFile(file_), "{\"machine\": " + machine + ", \"gemm_seconds\": [1, 2]}");
 }

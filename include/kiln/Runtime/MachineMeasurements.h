@@ -53,8 +53,11 @@ private:
   /// another machine); checks every field.
   nlohmann::json load() const;
   /// Re-reads the file under its lock, lets `update` change the records and
-  /// writes them back atomically.
+  /// writes them back (store).
   void record(const std::function<void(nlohmann::json &)> &update);
+  /// Writes `records` atomically and keeps them as the known ones; the
+  /// caller holds the lock.
+  void store(nlohmann::json records);
 
   std::string path_;
   nlohmann::json known_; ///< the records as last read or written
