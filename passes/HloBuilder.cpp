@@ -48,10 +48,6 @@ Value HloBuilder::iota(ArrayRef<int64_t> shape, int64_t dim, Type element) {
   return make<hlo::IotaOp>(tensor(shape, element), dim);
 }
 
-Value HloBuilder::replicaId() {
-  return make<hlo::ReplicaIdOp>(tensor({}, b.getIntegerType(32, /*isSigned=*/false)));
-}
-
 Value HloBuilder::add(Value a, Value c) { return make<hlo::AddOp>(a, c); }
 Value HloBuilder::sub(Value a, Value c) { return make<hlo::SubtractOp>(a, c); }
 Value HloBuilder::mul(Value a, Value c) { return make<hlo::MultiplyOp>(a, c); }

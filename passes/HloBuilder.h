@@ -36,7 +36,6 @@ public:
   mlir::Value constantI32(llvm::ArrayRef<int32_t> values);
   mlir::Value constantF32(llvm::ArrayRef<float> values);
   mlir::Value iota(llvm::ArrayRef<int64_t> shape, int64_t dim, mlir::Type element);
-  mlir::Value replicaId();
 
   // Elementwise.
   mlir::Value add(mlir::Value a, mlir::Value c);

@@ -63,7 +63,6 @@ Value HloLoweringState::groupIndex(HloBuilder &b, ArrayRef<int16_t> axes) const 
   std::vector<int32_t> table;
   for (int64_t rank = 0, n = worldSize(); rank < n; ++rank)
     table.push_back(int32_t(hlo::gridGroupIndex(grid, axes, rank)));
-  Value rank = b.convert(b.replicaId(), b.i32());
   Value entry = b.dynamicSlice(b.constantI32(table), 0, rank, 1);
   return b.reshape(entry, {});
 }
@@ -112,6 +111,10 @@ std::optional<hlo::Combiner> combinerOf(shard::ReductionKind kind) {
   }
 }
 
+/// No channel id: the collectives are cross-replica, their groups replica
+/// ids (= global ranks), the one model Neuron's proven emitters use.
+const IntegerAttr kCrossReplica = nullptr;
+
 /// Members of a group along `axes`.
 int64_t groupSize(DenseIntElementsAttr groups) {
   return cast<ShapedType>(groups.getType()).getDimSize(1);
@@ -138,8 +141,7 @@ FailureOr<SmallVector<Value>> lower(shard::AllGatherOp op, shard::AllGatherOp::A
   if (groupSize(groups) == 1)
     return one(a.getInput());
   return one(hlo::AllGatherOp::create(b.builder(), b.location(), op.getType(), a.getInput(),
-                                      op.getGatherAxis().getSExtValue(), groups,
-                                      state.nextChannelId(), /*use_global_device_ids=*/true)
+                                      op.getGatherAxis().getSExtValue(), groups, kCrossReplica)
                  .getResult());
 }
 
@@ -149,7 +151,7 @@ FailureOr<SmallVector<Value>> lower(shard::AllGatherOp op, shard::AllGatherOp::A
 template <typename OpT>
 FailureOr<SmallVector<Value>>
 lowerReducing(OpT op, Value input, HloBuilder &b, HloLoweringState &state,
-              llvm::function_ref<Value(hlo::Combiner, DenseIntElementsAttr, int64_t)> make) {
+              llvm::function_ref<Value(hlo::Combiner, DenseIntElementsAttr)> make) {
   FailureOr<hlo::Combiner> combiner = reductionOf(op);
   if (failed(combiner))
     return failure();
@@ -157,17 +159,17 @@ lowerReducing(OpT op, Value input, HloBuilder &b, HloLoweringState &state,
   int64_t n = groupSize(groups);
   if (n == 1)
     return one(input);
-  return one(averaged(b, make(*combiner, groups, state.nextChannelId()), op.getReduction(), n));
+  return one(averaged(b, make(*combiner, groups), op.getReduction(), n));
 }
 
 FailureOr<SmallVector<Value>> lower(shard::ReduceScatterOp op, shard::ReduceScatterOp::Adaptor a,
                                     HloBuilder &b, HloLoweringState &state) {
   return lowerReducing(op, a.getInput(), b, state,
-                       [&](hlo::Combiner c, DenseIntElementsAttr groups, int64_t channel) {
+                       [&](hlo::Combiner c, DenseIntElementsAttr groups) {
                          return hlo::ReduceScatterOp::create(
                                     b.builder(), b.location(), op.getType(), a.getInput(),
-                                    op.getScatterAxis().getSExtValue(), c, groups, channel,
-                                    /*use_global_device_ids=*/true)
+                                    op.getScatterAxis().getSExtValue(), c, groups,
+                                    kCrossReplica)
                              .getResult();
                        });
 }
@@ -175,10 +177,10 @@ FailureOr<SmallVector<Value>> lower(shard::ReduceScatterOp op, shard::ReduceScat
 FailureOr<SmallVector<Value>> lower(shard::AllReduceOp op, shard::AllReduceOp::Adaptor a,
                                     HloBuilder &b, HloLoweringState &state) {
   return lowerReducing(op, a.getInput(), b, state,
-                       [&](hlo::Combiner c, DenseIntElementsAttr groups, int64_t channel) {
+                       [&](hlo::Combiner c, DenseIntElementsAttr groups) {
                          return hlo::AllReduceOp::create(b.builder(), b.location(), op.getType(),
-                                                         a.getInput(), c, groups, channel,
-                                                         /*use_global_device_ids=*/true)
+                                                         a.getInput(), c, groups,
+                                                         kCrossReplica)
                              .getResult();
                        });
 }
@@ -192,7 +194,7 @@ FailureOr<SmallVector<Value>> lower(shard::AllToAllOp op, shard::AllToAllOp::Ada
   int64_t split = op.getSplitAxis().getSExtValue(), concat = op.getConcatAxis().getSExtValue();
   auto exchange = [&](Value v, int64_t dim) {
     return hlo::AllToAllOp::create(b.builder(), b.location(), v.getType(), v, dim, groups,
-                                   state.nextChannelId(), /*use_global_device_ids=*/false)
+                                   kCrossReplica)
         .getResult();
   };
   if (split == concat)
@@ -284,7 +286,7 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(config));
   // A call on a block of a split also takes the block's first row, from the
-  // partition id (KernelSpec::gridBlock).
+  // rank parameter (KernelSpec::gridBlock).
   SmallVector<Value> operands(inputs);
   if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
     operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
@@ -443,7 +445,16 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
     SmallVector<shard::GridOp> grids(module.getOps<shard::GridOp>());
     if (!grids.empty())
       grid.assign(grids.front().getShape().begin(), grids.front().getShape().end());
-    HloLoweringState state(grid);
+    // The rank comes in as the last entry parameter, fed per rank: Neuron's
+    // proven flows pass it so (NxD's SPMDRank) rather than reading replica-id.
+    OpBuilder builder(&getContext());
+    if (failed(func.insertArgument(
+            func.getNumArguments(), RankedTensorType::get({}, builder.getI32Type()),
+            builder.getDictionaryAttr(
+                builder.getNamedAttr(kRankAttr, builder.getStringAttr(kRankParameter))),
+            func.getLoc())))
+      return signalPassFailure();
+    HloLoweringState state(grid, func.getArguments().back());
 
     RewritePatternSet patterns(&getContext());
     populateForwardToHlo(patterns, state);

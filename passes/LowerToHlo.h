@@ -21,10 +21,11 @@ namespace kiln {
 
 /// What every lowering of one module shares: the grid the per-rank program
 /// runs on (row-major, last axis fastest; one rank when there is none) and
-/// the next channel id of a collective.
+/// the entry parameter holding this rank's global id (s32 scalar).
 class HloLoweringState {
 public:
-  explicit HloLoweringState(std::vector<int64_t> gridShape) : grid(std::move(gridShape)) {}
+  HloLoweringState(std::vector<int64_t> gridShape, mlir::Value rank)
+      : grid(std::move(gridShape)), rank(rank) {}
 
   int64_t worldSize() const;
   /// The replica groups of a collective over `axes`: `[groups, size]` global
@@ -32,15 +33,14 @@ public:
   /// communicator order).
   mlir::DenseIntElementsAttr replicaGroups(mlir::Builder &b, llvm::ArrayRef<int16_t> axes) const;
   /// This rank's index within its group along `axes`, as an s32 scalar
-  /// (a table of every rank's index read at replica-id).
+  /// (a table of every rank's index read at the rank parameter).
   mlir::Value groupIndex(HloBuilder &b, llvm::ArrayRef<int16_t> axes) const;
-  int64_t nextChannelId() { return ++lastChannel; }
-  /// Distinct replica-group lists used so far (Neuron allows 12 per NEFF).
+  /// Distinct replica-group lists used so far (a NEFF's communicators).
   size_t distinctGroupLists() const { return groupLists.size(); }
 
 private:
   std::vector<int64_t> grid;
-  int64_t lastChannel = 0;
+  mlir::Value rank;
   mutable std::vector<std::vector<int16_t>> groupLists;
 };
 

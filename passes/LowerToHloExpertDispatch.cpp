@@ -15,8 +15,8 @@
 //
 // Every lowering moves rows with gathers of whole rows from a table whose
 // row 0 is zero: a dropped pair, or an unfilled buffer row, reads row 0. A
-// buffer row's source (token, pair) comes from one small s32 scatter; the
-// wide [rows, hidden] data is only ever gathered.
+// buffer row's source (token, pair) comes from one small scatter (float32,
+// converted to s32); the wide [rows, hidden] data is only ever gathered.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,12 +111,15 @@ Value shiftedRowsOfSlots(HloBuilder &b, const DispatchShape &s, Value slots) {
 }
 
 /// Per buffer row, `values` [chunks, perChunk, k, w] (s32, nonzero) of the
-/// pair placed there, 0 where unfilled: [rows, w]. Each kept row is written
-/// by exactly one pair; the dropped ones add up in row 0, cut off.
+/// pair placed there, 0 where unfilled: [rows, w] s32. Each kept row is
+/// written by exactly one pair; the dropped ones add up in row 0, cut off.
+/// The scatter adds in float32 (neuronx-cc rejects integer scatter-reduce,
+/// NCC_EVRF016): the values, pair numbers, are exact there up to 2^24.
 Value rowSources(HloBuilder &b, const DispatchShape &s, Value rows, Value values) {
   int64_t w = HloBuilder::shapeOf(values).back();
-  Value table = b.scatterAddRows(b.splat(b.tensor({s.rows() + 1, w}, b.i32()), 0), rows, values);
-  return b.slice(table, 0, 1, s.rows() + 1);
+  Value table = b.scatterAddRows(b.splat(b.tensor({s.rows() + 1, w}, b.f32()), 0), rows,
+                                 b.convert(values, b.f32()));
+  return b.convert(b.slice(table, 0, 1, s.rows() + 1), b.i32());
 }
 
 /// Each pair's index plus one in token order, or its token's: s32

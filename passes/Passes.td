@@ -261,23 +261,43 @@ def HloSinkConverts : Pass<"kiln-hlo-sink-converts", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::hlo::HloDialect"];
 }
 
+def HloNarrowInt64 : Pass<"kiln-hlo-narrow-int64", "mlir::ModuleOp"> {
+  let summary = "Make every s64 value of the hlo module s32";
+  let description = [{
+    neuronx-cc computes in 32-bit integers (it downcasts s64 unless told
+    `--native-int64`, and NKIPy traces int64 as int32); Kiln narrows the
+    module itself so that what `kiln check-hlo` evaluates is what the
+    compiler gets. Token ids, labels (< vocabulary), the step counter and
+    every index derived from them become s32: arguments, results and
+    instruction types; each s64 constant is rewritten (an error names one
+    that does not fit in s32), and a convert left between two s32 types
+    folds away. Run after kiln-lower-to-hlo.
+  }];
+  let dependentDialects = ["::kiln::hlo::HloDialect"];
+}
+
 def LowerToHlo : Pass<"kiln-lower-to-hlo", "mlir::ModuleOp"> {
   let summary = "Lower a per-rank training step to the hlo dialect (XLA HLO)";
   let description = [{
     The Neuron backend's lowering: every kiln op of `func` (forward, backward,
     loss, optimizer, mixture of experts with the experts dense; see
     lib/Runtime for the math each reproduces), the
-    upstream `shard` collectives (all_gather, reduce_scatter, all_reduce in
-    XLA's flattened-id form: replica groups of global ranks from the grid
-    axes, row-major with the last axis fastest, a channel id each,
-    use_global_device_ids; all_slice as a dynamic-slice at this rank's index
-    read from replica-id) and kernel calls (`kiln.kernel`,
+    upstream `shard` collectives (all_gather, reduce_scatter, all_reduce,
+    all_to_all in its array form, cross-replica: explicit replica groups of
+    global ranks from the grid axes, row-major with the last axis fastest,
+    no channel id; all_slice as a dynamic-slice at this rank's index) and
+    kernel calls (`kiln.kernel`,
     `kiln.kernel_backward`: custom calls to AwsNeuronCustomNativeKernel whose
     backend_config names the NKI kernel) become hlo ops. Other functions and
     the grid op are removed; the module gains `hlo.replica_count` (the world
-    size) and `hlo.distinct_replica_groups`. An op without a lowering is an
-    error naming it and its fqn. Token ids stay int64 parameters and are
-    converted to int32 where they index. Each checkpointed layer's
+    size) and `hlo.distinct_replica_groups`. The function gains a last
+    argument, `kiln.rank = "rank"` (s32 scalar): each rank is fed its global
+    id there, and every per-rank index (TP, SP, vocabulary and expert
+    blocks) is read from a constant table at it, so one program serves
+    every rank without replica-id. An op without a lowering is an
+    error naming it and its fqn. Token ids stay int64 parameters
+    (kiln-hlo-narrow-int64 makes them s32) and are converted to int32 where
+    they index. Each checkpointed layer's
     recomputation (`kiln.recomputed` ops) reads what it takes from before it
     through one `hlo.opt_barrier` that also holds the cotangent its backward
     starts from, so XLA neither merges it with the forward nor hoists it.

@@ -27,6 +27,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 
 using json = nlohmann::json;
 
@@ -183,9 +185,58 @@ Tensor paramByKey(const TensorMap &params, const std::string &key, int64_t membe
   return stackTensors(stack);
 }
 
+/// The arrays as one little-endian file (float32, or int32 for integer
+/// types) and their index entries (dtype, shape, byte offset).
+std::string packArrays(const std::vector<HloArray> &arrays, json &index) {
+  std::string bytes;
+  index = json::array();
+  for (const HloArray &a : arrays) {
+    bool integer = a.type == xla::S32 || a.type == xla::S64 || a.type == xla::U32 ||
+                   a.type == xla::PRED;
+    index.push_back({{"dtype", integer ? "int32" : "float32"}, {"shape", a.dims},
+                     {"offset", bytes.size()}});
+    for (double v : a.values) {
+      char word[4];
+      if (integer) {
+        int32_t i = int32_t(v);
+        std::memcpy(word, &i, 4);
+      } else {
+        float f = float(v);
+        std::memcpy(word, &f, 4);
+      }
+      bytes.append(word, 4);
+    }
+  }
+  return bytes;
+}
+
+/// Every rank's arguments and the evaluator's results, for another XLA
+/// implementation to run the module on and compare (scripts/check-hlo-xla.py).
+void saveRankIo(const std::string &dir, const std::vector<std::vector<HloArray>> &args,
+                const std::vector<std::vector<HloArray>> &results, double loss, double gradNorm) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    fail("check-hlo: cannot create '{}': {}", dir, ec.message());
+  json ranks = json::array();
+  for (size_t r = 0; r < args.size(); ++r) {
+    json inputs, outputs;
+    std::string file = fmt::format("rank{}.bin", r);
+    std::string bytes = packArrays(args[r], inputs);
+    std::string outBytes = packArrays(results[r], outputs);
+    for (json &o : outputs)
+      o["offset"] = o["offset"].get<size_t>() + bytes.size();
+    writeFileAtomic(dir + "/" + file, bytes + outBytes);
+    ranks.push_back({{"file", file}, {"inputs", inputs}, {"outputs", outputs}});
+  }
+  json io{{"ranks", ranks}, {"cpu_runtime", {{"loss", loss}, {"grad_norm", gradNorm}}}};
+  writeFileAtomic(dir + "/io.json", io.dump(1) + "\n");
+}
+
 } // namespace
 
-bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance) {
+bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance,
+                          const std::string &saveIo) {
   // The reference is one rank's dropless step: a capacity that drops pairs
   // (which ones depends on the ranks' token chunks) would differ from it.
   if (config.parallelism.expertDispatch == "all_to_all" &&
@@ -234,6 +285,11 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   std::vector<std::vector<HloArray>> args(world);
   for (const json &p : manifest["parameters"]) {
     std::string role = p.value("role", ""), name = p.value("name", "");
+    if (role == "rank") { // each rank its global id
+      for (int64_t r = 0; r < world; ++r)
+        args[r].push_back(HloArray{xla::S32, {}, {double(r)}});
+      continue;
+    }
     auto wholeShape = p["whole_shape"].get<std::vector<int64_t>>();
     HloArray whole;
     if (role == "param")
@@ -250,6 +306,8 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
     if (whole.dims != wholeShape)
       fail("check-hlo: '{}' is {} here but {} in the manifest", name, json(whole.dims).dump(),
            json(wholeShape).dump());
+    if (p.value("dtype", "") == "int32") // the module's integers are s32
+      whole.type = xla::S32;
     for (int64_t r = 0; r < world; ++r)
       args[r].push_back(sliceFor(whole, p, grid, axisNames, r));
   }
@@ -299,6 +357,10 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
             normDiff <= tolerance * std::max(1.0, std::fabs(metrics.gradNorm)) &&
             worstWeight <= tolerance;
   fmt::print("{} (tolerance {:g})\n", ok ? "match" : "MISMATCH", tolerance);
+  if (!saveIo.empty()) {
+    saveRankIo(saveIo, args, results, metrics.loss, metrics.gradNorm);
+    fmt::print("wrote every rank's arguments and results to {}\n", saveIo);
+  }
   return ok;
 }
 

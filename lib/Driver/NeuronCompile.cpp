@@ -1,17 +1,20 @@
 //===- NeuronCompile.cpp - kiln compile: Neuron artifacts of a run --------===//
 //
 // capture -> autodiff -> optimizer -> shard -> partition (captureTrainingStep)
-// -> kiln-lower-to-hlo + cse -> HloModuleProto -> HLO text, with the
-// manifest that says how to feed and read the NEFF: every entry parameter's
-// role, per-rank shape and the rule giving each rank's slice of the whole
-// tensor, the aliasing of updated state, the replica groups, the kernels and
-// the per-rank memory plan.
+// -> kiln-lower-to-hlo, kiln-hlo-sink-converts, kiln-hlo-narrow-int64, cse
+// -> HloModuleProto -> HLO text, with the manifest that says how to feed
+// and read the NEFF: every entry parameter's role, NEFF tensor name,
+// per-rank shape and the rule giving each rank's slice of the whole tensor
+// (and the rank parameter), the aliasing of updated state, the replica
+// groups, the kernels and the per-rank memory plan. The module must pass
+// every Neuron conformance rule (NeuronConformance.h) to be written.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Driver/NeuronCompile.h"
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/HloStats.h"
+#include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
@@ -48,23 +51,29 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string dtypeName(Type t) {
-  if (t.isF32())
+std::string dtypeName(xla::PrimitiveType t) {
+  switch (t) {
+  case xla::F32:
     return "float32";
-  if (t.isBF16())
+  case xla::BF16:
     return "bfloat16";
-  if (t.isF16())
+  case xla::F16:
     return "float16";
-  if (t.isInteger(64))
-    return "int64";
-  if (t.isInteger(32))
+  case xla::S32:
     return "int32";
-  std::string s;
-  llvm::raw_string_ostream(s) << t;
-  return s;
+  case xla::U32:
+    return "uint32";
+  case xla::S64:
+    return "int64";
+  case xla::PRED:
+    return "bool";
+  default:
+    return xla::PrimitiveType_Name(t);
+  }
 }
 
-/// Each argument's role, per-rank shape, whole shape and split.
+/// Each argument's role, per-rank shape, whole shape and split (the dtype
+/// and NEFF name come from the exported module: describeEntry).
 json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> grid,
                         ArrayRef<std::string> axisNames) {
   std::map<std::string, SmallVector<int64_t>> paramShapes;
@@ -75,8 +84,7 @@ json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> 
   json params = json::array();
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgumentTypes()[i]);
-    json p{{"parameter", i}, {"dtype", dtypeName(type.getElementType())},
-           {"shape", type.getShape()}};
+    json p{{"parameter", i}, {"shape", type.getShape()}};
     std::string name;
     for (StringRef role : {kParamAttr, kStateAttr, kInputAttr})
       if (auto s = step.getArgAttrOfType<StringAttr>(i, role)) {
@@ -124,6 +132,31 @@ json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> 
   return params;
 }
 
+/// What only the exported module says about the entry: each parameter's
+/// dtype (s64 inputs are s32 there) and NEFF name, the rank parameter
+/// kiln-lower-to-hlo appended (fed each rank's global id), and each
+/// output's NEFF name.
+void describeEntry(const xla::HloModuleProto &proto, json &params, json &outputs) {
+  const auto &shapes = proto.host_program_shape().parameters();
+  if (shapes.size() != int(params.size()) + 1)
+    fail("compile: the HLO entry has {} parameters, expected {} and the rank", shapes.size(),
+         params.size());
+  params.push_back({{"parameter", params.size()},
+                    {"role", kRankParameter.str()},
+                    {"name", kRankParameter.str()},
+                    {"shape", json::array()},
+                    {"whole_shape", json::array()},
+                    {"split", json::array()}});
+  std::vector<std::string> inputNames = neuron::neffInputNames(proto);
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i]["dtype"] = dtypeName(shapes[int(i)].element_type());
+    params[i]["neff_name"] = i < inputNames.size() ? inputNames[i] : "";
+  }
+  std::vector<std::string> outputNames = neuron::neffOutputNames(proto);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    outputs[i]["neff_name"] = i < outputNames.size() ? outputNames[i] : "";
+}
+
 json describeKernels(func::FuncOp step) {
   json kernels = json::array();
   step.walk([&](KernelOp op) {
@@ -152,16 +185,52 @@ std::string humanBytes(double bytes) {
   return fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
-std::string compileScript(const TrainConfig &config) {
+/// neuronx-cc's arguments before and after the optional ones compile.sh adds.
+std::string neuronxHead(const std::string &target, int64_t lnc) {
+  return fmt::format("neuronx-cc compile model.hlo.pb --framework XLA --target {} -lnc {} "
+                     "--model-type transformer",
+                     target, lnc);
+}
+// --auto-cast=none: the module's precision is its own (bf16 converts where
+// training.mixed_precision_param puts them); neuronx-cc would otherwise cast
+// float32 matmuls to bf16 on its own.
+constexpr const char *kNeuronxTail = "--auto-cast=none --logfile neuronx-cc.log --output model.neff";
+constexpr const char *kLlmTraining = "--distribution-strategy llm-training";
+
+std::string compileScript(const TrainConfig &config, size_t communicators) {
   return fmt::format(R"sh(#!/bin/sh
 # Compiles model.hlo.pb (written by kiln compile) into one SPMD NEFF that every
-# rank of the {0} grid loads with its own rank id. Needs the AWS Neuron SDK
-# (neuronx-cc); the NKI kernels the custom calls name come with it.
+# rank of the {0} grid loads, each fed its own rank id as the 'rank' parameter.
+# Needs the AWS Neuron SDK (neuronx-cc). neuronx-cc's log: neuronx-cc.log.
+#
+# usage: ./compile.sh [-O1] [--no-llm-training] [--verify-hlo]
+#   -O1                optimization level 1 (NxD's training scripts use it: a
+#                      faster compile) instead of neuronx-cc's default -O2
+#   --no-llm-training  without {1}: the retry when the
+#                      compile fails in that strategy's passes (NxD's trn2 MoE
+#                      scripts turn it off for a compiler bug)
+#   --verify-hlo       neuronx-cc's internal HLO verifier, as NxD's trace path
+#                      runs it: for a first run on hardware
+# The module uses {2} communicators; the runtime it targets allows {3} per NEFF
+# (target.neuron_max_communicators: 16 from the Neuron 2.32 runtime, 12 before).
 set -eu
 cd "$(dirname "$0")"
-{1} 2>&1 | tee neuronx-cc.log
+strategy="{1}"
+extra=""
+for arg in "$@"; do
+  case "$arg" in
+    -O1) extra="$extra -O1" ;;
+    --no-llm-training) strategy="" ;;
+    --verify-hlo) extra="$extra --internal-hlo2tensorizer-options=--verify-hlo=true" ;;
+    *) echo "compile.sh: unknown option '$arg' (-O1, --no-llm-training, --verify-hlo)" >&2
+       exit 2 ;;
+  esac
+done
+{4} $strategy$extra {5}
 )sh",
-                     config.target.name, neuronxCommand(config.target.name, config.target.lnc));
+                     config.target.name, kLlmTraining, communicators,
+                     config.target.neuronMaxCommunicators,
+                     neuronxHead(config.target.name, config.target.lnc), kNeuronxTail);
 }
 
 std::string readme(const TrainConfig &config, const ParallelLayout &layout) {
@@ -181,14 +250,15 @@ compile.sh     the neuronx-cc command for {0} (LNC {1})
 
 Run ./compile.sh on a machine with the Neuron SDK: it writes model.neff and
 neuronx-cc.log. Launch {2} ranks (one per logical NeuronCore,
-NEURON_LOGICAL_NC_CONFIG={1}), each loading model.neff with its rank id as
-replica id, feeding the entry parameters in manifest order: each rank's slice
-of every parameter and optimizer state (manifest "split": rank r holds block
-index r along the listed axes, the grid row-major with the last axis
-fastest), the step count, and its rows of input_ids and labels (int64; the
-graph converts them to int32 where it indexes). The result tuple holds the
-updated parameters and state (aliased to their inputs) and the loss and
-gradient norm.
+NEURON_LOGICAL_NC_CONFIG={1}), each loading model.neff and feeding the entry
+parameters by their NEFF names (manifest "neff_name", in manifest order):
+each rank's slice of every parameter and optimizer state (manifest "split":
+rank r holds block index r along the listed axes, the grid row-major with
+the last axis fastest), the step count, its rows of input_ids and labels
+(int32), and its global rank id as the int32 scalar 'rank'. The result tuple
+holds the updated parameters and state (must-alias: updated in place) and
+the loss and gradient norm. Collectives are cross-replica: their replica
+groups list global ranks.
 )",
                      config.target.name, config.target.lnc, layout.worldSize());
 }
@@ -196,13 +266,7 @@ gradient norm.
 } // namespace
 
 std::string neuronxCommand(const std::string &target, int64_t lnc) {
-  // --auto-cast=none: the module's precision is its own (bf16 converts where
-  // training.mixed_precision_param puts them); neuronx-cc would otherwise
-  // cast float32 matmuls to bf16 on its own.
-  return fmt::format("neuronx-cc compile model.hlo.pb --framework XLA --target {} -lnc {} "
-                     "--model-type transformer --distribution-strategy llm-training "
-                     "--auto-cast=none --output model.neff",
-                     target, lnc);
+  return fmt::format("{} {} {}", neuronxHead(target, lnc), kLlmTraining, kNeuronxTail);
 }
 
 void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
@@ -291,6 +355,7 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   pm.addPass(createLowerToHlo());
   if (paramDtype != "float32")
     pm.addPass(createHloSinkConverts());
+  pm.addPass(createHloNarrowInt64());
   pm.addPass(mlir::createCSEPass());
   succeedOrFail(context, "lowering @train_step of " + model.name + " to HLO failed",
                 [&] { return pm.run(*module); });
@@ -305,11 +370,20 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   std::string bytes = proto->SerializeAsString();
   std::string text = neuron::printHloText(*proto);
   neuron::HloStats stats = neuron::HloStats::of(*proto);
+  describeEntry(*proto, manifest["parameters"], manifest["outputs"]);
+  std::vector<neuron::ConformanceViolation> violations = neuron::checkConformance(
+      *proto, layout.worldSize(), config.target.neuronMaxCommunicators);
+  if (!violations.empty())
+    fail("compile: the HLO module of {} breaks {}:\n{}", model.name,
+         violations.size() == 1 ? "a Neuron conformance rule" : "Neuron conformance rules",
+         neuron::describeViolations(violations));
   double exportSeconds = secondsSince(t);
 
   json aliases = json::array();
   for (const auto &e : proto->input_output_alias().entries())
-    aliases.push_back({{"output", e.output_shape_index(0)}, {"parameter", e.parameter_number()}});
+    aliases.push_back({{"output", e.output_shape_index(0)},
+                       {"parameter", e.parameter_number()},
+                       {"kind", e.kind() == xla::MUST_ALIAS ? "must-alias" : "may-alias"}});
   manifest["input_output_alias"] = aliases;
   json collectives = json::object();
   for (const auto &[key, c] : stats.collectives)
@@ -320,11 +394,16 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   manifest["hlo"] = {{"instructions", stats.instructions},
                      {"by_opcode", stats.byOpcode},
                      {"collectives", collectives},
-                     {"distinct_replica_group_lists", stats.replicaGroupLists.size()},
-                     {"neuron_replica_group_list_limit", neuron::kNeuronMaxReplicaGroupLists}};
+                     {"distinct_replica_group_lists", stats.replicaGroupLists.size()}};
+  manifest["target"]["neuron_max_communicators"] = config.target.neuronMaxCommunicators;
+  manifest["collective_model"] =
+      "cross-replica: every collective lists explicit replica groups of global ranks (replica "
+      "id = rank), with no channel_id and no use_global_device_ids; all-to-all in its array form";
+  manifest["rank"] = "the last entry parameter, 'rank' (int32 scalar): each rank is fed its "
+                     "global id; every per-rank offset is derived from it in the graph";
   manifest["compile_command"] = neuronxCommand(config.target.name, config.target.lnc);
-  manifest["token_ids"] = "int64 parameters, converted to int32 in the graph where they index "
-                          "(neuronx-cc's default int64->int32 downcast is lossless: ids < vocab)";
+  manifest["token_ids"] = "int32 parameters (input_ids, labels; ids < vocab), as is the step "
+                          "counter: the module has no 64-bit integers";
   // kiln-lower-to-hlo puts an opt-barrier before each checkpointed layer's
   // recomputation, so that XLA neither merges it into the forward nor hoists it.
   manifest["activation_checkpoint"] = {
@@ -342,7 +421,7 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   writeFileAtomic(outDir + "/model.hlo.pb", bytes);
   writeFileAtomic(outDir + "/model.hlo.txt", text);
   writeFileAtomic(outDir + "/manifest.json", manifest.dump(2) + "\n");
-  writeFileAtomic(outDir + "/compile.sh", compileScript(config));
+  writeFileAtomic(outDir + "/compile.sh", compileScript(config, stats.replicaGroupLists.size()));
   ::chmod((outDir + "/compile.sh").c_str(), 0755);
   writeFileAtomic(outDir + "/README.txt", readme(config, layout));
   double writeSeconds = secondsSince(t);
@@ -389,11 +468,12 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                key.substr(0, key.find(' ')), c.ops, humanBytes(double(c.bytesSent)), c.groups,
                c.groups > 1 ? "s" : "", c.groupSize, groups);
   }
-  fmt::print("distinct replica-group lists: {} (Neuron allows {} per NEFF){}\n",
-             stats.replicaGroupLists.size(), neuron::kNeuronMaxReplicaGroupLists,
-             int64_t(stats.replicaGroupLists.size()) > neuron::kNeuronMaxReplicaGroupLists
-                 ? ": OVER THE LIMIT, neuronx-cc will refuse this module"
-                 : "");
+  fmt::print("distinct replica-group lists: {} (the runtime allows {} per NEFF: "
+             "target.neuron_max_communicators)\n",
+             stats.replicaGroupLists.size(), config.target.neuronMaxCommunicators);
+  fmt::print("Neuron conformance: all {} rules hold (kiln check-hlo --neuron {} checks them "
+             "again)\n",
+             neuron::conformanceRules().size(), outDir);
   fmt::print("memory per rank (plan): peak {}, parameters {}, optimizer state {}, saved "
              "activations {}\n",
              humanBytes(double(plan.peakBytes)), humanBytes(double(plan.parameterBytes)),

@@ -266,6 +266,8 @@ const std::vector<Field> &fields() {
 
       field("target", "name", &C::target, &C::Target::name, oneOf({"trn2", "trn1", "cpu"})),
       field("target", "lnc", &C::target, &C::Target::lnc, positive()),
+      field("target", "neuron_max_communicators", &C::target,
+            &C::Target::neuronMaxCommunicators, positive()),
 
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
       field("debug", "kill_during_save", &C::debug, &C::Debug::killDuringSave, nonNegative()),

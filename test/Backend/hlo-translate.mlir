@@ -2,17 +2,21 @@
 // HloModuleProto) and the serialized proto, which reads back to the same
 // text. Combiners become computations before the entry; several results of
 // a custom call a tuple and get-tuple-elements; parameters and results of
-// one kiln.param alias.
+// one kiln.param alias (must-alias); named parameters and results carry
+// neuronx-cc's NEFF tensor names. The dialect mirrors XLA, so the
+// flattened-id form of collectives (channel ids, use_global_device_ids)
+// translates too; the Neuron conformance check is what refuses it.
 // RUN: kiln-translate --hlo-to-text %s | FileCheck %s
 // RUN: kiln-translate --hlo-to-text %s > %t.txt
 // RUN: kiln-translate --hlo-to-proto %s > %t.pb
 // RUN: kiln-translate --hlo-proto-to-text %t.pb | diff - %t.txt
 
-// CHECK: HloModule train_step, entry_computation_layout={(f32[4,8]{1,0}, s64[2,3]{1,0}, f32[])->(f32[4,8]{1,0}, f32[8]{0}, f32[2,3,8]{2,1,0}, f32[2,3,8]{2,1,0}, f32[4,8]{1,0})}, input_output_alias={ {0}: (0, {}, may-alias) }
+// CHECK: HloModule train_step, entry_computation_layout={(f32[4,8]{1,0}, s64[2,3]{1,0}, f32[])->(f32[4,8]{1,0}, f32[8]{0}, f32[2,3,8]{2,1,0}, f32[2,3,8]{2,1,0}, f32[4,8]{1,0})}, input_output_alias={ {0}: (0, {}, must-alias) }
 // CHECK: %add.f32 (lhs.{{[0-9]+}}: f32[], rhs.{{[0-9]+}}: f32[]) -> f32[] {
 // CHECK:   ROOT %add.[[ID:[0-9]+]] = f32[] add(f32[] %lhs.{{[0-9]+}}, f32[] %rhs.{{[0-9]+}})
 // CHECK: ENTRY %main.{{[0-9]+}} (p0.1: f32[4,8], p1.2: s64[2,3], p2.3: f32[]) -> (f32[4,8], f32[8], f32[2,3,8], f32[2,3,8], f32[4,8]) {
-// CHECK:   %p0.1 = f32[4,8]{1,0} parameter(0), metadata={op_name="model.norm.weight"}
+// CHECK:   %p0.1 = f32[4,8]{1,0} parameter(0), frontend_attributes={neff_input_names="model.norm.weight"}, metadata={op_name="model.norm.weight"}
+// CHECK:   %p2.3 = f32[] parameter(2){{$}}
 // CHECK:   %constant.[[C:[0-9]+]] = f32[] constant(0)
 // CHECK:   %reduce.{{[0-9]+}} = f32[8]{0} reduce(f32[4,8]{1,0} %p0.1, f32[] %constant.[[C]]), dimensions={0}, to_apply=%add.f32
 // CHECK:   %convert.[[IDS:[0-9]+]] = s32[2,3]{1,0} convert(s64[2,3]{1,0} %p1.2)

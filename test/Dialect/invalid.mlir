@@ -327,7 +327,7 @@ func.func @two_roles(%a: tensor<4xf32> {kiln.param = "w", kiln.input = "input_id
 
 // -----
 
-// expected-error@+1 {{argument #0: 'kiln.grad' is not a kiln attribute of function arguments (known: kiln.param, kiln.input, kiln.state)}}
+// expected-error@+1 {{argument #0: 'kiln.grad' is not a kiln attribute of function arguments (known: kiln.param, kiln.input, kiln.state, kiln.rank)}}
 func.func @grad_on_argument(%a: tensor<4xf32> {kiln.grad = "w"}) {
   return
 }

@@ -120,8 +120,9 @@ module {
 // their exclusive prefix sum along the 6 pairs of a chunk is one matmul
 // with the strictly lower triangle (one block of pairs: no second level, no
 // padding); places below the capacity are kept, the others get slot -1.
-// One s32 scatter into 12 buffer rows + row 0 (where dropped pairs land)
-// records each row's token and pair; the rows, their weights and their ids
+// One scatter-add into 12 buffer rows + row 0 (where dropped pairs land),
+// in float32 (neuronx-cc refuses integer scatter-reduce) and converted to
+// s32, records each row's token and pair; the rows, their weights and their ids
 // (+1, so unfilled rows read -1) are gathered from tables whose row 0 is
 // zero. Combine and its gradient recover block and place from the slots
 // (divide by the capacity) and gather.
@@ -144,8 +145,9 @@ module {
 // CHECK: hlo.constant {value = dense<3.000000e+00> : tensor<f32>}
 // CHECK: %[[KEPT:.*]] = hlo.compare %[[PLACE]], {{.*}} {comparison_direction = #hlo<comparison_direction LT>}
 // CHECK: %[[SLOT:.*]] = hlo.select %[[KEPT]], {{.*}} : (tensor<2x3x2xi1>, tensor<2x3x2xi32>, tensor<2x3x2xi32>) -> tensor<2x3x2xi32>
-// CHECK: %[[SOURCES:.*]] = hlo.scatter {{.*}} {combiner = #hlo<combiner add>, {{.*}}} : (tensor<13x2xi32>, tensor<2x3x2xi32>, tensor<2x3x2x2xi32>) -> tensor<13x2xi32>
-// CHECK: hlo.slice %[[SOURCES]] {limit_indices = array<i64: 13, 2>, start_indices = array<i64: 1, 0>
+// CHECK: %[[SOURCES:.*]] = hlo.scatter {{.*}} {combiner = #hlo<combiner add>, {{.*}}} : (tensor<13x2xf32>, tensor<2x3x2xi32>, tensor<2x3x2x2xf32>) -> tensor<13x2xf32>
+// CHECK: %[[CUT:.*]] = hlo.slice %[[SOURCES]] {limit_indices = array<i64: 13, 2>, start_indices = array<i64: 1, 0>
+// CHECK: hlo.convert %[[CUT]] : (tensor<12x2xf32>) -> tensor<12x2xi32>
 // CHECK: %[[XTABLE:.*]] = hlo.pad {{.*}} {edge_padding_high = array<i64: 0, 0>, edge_padding_low = array<i64: 1, 0>, interior_padding = array<i64: 0, 0>} : (tensor<6x4xf32>, tensor<f32>) -> tensor<7x4xf32>
 // CHECK: %[[ROWS:.*]] = hlo.gather %[[XTABLE]], {{.*}} : (tensor<7x4xf32>, tensor<12xi32>) -> tensor<12x4xf32>
 // CHECK: hlo.gather {{.*}} : (tensor<13x1xf32>, tensor<12xi32>) -> tensor<12x1xf32>
@@ -157,7 +159,7 @@ module {
 // CHECK: %[[PICKED:.*]] = hlo.gather {{.*}} : (tensor<13x4xf32>, tensor<2x3x2xi32>) -> tensor<2x3x2x4xf32>
 // CHECK: %[[Y:.*]] = hlo.reduce %[[PICKED]], {{.*}} dimensions = array<i64: 2>} : (tensor<2x3x2x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
 // Combine's gradient: each kept row's token by one scatter, its gradient gathered.
-// CHECK: hlo.scatter {{.*}} : (tensor<13x1xi32>, tensor<2x3x2xi32>, tensor<2x3x2x1xi32>) -> tensor<13x1xi32>
+// CHECK: hlo.scatter {{.*}} : (tensor<13x1xf32>, tensor<2x3x2xi32>, tensor<2x3x2x1xf32>) -> tensor<13x1xf32>
 // CHECK: %[[DROWS:.*]] = hlo.gather {{.*}} : (tensor<7x4xf32>, tensor<12xi32>) -> tensor<12x4xf32>
 // CHECK: return {{.*}}, %[[SLOTS]], %[[Y]],
 func.func @train_step(%x: tensor<2x3x4xf32>, %w: tensor<2x3x2xf32>, %ids: tensor<2x3x2xi64>,

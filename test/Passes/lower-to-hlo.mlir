@@ -113,19 +113,21 @@ module {
 
 // Collectives on a 1 x 2 x 2 grid (dp_replicate, dp_shard, tp): ranks
 // 0..3 are (0, s, t) with rank = 2 s + t, so dp_shard groups {0,2},{1,3}
-// and tp groups {0,1},{2,3}; each collective its own channel; all_slice
-// reads this rank's block index from replica-id; the other functions and
-// the grid are dropped.
+// and tp groups {0,1},{2,3}; every collective cross-replica (explicit groups
+// of global ranks, no channel id); all_slice reads this rank's block index
+// from a table at the rank parameter the pass appends (s32, kiln.rank); the
+// other functions and the grid are dropped.
 // CHECK: module attributes {hlo.distinct_replica_groups = 3 : i64, hlo.replica_count = 4 : i64}
 // CHECK-NOT: shard.grid
 // CHECK-NOT: func.func @other
 // CHECK-LABEL: func.func @train_step(
-// CHECK: hlo.all_gather %arg0 {all_gather_dim = 0 : i64, channel_id = 1 : i64, replica_groups = dense<{{\[}}[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<2x8xf32>) -> tensor<4x8xf32>
-// CHECK: hlo.reduce_scatter {{.*}} {channel_id = 2 : i64, combiner = #hlo<combiner add>, replica_groups = dense<{{\[}}[0, 1], [2, 3]]> : tensor<2x2xi64>, scatter_dimension = 1 : i64, use_global_device_ids} : (tensor<4x8xf32>) -> tensor<4x4xf32>
-// CHECK: hlo.all_reduce {{.*}} {channel_id = 3 : i64, combiner = #hlo<combiner max>, replica_groups = dense<{{\[}}[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids} : (tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK-DAG: %[[TABLE:.*]] = hlo.constant {value = dense<[0, 1, 0, 1]> : tensor<4xi32>} : tensor<4xi32>
-// CHECK-DAG: hlo.replica_id : tensor<ui32>
-// CHECK: hlo.dynamic_slice %[[TABLE]], {{.*}} {slice_sizes = array<i64: 1>}
+// CHECK-SAME: %arg0: tensor<2x8xf32>, %[[RANK:.*]]: tensor<i32> {kiln.rank = "rank"}) -> tensor<4x2xf32>
+// CHECK: hlo.all_gather %arg0 {all_gather_dim = 0 : i64, replica_groups = dense<{{\[}}[0, 2], [1, 3]]> : tensor<2x2xi64>} : (tensor<2x8xf32>) -> tensor<4x8xf32>
+// CHECK: hlo.reduce_scatter {{.*}} {combiner = #hlo<combiner add>, replica_groups = dense<{{\[}}[0, 1], [2, 3]]> : tensor<2x2xi64>, scatter_dimension = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x4xf32>
+// CHECK: hlo.all_reduce {{.*}} {combiner = #hlo<combiner max>, replica_groups = dense<{{\[}}[0, 1, 2, 3]]> : tensor<1x4xi64>} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[TABLE:.*]] = hlo.constant {value = dense<[0, 1, 0, 1]> : tensor<4xi32>} : tensor<4xi32>
+// CHECK-NOT: hlo.replica_id
+// CHECK: hlo.dynamic_slice %[[TABLE]], %[[RANK]] {slice_sizes = array<i64: 1>}
 // CHECK: hlo.dynamic_slice {{.*}} {slice_sizes = array<i64: 4, 2>} : (tensor<4x4xf32>, tensor<i32>, tensor<i32>) -> tensor<4x2xf32>
 module {
   shard.grid @grid(shape = 1x2x2)
@@ -153,9 +155,9 @@ module {
 // CHECK-LABEL: func.func @train_step(
 // CHECK: %[[BLOCKS:.*]] = hlo.reshape %arg0 : (tensor<2x4xf32>) -> tensor<2x2x2xf32>
 // CHECK: %[[FRONT:.*]] = hlo.transpose %[[BLOCKS]] {permutation = array<i64: 1, 0, 2>}
-// CHECK: %[[X:.*]] = hlo.all_to_all %[[FRONT]] {channel_id = 1 : i64, replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+// CHECK: %[[X:.*]] = hlo.all_to_all %[[FRONT]] {replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
 // CHECK: %[[A:.*]] = hlo.reshape %[[X]] : (tensor<2x2x2xf32>) -> tensor<4x2xf32>
-// CHECK: %[[B:.*]] = hlo.all_to_all %arg1 {channel_id = 2 : i64, replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+// CHECK: %[[B:.*]] = hlo.all_to_all %arg1 {replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
 // CHECK: return %[[A]], %[[B]], %arg1
 module {
   shard.grid @grid(shape = 1x2)

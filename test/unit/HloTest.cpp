@@ -3,6 +3,7 @@
 #include "kiln/Backend/Neuron/HloEvaluator.h"
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/HloStats.h"
+#include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Passes.h"
@@ -52,7 +53,9 @@ neuron::HloArray array(std::vector<int64_t> dims, std::vector<double> values) {
 } // namespace
 
 // Two ranks: each gathers both halves, reduce-scatters the sum back and
-// takes its block of a table at replica-id.
+// takes its block of a table at replica-id. The evaluator follows XLA's
+// every form (here the flattened ids); the Neuron conformance rules are
+// checked apart (NeuronConformanceTest).
 TEST(HloEvaluatorTest, CollectivesCombineTheRanksOfEachGroup) {
   mlir::MLIRContext context;
   xla::HloModuleProto proto = exported(context, R"(
@@ -149,7 +152,7 @@ TEST(HloEvaluatorTest, AllToAllLoweringFollowsTheShardOp) {
     std::vector<double> v(24);
     for (int i = 0; i < 24; ++i)
       v[i] = 100 * r + i;
-    args.push_back({array({2, 3, 4}, v)});
+    args.push_back({array({2, 3, 4}, v), neuron::HloArray{xla::S32, {}, {double(r)}}});
   }
   auto out = neuron::evaluateHlo(*proto, args);
   ASSERT_EQ(out.size(), 4u);
@@ -176,4 +179,45 @@ TEST(HloEvaluatorTest, AllToAllLoweringFollowsTheShardOp) {
     }
   neuron::HloStats stats = neuron::HloStats::of(*proto);
   EXPECT_EQ(stats.collectives.at("all-to-all {{0,1},{2,3}}").bytesSent, 48); // half of 96 bytes
+}
+
+// The Neuron conformance rules on a module that keeps them all, and on the
+// same module's proto broken one way (what the hlo dialect cannot express:
+// a may-alias entry, an alias of undefined kind, a tuple all-to-all).
+TEST(NeuronConformanceTest, EachRuleRefusesItsBreak) {
+  mlir::MLIRContext context;
+  context.loadDialect<KilnDialect>();
+  xla::HloModuleProto good = exported(context, R"(
+    func.func @main(%w: tensor<4x8xf32> {kiln.param = "w"}, %rank: tensor<i32> {kiln.rank = "rank"})
+        -> (tensor<4x8xf32> {kiln.param = "w"}, tensor<4x8xf32> {kiln.output = "exchanged"}) {
+      %a = hlo.all_to_all %w {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, split_dimension = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      return %w, %a : tensor<4x8xf32>, tensor<4x8xf32>
+    })");
+  auto rulesBroken = [](const xla::HloModuleProto &m) {
+    std::vector<std::string> rules;
+    for (const neuron::ConformanceViolation &v : neuron::checkConformance(m, 2, 16))
+      rules.push_back(v.rule);
+    return rules;
+  };
+  EXPECT_EQ(rulesBroken(good), std::vector<std::string>{});
+  ASSERT_EQ(good.input_output_alias().entries_size(), 1);
+  EXPECT_EQ(good.input_output_alias().entries(0).kind(), xla::MUST_ALIAS);
+
+  for (xla::Kind kind : {xla::MAY_ALIAS, xla::UNDEFINED_ALIAS}) {
+    xla::HloModuleProto may = good;
+    may.mutable_input_output_alias()->mutable_entries(0)->set_kind(kind);
+    EXPECT_EQ(rulesBroken(may), std::vector<std::string>{"must-alias"}) << kind;
+  }
+  // The tuple form of all-to-all (two operands), which neuronx-cc imported
+  // only from a 2026 SDK on.
+  xla::HloModuleProto tupled = good;
+  for (auto &comp : *tupled.mutable_computations())
+    for (auto &inst : *comp.mutable_instructions())
+      if (inst.opcode() == "all-to-all")
+        inst.add_operand_ids(inst.operand_ids(0));
+  EXPECT_EQ(rulesBroken(tupled), std::vector<std::string>{"collective-ids"});
+  // Three ranks: the groups {0,1} leave rank 2 out.
+  std::vector<neuron::ConformanceViolation> three = neuron::checkConformance(good, 3, 16);
+  ASSERT_EQ(three.size(), 1u);
+  EXPECT_NE(three[0].message.find("cover 2 of the 3 ranks"), std::string::npos) << three[0].message;
 }

@@ -77,9 +77,12 @@ neuron::HloArray arrayOf(const Tensor &t) {
 }
 
 /// `text`'s @train_step lowered by kiln-lower-to-hlo, exported, and
-/// evaluated on `args` (one list per rank).
+/// evaluated on `args` (one list per rank; each rank's id is appended, the
+/// rank parameter the lowering adds).
 std::vector<std::vector<neuron::HloArray>>
-lowerAndEvaluate(const std::string &text, const std::vector<std::vector<neuron::HloArray>> &args) {
+lowerAndEvaluate(const std::string &text, std::vector<std::vector<neuron::HloArray>> args) {
+  for (size_t r = 0; r < args.size(); ++r)
+    args[r].push_back(neuron::HloArray{xla::S32, {}, {double(r)}});
   mlir::MLIRContext context;
   context.loadDialect<KilnDialect, hlo::HloDialect, mlir::func::FuncDialect,
                       mlir::shard::ShardDialect>();

@@ -1,9 +1,11 @@
 //===- CheckHloCommand.cpp - kiln check-hlo -------------------------------===//
 //
 // kiln check-hlo DIR --config run.json [--model ...] [--tolerance T]
-//                [--section.key=value ...]
+//                [--save-io IO_DIR] [--section.key=value ...]
+// kiln check-hlo --neuron DIR
 // DIR holds what `kiln compile` wrote for the same run; the run needs
-// data.tokens_file (the batch evaluated). Exit status 1 on a mismatch.
+// data.tokens_file (the batch evaluated). Exit status 1 on a mismatch, or
+// with --neuron (the conformance rules alone, no run) on a broken rule.
 
 #include "Commands.h"
 #include "kiln/Driver/NeuronCheck.h"
@@ -14,13 +16,19 @@
 namespace kiln {
 
 int runCheckHlo(const std::vector<std::string> &args) {
-  std::optional<std::string> dir, configPath, model, tolerance;
+  std::optional<std::string> dir, configPath, model, tolerance, saveIo;
   std::vector<std::string> overrides;
+  bool neuronRules = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
+    if (a == "--neuron") {
+      neuronRules = true;
+      continue;
+    }
     std::optional<std::string> *slot = a == "--config"      ? &configPath
                                        : a == "--model"     ? &model
                                        : a == "--tolerance" ? &tolerance
+                                       : a == "--save-io"   ? &saveIo
                                                             : nullptr;
     if (slot) {
       if (i + 1 >= args.size())
@@ -36,6 +44,11 @@ int runCheckHlo(const std::vector<std::string> &args) {
   }
   if (!dir)
     fail("check-hlo: the directory kiln compile wrote is required");
+  if (neuronRules) {
+    if (configPath || model || tolerance || saveIo || !overrides.empty())
+      fail("check-hlo: --neuron checks DIR alone; it takes no run options");
+    return checkNeuronConformance(*dir) ? 0 : 1;
+  }
   if (model) {
     overrides.push_back("--model.flavor=\"\"");
     overrides.push_back("--model.hf_path=" + *model);
@@ -48,7 +61,8 @@ int runCheckHlo(const std::vector<std::string> &args) {
       fail("check-hlo: --tolerance needs a number, got '{}'", *tolerance);
     }
   }
-  return checkNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides), *dir, tol)
+  return checkNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides), *dir, tol,
+                              saveIo.value_or(""))
              ? 0
              : 1;
 }

@@ -27,9 +27,12 @@ commands:
           [--section.key=value ...]
           the per-rank training step as XLA HLO for neuronx-cc (model.hlo.pb,
           model.hlo.txt, manifest.json, compile.sh); see docs/neuron.md
-  check-hlo DIR --config <run.json> [--tolerance T] [--section.key=value ...]
+  check-hlo DIR --config <run.json> [--tolerance T] [--save-io IO_DIR]
+          [--section.key=value ...]
+  check-hlo --neuron DIR
           evaluate DIR/model.hlo.pb on every rank on the CPU and compare one
-          step (loss, grad norm, weights) with the CPU runtime's
+          step (loss, grad norm, weights) with the CPU runtime's; --neuron:
+          check the module against the Neuron conformance rules alone
   eval    --model <dir> --tokens <tokens.json> [--json]
           mean next-token loss of a token batch under a checkpoint
   train   --config <run.json> [--section.key=value ...]

@@ -4,7 +4,8 @@
 // `kiln compile` wrote for a run (every rank, with the reference evaluator)
 // on the run's first token batch and initial weights, and compares the
 // loss, the gradient norm and every updated weight with one step of the CPU
-// runtime (kiln train's Trainer on one rank). See docs/neuron.md.
+// runtime (kiln train's Trainer on one rank). `kiln check-hlo --neuron DIR`
+// checks the Neuron conformance rules alone. See docs/neuron.md.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_NEURONCHECK_H
@@ -17,8 +18,19 @@
 namespace kiln {
 
 /// Prints the figures; returns false when a difference exceeds `tolerance`
-/// (absolute, relative to values above 1).
-bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance);
+/// (absolute, relative to values above 1). With `saveIo`, also writes every
+/// rank's arguments and the evaluated results there (io.json and
+/// rank<r>.bin: float32 or int32, little-endian) for another XLA
+/// implementation to run the module on (scripts/check-hlo-xla.py).
+bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance,
+                          const std::string &saveIo = "");
+
+/// Checks DIR/model.hlo.pb against every Neuron conformance rule
+/// (NeuronConformance.h), with the world size and communicator limit of
+/// DIR/manifest.json, and the manifest against the module (each parameter
+/// and output named as the module names it, one rank parameter); prints one
+/// line per rule and returns false if any is broken.
+bool checkNeuronConformance(const std::string &dir);
 
 } // namespace kiln
 

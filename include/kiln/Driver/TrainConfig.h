@@ -150,6 +150,9 @@ struct TrainConfig {
   struct Target {
     std::string name = "trn2";
     int64_t lnc = 2;
+    /// Communicators (distinct replica-group lists) the Neuron runtime
+    /// allows one NEFF: 16 from the 2.32 runtime, 12 before.
+    int64_t neuronMaxCommunicators = 16;
   } target;
 
   /// Every override rule, inline then from the files, parsed; throws

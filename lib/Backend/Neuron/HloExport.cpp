@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cstring>
@@ -50,6 +51,8 @@ void setShape(xla::ShapeProto *shape, RankedTensorType type, xla::PrimitiveType 
   shape->set_element_type(element);
   for (int64_t d : type.getShape())
     shape->add_dimensions(d);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    shape->add_is_dynamic_dimension(false);
   auto *layout = shape->mutable_layout();
   for (int64_t d = type.getRank() - 1; d >= 0; --d)
     layout->add_minor_to_major(d);
@@ -73,8 +76,8 @@ private:
   LogicalResult exportOp(Operation *op, xla::HloComputationProto *entry);
   FailureOr<int64_t> combiner(Operation *op, hlo::Combiner c, Type element);
   LogicalResult literal(hlo::ConstantOp op, xla::LiteralProto *lit);
-  void collective(xla::HloInstructionProto *inst, DenseIntElementsAttr groups, int64_t channel,
-                  bool global);
+  void collective(xla::HloInstructionProto *inst, DenseIntElementsAttr groups,
+                  std::optional<uint64_t> channel, bool global);
 
   xla::HloModuleProto &module;
   int64_t nextId = 1;
@@ -174,7 +177,7 @@ LogicalResult Exporter::literal(hlo::ConstantOp op, xla::LiteralProto *lit) {
 }
 
 void Exporter::collective(xla::HloInstructionProto *inst, DenseIntElementsAttr groups,
-                          int64_t channel, bool global) {
+                          std::optional<uint64_t> channel, bool global) {
   auto type = cast<ShapedType>(groups.getType());
   std::vector<int64_t> flat;
   for (APInt v : groups.getValues<APInt>())
@@ -184,7 +187,9 @@ void Exporter::collective(xla::HloInstructionProto *inst, DenseIntElementsAttr g
     for (int64_t i = 0; i < type.getDimSize(1); ++i)
       group->add_replica_ids(flat[g * type.getDimSize(1) + i]);
   }
-  inst->set_channel_id(channel);
+  // Without a channel id, cross-replica: the groups list replica ids.
+  if (channel)
+    inst->set_channel_id(int64_t(*channel));
   inst->set_use_global_device_ids(global);
 }
 
@@ -407,6 +412,22 @@ std::string roleOf(DictionaryAttr attrs) {
   return "";
 }
 
+/// The name an argument or result has in the manifest (a Hugging Face key,
+/// an optimizer state, an input, the rank; an output), "" without one.
+std::string tensorName(DictionaryAttr attrs) {
+  if (!attrs)
+    return "";
+  for (const char *key : {"kiln.param", "kiln.state", "kiln.input", "kiln.rank", "kiln.output"})
+    if (auto s = attrs.getAs<StringAttr>(key))
+      return s.str();
+  return "";
+}
+
+/// neuronx-cc's tensor names: neff_input_names on a parameter,
+/// neff_output_names (comma-separated) on the root tuple.
+constexpr const char *kNeffInputNames = "neff_input_names";
+constexpr const char *kNeffOutputNames = "neff_output_names";
+
 LogicalResult Exporter::run(func::FuncOp func, StringRef name) {
   module.set_name(name.str());
   xla::HloComputationProto entry;
@@ -417,9 +438,10 @@ LogicalResult Exporter::run(func::FuncOp func, StringRef name) {
     p->set_parameter_number(arg.getArgNumber());
     p->set_name("p" + std::to_string(arg.getArgNumber()) + "." + std::to_string(p->id()));
     DictionaryAttr attrs = func.getArgAttrDict(arg.getArgNumber());
-    for (const char *key : {"kiln.param", "kiln.state", "kiln.input"})
-      if (auto s = attrs ? attrs.getAs<StringAttr>(key) : StringAttr())
-        p->mutable_metadata()->set_op_name(s.str());
+    if (std::string tensor = tensorName(attrs); !tensor.empty()) {
+      p->mutable_metadata()->set_op_name(tensor);
+      (*p->mutable_frontend_attributes()->mutable_map())[kNeffInputNames] = tensor;
+    }
     if (failed(shapeOf(func, arg.getType(), p->mutable_shape())))
       return failure();
     *program->add_parameters() = p->shape();
@@ -434,17 +456,23 @@ LogicalResult Exporter::run(func::FuncOp func, StringRef name) {
   xla::HloInstructionProto *root = add(&entry, "tuple", ret.getLoc());
   xla::ShapeProto *tuple = root->mutable_shape();
   tuple->set_element_type(xla::TUPLE);
-  for (Value v : ret.getOperands()) {
+  std::vector<std::string> outputNames;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     root->add_operand_ids(ids.lookup(v));
     if (failed(shapeOf(ret, v.getType(), tuple->add_tuple_shapes())))
       return failure();
+    outputNames.push_back(tensorName(func.getResultAttrDict(unsigned(i))));
   }
+  if (llvm::none_of(outputNames, [](const std::string &n) { return n.empty(); }))
+    (*root->mutable_frontend_attributes()->mutable_map())[kNeffOutputNames] =
+        llvm::join(outputNames, ",");
   *program->mutable_result() = *tuple;
   entry.set_root_id(root->id());
   entry.set_id(nextId++);
   entry.set_name("main." + std::to_string(entry.id()));
 
-  // Parameters and results of one parameter or state name alias.
+  // Parameters and results of one parameter or state name alias: must-alias,
+  // as NxD writes them (the state is updated in place on the device).
   std::map<std::string, int64_t> resultOf;
   for (unsigned i = 0; i < func.getNumResults(); ++i)
     if (std::string role = roleOf(func.getResultAttrDict(i)); !role.empty())
@@ -456,7 +484,7 @@ LogicalResult Exporter::run(func::FuncOp func, StringRef name) {
     auto *alias = module.mutable_input_output_alias()->add_entries();
     alias->add_output_shape_index(it->second);
     alias->set_parameter_number(i);
-    alias->set_kind(xla::MAY_ALIAS);
+    alias->set_kind(xla::MUST_ALIAS);
   }
 
   for (xla::HloComputationProto &comp : computations)

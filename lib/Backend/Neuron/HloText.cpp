@@ -154,14 +154,16 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
   if (op == "broadcast" || op == "transpose" || op == "concatenate" || op == "reduce" ||
       dimensioned) {
     if (dimensioned) {
-      attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
+      if (inst.channel_id() > 0)
+        attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
       attrs.push_back("replica_groups=" + groupsText(inst));
     }
     dims("dimensions");
     if (dimensioned && inst.use_global_device_ids())
       attrs.push_back("use_global_device_ids=true");
   } else if (op == "all-reduce") {
-    attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
+    if (inst.channel_id() > 0)
+      attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
     attrs.push_back("replica_groups=" + groupsText(inst));
     if (inst.use_global_device_ids())
       attrs.push_back("use_global_device_ids=true");
@@ -217,6 +219,15 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
   }
   for (int64_t id : inst.called_computation_ids())
     attrs.push_back("to_apply=%" + computationNames.at(id));
+  if (!inst.frontend_attributes().map().empty()) {
+    // XLA prints them sorted by key.
+    std::map<std::string, std::string> sorted(inst.frontend_attributes().map().begin(),
+                                              inst.frontend_attributes().map().end());
+    std::vector<std::string> parts;
+    for (const auto &[key, value] : sorted)
+      parts.push_back(key + "=" + quoted(value));
+    attrs.push_back("frontend_attributes={" + joined(parts, ",") + "}");
+  }
   if (!inst.metadata().op_name().empty())
     attrs.push_back("metadata={op_name=" + quoted(inst.metadata().op_name()) + "}");
   std::string out;

@@ -4,8 +4,8 @@
 // opcode, collectives by kind and replica groups with the bytes one rank
 // sends (ring algorithms: (n-1)/n of the gathered or reduced tensor, twice
 // for an all-reduce; an all-to-all keeps 1/n of its operand and sends the
-// rest), and the distinct replica-group lists, which Neuron
-// limits to 12 per NEFF.
+// rest), and the distinct replica-group lists (each a communicator, which
+// the Neuron runtime limits per NEFF: target.neuron_max_communicators).
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_BACKEND_NEURON_HLOSTATS_H
@@ -18,9 +18,6 @@
 #include <vector>
 
 namespace kiln::neuron {
-
-/// Neuron's limit on distinct replica-group lists in one NEFF.
-constexpr int64_t kNeuronMaxReplicaGroupLists = 12;
 
 struct HloStats {
   struct Collective {

@@ -307,13 +307,17 @@ LogicalResult ScatterOp::verify() {
 }
 
 namespace {
-/// Replica groups `[groups, size]` of distinct non-negative ids; the group size.
-FailureOr<int64_t> verifyCollective(Operation *op, DenseIntElementsAttr groups, int64_t channel) {
+/// Replica groups `[groups, size]` of distinct non-negative ids, a positive
+/// channel id if any, use_global_device_ids only with one; the group size.
+FailureOr<int64_t> verifyCollective(Operation *op, DenseIntElementsAttr groups,
+                                    std::optional<uint64_t> channel, bool global) {
   auto type = cast<ShapedType>(groups.getType());
   if (type.getRank() != 2 || type.getDimSize(1) < 1)
     return op->emitOpError("replica_groups must be a [groups, group size] tensor");
-  if (channel <= 0)
+  if (channel && int64_t(*channel) <= 0)
     return op->emitOpError("channel_id must be positive");
+  if (global && !channel)
+    return op->emitOpError("use_global_device_ids needs a channel_id (XLA's flattened ids)");
   llvm::SmallSet<int64_t, 16> seen;
   for (APInt id : groups.getValues<APInt>())
     if (id.isNegative() || !seen.insert(id.getSExtValue()).second)
@@ -327,7 +331,7 @@ FailureOr<int64_t> verifyCollective(Operation *op, DenseIntElementsAttr groups, 
 template <typename OpT>
 FailureOr<int64_t> verifyCollectiveOnDim(OpT op, StringRef attr, int64_t dim, bool splits) {
   FailureOr<int64_t> n = verifyCollective(op, cast<DenseIntElementsAttr>(op.getReplicaGroups()),
-                                          op.getChannelId());
+                                          op.getChannelId(), op.getUseGlobalDeviceIds());
   auto in = op.getOperand().getType();
   if (failed(n) || failed(checkDim(op, attr, dim, in)))
     return failure();
@@ -362,7 +366,7 @@ LogicalResult ReduceScatterOp::verify() {
 
 LogicalResult AllReduceOp::verify() {
   if (failed(verifyCollective(*this, cast<DenseIntElementsAttr>(getReplicaGroups()),
-                              getChannelId())))
+                              getChannelId(), getUseGlobalDeviceIds())))
     return failure();
   if (getOperand().getType() != getType())
     return emitOpError("the result must have the operand's type");

@@ -206,11 +206,15 @@ def Hlo_ScatterOp : Hlo_Op<"scatter"> {
 
 //===-- Collectives --------------------------------------------------------===//
 //
-// XLA's flattened-id form: a positive channel_id, use_global_device_ids and
-// replica_groups listing global rank ids, `[groups, group_size]`.
+// replica_groups `[groups, group_size]` and, as in XLA, an optional
+// channel_id: without one the groups are replica ids (cross-replica, the
+// model Kiln emits and neuronx-cc's proven emitters use); with one and
+// use_global_device_ids, flattened global ids; with one alone,
+// cross-partition. The hlo dialect mirrors XLA, so it holds every form; the
+// Neuron conformance check (NeuronConformance.h) accepts only the first.
 
 class Hlo_CollectiveOp<string mnemonic> : Hlo_Op<mnemonic> {
-  dag commonArgs = (ins I64ElementsAttr:$replica_groups, I64Attr:$channel_id,
+  dag commonArgs = (ins I64ElementsAttr:$replica_groups, OptionalAttr<I64Attr>:$channel_id,
                         UnitAttr:$use_global_device_ids);
   let hasVerifier = 1;
 }
@@ -241,7 +245,7 @@ def Hlo_AllToAllOp : Hlo_CollectiveOp<"all_to_all"> {
     into one block per member along the dimension, and the blocks received
     are concatenated along the same dimension, so the shape is unchanged.
     XLA has no use_global_device_ids on all-to-all: with a channel_id its
-    groups are partition ids, the global ids of a one-replica SPMD program.
+    groups are partition ids, without one replica ids.
   }];
   let arguments = !con((ins Hlo_Tensor:$operand, I64Attr:$split_dimension), commonArgs);
   let results = (outs Hlo_Tensor:$result);

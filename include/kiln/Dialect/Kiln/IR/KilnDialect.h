@@ -19,6 +19,10 @@ inline constexpr llvm::StringLiteral kInputAttr = "kiln.input";
 /// Argument/result attribute naming a piece of optimizer state ("step",
 /// "exp_avg.<key>", "exp_avg_sq.<key>").
 inline constexpr llvm::StringLiteral kStateAttr = "kiln.state";
+/// Argument attribute of the entry parameter holding the rank's global id,
+/// added by kiln-lower-to-hlo (always named kRankParameter).
+inline constexpr llvm::StringLiteral kRankAttr = "kiln.rank";
+inline constexpr llvm::StringLiteral kRankParameter = "rank";
 /// Result attribute naming the parameter (HF key) a gradient belongs to.
 inline constexpr llvm::StringLiteral kGradAttr = "kiln.grad";
 /// Result attribute naming a reported output ("loss", "grad_norm").

@@ -1,0 +1,101 @@
+//===- NeuronConformanceCheck.cpp - kiln check-hlo --neuron DIR -----------===//
+
+#include "kiln/Backend/Neuron/NeuronConformance.h"
+#include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+using json = nlohmann::json;
+
+namespace kiln {
+namespace {
+
+/// A manifest number at `path` (e.g. "target", "neuron_max_communicators").
+int64_t manifestInt(const json &manifest, const std::string &file,
+                    std::initializer_list<const char *> path) {
+  const json *at = &manifest;
+  std::string name;
+  for (const char *key : path) {
+    name += (name.empty() ? "" : ".") + std::string(key);
+    if (!at->is_object() || !at->contains(key))
+      fail("check-hlo: {}: missing field '{}'", file, name);
+    at = &(*at)[key];
+  }
+  if (!at->is_number_integer() || at->get<int64_t>() <= 0)
+    fail("check-hlo: {}: '{}' must be a positive integer, got {}", file, name, at->dump());
+  return at->get<int64_t>();
+}
+
+/// The manifest's NEFF names of `entries` (parameters or outputs) against
+/// the module's `names`.
+void compareNames(const json &entries, const std::vector<std::string> &names, const char *what,
+                  std::vector<neuron::ConformanceViolation> &out) {
+  if (!entries.is_array() || entries.size() != names.size()) {
+    out.push_back({"manifest-names", fmt::format("the manifest lists {} {}s, the module has {}",
+                                                 entries.is_array() ? entries.size() : 0, what,
+                                                 names.size())});
+    return;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string listed = entries[i].is_object() ? entries[i].value("neff_name", "") : "";
+    if (listed != names[i])
+      out.push_back({"manifest-names", fmt::format("{} {} is '{}' in the manifest but '{}' in "
+                                                   "the module",
+                                                   what, i, listed, names[i])});
+  }
+}
+
+} // namespace
+
+bool checkNeuronConformance(const std::string &dir) {
+  std::string protoPath = dir + "/model.hlo.pb", manifestPath = dir + "/manifest.json";
+  xla::HloModuleProto module;
+  if (!module.ParseFromString(readFile(protoPath)))
+    fail("check-hlo: {} is not a serialized xla.HloModuleProto", protoPath);
+  json manifest = parseJson(readFile(manifestPath), manifestPath);
+  int64_t world = manifestInt(manifest, manifestPath, {"world_size"});
+  int64_t communicators =
+      manifestInt(manifest, manifestPath, {"target", "neuron_max_communicators"});
+
+  std::vector<neuron::ConformanceViolation> violations =
+      neuron::checkConformance(module, world, communicators);
+  compareNames(manifest.value("parameters", json()), neuron::neffInputNames(module), "parameter",
+               violations);
+  compareNames(manifest.value("outputs", json()), neuron::neffOutputNames(module), "output",
+               violations);
+  int64_t rankParams = 0;
+  for (const json &p : manifest.value("parameters", json::array()))
+    rankParams += p.is_object() && p.value("role", "") == "rank";
+  if (rankParams != 1)
+    violations.push_back({"manifest-names", fmt::format("the manifest has {} parameters of role "
+                                                        "'rank', expected one",
+                                                        rankParams)});
+
+  fmt::print("Neuron conformance of {} ({} rank{}, up to {} communicators per NEFF):\n",
+             protoPath, world, world > 1 ? "s" : "", communicators);
+  std::vector<neuron::ConformanceRule> rules = neuron::conformanceRules();
+  rules.push_back({"manifest-names", "manifest.json names every parameter and output as the "
+                                     "module does, with one rank parameter"});
+  int64_t broken = 0;
+  for (const neuron::ConformanceRule &rule : rules) {
+    bool ok = true;
+    for (const neuron::ConformanceViolation &v : violations)
+      if (v.rule == rule.name) {
+        fmt::print("  FAIL {:<16} {}\n", rule.name, v.message);
+        ok = false;
+      }
+    if (ok)
+      fmt::print("  ok   {:<16} {}\n", rule.name, rule.summary);
+    broken += !ok;
+  }
+  if (broken)
+    fmt::print("{} of {} rules broken\n", broken, rules.size());
+  else
+    fmt::print("conforms: all {} rules hold\n", rules.size());
+  return broken == 0;
+}
+
+} // namespace kiln
