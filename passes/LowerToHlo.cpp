@@ -431,6 +431,50 @@ void insertRecomputeBarriers(func::FuncOp func) {
   }
 }
 
+/// The name (HLO metadata op_name) of a re-gather's barrier; a
+/// recomputation's is "<layer>.recompute".
+constexpr StringLiteral kRegatherBarrier = "regather";
+
+/// Puts one hlo.opt_barrier before each re-gather of a value already
+/// all-gathered (FSDP's gather for the backward after resharding after the
+/// forward).
+///
+/// Cross-replica collectives carry no channel id, so two all-gathers of
+/// the same shard over the same groups are identical instructions: CSE
+/// (MLIR's below, XLA's in neuronx-cc) would merge them and keep the whole
+/// parameter live from the forward to the backward, the memory
+/// reshard-after-forward saves. The re-gather reads the shard through a
+/// barrier that also holds the value computed right before it (a point in
+/// the backward), as torch-xla's FSDP does, so it is neither merged nor
+/// hoisted.
+void insertRegatherBarriers(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  llvm::DenseSet<std::pair<Value, Attribute>> gathered;
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    auto gather = dyn_cast<shard::AllGatherOp>(&op);
+    if (!gather)
+      continue;
+    // The same operand over the same axes along the same dimension.
+    Attribute key = ArrayAttr::get(
+        func.getContext(), {gather.getGridAxesAttr(), gather.getGatherAxisAttr()});
+    if (gathered.insert({gather.getInput(), key}).second)
+      continue;
+    Value anchor;
+    for (Operation *prev = gather->getPrevNode(); prev && !anchor; prev = prev->getPrevNode())
+      for (Value v : prev->getResults())
+        if (!anchor && isHloTensor(v.getType()) && v != gather.getInput())
+          anchor = v;
+    SmallVector<Value> held{gather.getInput()};
+    if (anchor)
+      held.push_back(anchor);
+    OpBuilder b(gather);
+    auto barrier = hlo::OptBarrierOp::create(
+        b, NameLoc::get(b.getStringAttr(kRegatherBarrier), gather.getLoc()),
+        ValueRange(held).getTypes(), held);
+    gather.getInputMutable().assign(barrier.getResult(0));
+  }
+}
+
 struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
   using LowerToHloBase::LowerToHloBase;
 
@@ -466,6 +510,7 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
     if (failed(checkLowerable(func, patterns)))
       return signalPassFailure();
     insertRecomputeBarriers(func);
+    insertRegatherBarriers(func);
 
     ConversionTarget target(getContext());
     target.addLegalDialect<hlo::HloDialect, func::FuncDialect>();

@@ -405,11 +405,22 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   manifest["token_ids"] = "int32 parameters (input_ids, labels; ids < vocab), as is the step "
                           "counter: the module has no 64-bit integers";
   // kiln-lower-to-hlo puts an opt-barrier before each checkpointed layer's
-  // recomputation, so that XLA neither merges it into the forward nor hoists it.
+  // recomputation ("<layer>.recompute") and each FSDP re-gather
+  // ("regather"), so that XLA neither merges them into the forward nor
+  // hoists them.
+  int64_t recomputeBarriers = 0, regatherBarriers = 0;
+  for (const auto &comp : proto->computations())
+    for (const auto &inst : comp.instructions())
+      if (inst.opcode() == "opt-barrier") {
+        StringRef name = inst.metadata().op_name();
+        recomputeBarriers += name.ends_with("recompute");
+        regatherBarriers += name == "regather";
+      }
   manifest["activation_checkpoint"] = {
       {"mode", config.activationCheckpoint.mode},
       {"selective_ac_option", config.activationCheckpoint.selectiveAcOption},
-      {"opt_barriers", stats.byOpcode.count("opt-barrier") ? stats.byOpcode.at("opt-barrier") : 0}};
+      {"opt_barriers", recomputeBarriers}};
+  manifest["regather_opt_barriers"] = regatherBarriers;
   manifest["mixed_precision"] = {{"param", paramDtype},
                                  {"reduce", config.training.mixedPrecisionReduce}};
 
@@ -443,7 +454,11 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                config.activationCheckpoint.mode == "selective"
                    ? " (" + config.activationCheckpoint.selectiveAcOption + ")"
                    : "",
-               stats.byOpcode.count("opt-barrier") ? stats.byOpcode.at("opt-barrier") : 0);
+               recomputeBarriers);
+  if (regatherBarriers > 0)
+    fmt::print("FSDP: {} parameter re-gathers for the backward, each behind an opt-barrier (the "
+               "forward's gather is not kept live)\n",
+               regatherBarriers);
   if (!denseExperts.empty())
     fmt::print("MoE: {} expert layer{} ({}{}) in plain HLO, dense: all {} experts{} over every "
                "{}, {}x the routed FLOPs; a kiln.grouped_experts rule with kernel "

@@ -208,3 +208,27 @@ module {
   }
 }
 
+
+// -----
+
+// A second all-gather of the same shard over the same axes (FSDP's gather
+// for the backward) reads it through an opt-barrier with the value computed
+// before it: without channel ids the two gathers are otherwise identical and
+// CSE would merge them, keeping the parameter gathered through the step. A
+// gather over other axes is a different collective.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[FWD:.*]] = hlo.all_gather %arg0 {all_gather_dim = 0 : i64, replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>}
+// CHECK: %[[Y:.*]] = hlo.add %[[FWD]], %[[FWD]]
+// CHECK: %[[HELD:.*]]:2 = hlo.opt_barrier %arg0, %[[Y]] : (tensor<2x8xf32>, tensor<4x8xf32>) -> (tensor<2x8xf32>, tensor<4x8xf32>)
+// CHECK: %[[BWD:.*]] = hlo.all_gather %[[HELD]]#0 {all_gather_dim = 0 : i64, replica_groups = dense<{{\[}}[0, 1]]> : tensor<1x2xi64>}
+// CHECK: hlo.add %[[Y]], %[[BWD]]
+module {
+  shard.grid @grid(shape = 2)
+  func.func @train_step(%x: tensor<2x8xf32>) -> tensor<4x8xf32> {
+    %g = shard.all_gather %x on @grid grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+    %y = kiln.add %g, %g {fqn = "y"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %g2 = shard.all_gather %x on @grid grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+    %z = kiln.add %y, %g2 {fqn = "z"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %z : tensor<4x8xf32>
+  }
+}
