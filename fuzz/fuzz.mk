@@ -39,15 +39,19 @@ SOURCES_config := fuzz/ConfigFuzzer.cpp lib/Driver/TrainConfig.cpp lib/Frontend/
   passes/OverrideRules.cpp passes/SelectiveAcOption.cpp $(SUPPORT)
 SOURCES_tokens := fuzz/TokensFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_tokenizer := fuzz/TokenizerFuzzer.cpp lib/Data/Tokenizer.cpp $(SUPPORT)
+# The manifest check with the generated HloModuleProto classes.
+SOURCES_manifest := fuzz/ManifestFuzzer.cpp lib/Driver/NeuronManifest.cpp $(SUPPORT) \
+  $(GEN)/proto/hlo.pb.cc
 SOURCES_mlir := fuzz/MlirFuzzer.cpp $(DIALECT) $(KERNELS) lib/Runtime/Tensor.cpp \
   $(RUNTIME_KERNELS) $(SUPPORT)
 
+LIBS_manifest := -lprotobuf
 LIBS_tokenizer := -lpcre2-8 $(shell pkg-config --libs icu-i18n icu-uc)
 LIBS_mlir := -L$(LLVM)/lib -Wl,-rpath,$(LLVM)/lib -lMLIR -lLLVM-22 \
   -L/usr/lib/$(OPENBLAS) -Wl,-rpath,/usr/lib/$(OPENBLAS) -lopenblas
 
-TARGETS := safetensors config tokens tokenizer mlir
-objects = $(patsubst %.cpp,$(OUT)/obj/%.o,$(SOURCES_$(1)))
+TARGETS := safetensors config tokens tokenizer mlir manifest
+objects = $(patsubst %.cc,$(OUT)/obj/%.o,$(patsubst %.cpp,$(OUT)/obj/%.o,$(SOURCES_$(1))))
 
 .PHONY: all
 all: $(TARGETS:%=$(OUT)/%-fuzzer)
@@ -61,6 +65,16 @@ $(OUT)/%-fuzzer: $$(call objects,$$*)
 $(OUT)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+# proto/hlo.proto's C++ classes, as proto/CMakeLists.txt generates them; not
+# instrumented beyond the rest (the fuzzer exercises Kiln's checks, not protobuf).
+$(GEN)/proto/hlo.pb.cc $(GEN)/proto/hlo.pb.h: proto/hlo.proto
+	@mkdir -p $(GEN)
+	protoc --cpp_out=$(GEN) $<
+$(OUT)/obj/$(GEN)/proto/hlo.pb.o: $(GEN)/proto/hlo.pb.cc
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(OUT)/obj/fuzz/ManifestFuzzer.o $(OUT)/obj/lib/Driver/NeuronManifest.o: | $(GEN)/proto/hlo.pb.h
 
 # The dialect's ODS, generated as include/kiln/Dialect/Kiln/IR/CMakeLists.txt
 # does; the first build of an object that includes them waits for all.

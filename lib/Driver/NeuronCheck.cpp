@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Backend/Neuron/HloEvaluator.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
@@ -177,11 +178,17 @@ double maxAbsDiff(const HloArray &a, const Tensor &b) {
 /// The tensor of parameter `key` in `params` (HF keys): a stacked key's
 /// members (a MoE layer's experts, kept one tensor each) stacked.
 Tensor paramByKey(const TensorMap &params, const std::string &key, int64_t members) {
+  auto at = [&](const std::string &k) -> const Tensor & {
+    auto it = params.find(k);
+    if (it == params.end())
+      fail("check-hlo: the manifest's parameter '{}' is not a parameter of the model", k);
+    return it->second;
+  };
   if (!isStackedKey(key))
-    return params.at(key);
+    return at(key);
   std::vector<Tensor> stack;
   for (int64_t i = 0; i < members; ++i)
-    stack.push_back(params.at(stackMemberKey(key, i)));
+    stack.push_back(at(stackMemberKey(key, i)));
   return stackTensors(stack);
 }
 
@@ -254,6 +261,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   mlir::MLIRContext context;
   neuron::HloCustomCall customCalls = kernelCalls(context);
   json manifest = parseJson(readFile(dir + "/manifest.json"), dir + "/manifest.json");
+  validateManifest(manifest, module, dir + "/manifest.json");
   std::vector<int64_t> grid;
   std::vector<std::string> axisNames;
   for (const json &g : manifest["grid"]) {
@@ -293,7 +301,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
     auto wholeShape = p["whole_shape"].get<std::vector<int64_t>>();
     HloArray whole;
     if (role == "param")
-      whole = arrayOf(paramByKey(initial, name, wholeShape[0]));
+      whole = arrayOf(paramByKey(initial, name, wholeShape.empty() ? 0 : wholeShape[0]));
     else if (role == "input" && name == "input_ids")
       whole = arrayOf(io.inputIds);
     else if (role == "input" && name == "labels")

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Driver/NeuronCompile.h"
+#include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/HloStats.h"
 #include "kiln/Backend/Neuron/NeuronConformance.h"
@@ -49,27 +50,6 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string dtypeName(xla::PrimitiveType t) {
-  switch (t) {
-  case xla::F32:
-    return "float32";
-  case xla::BF16:
-    return "bfloat16";
-  case xla::F16:
-    return "float16";
-  case xla::S32:
-    return "int32";
-  case xla::U32:
-    return "uint32";
-  case xla::S64:
-    return "int64";
-  case xla::PRED:
-    return "bool";
-  default:
-    return xla::PrimitiveType_Name(t);
-  }
 }
 
 /// Each argument's role, per-rank shape, whole shape and split (the dtype
@@ -149,7 +129,7 @@ void describeEntry(const xla::HloModuleProto &proto, json &params, json &outputs
                     {"split", json::array()}});
   std::vector<std::string> inputNames = neuron::neffInputNames(proto);
   for (size_t i = 0; i < params.size(); ++i) {
-    params[i]["dtype"] = dtypeName(shapes[int(i)].element_type());
+    params[i]["dtype"] = manifestDtype(shapes[int(i)].element_type());
     params[i]["neff_name"] = i < inputNames.size() ? inputNames[i] : "";
   }
   std::vector<std::string> outputNames = neuron::neffOutputNames(proto);

@@ -11,6 +11,7 @@
 #include "kiln/Driver/NeuronCheck.h"
 #include "kiln/Support/Error.h"
 
+#include <cmath>
 #include <optional>
 
 namespace kiln {
@@ -60,6 +61,8 @@ int runCheckHlo(const std::vector<std::string> &args) {
     } catch (...) {
       fail("check-hlo: --tolerance needs a number, got '{}'", *tolerance);
     }
+    if (!std::isfinite(tol) || tol < 0)
+      fail("check-hlo: --tolerance must be a finite number >= 0, got '{}'", *tolerance);
   }
   return checkNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides), *dir, tol,
                               saveIo.value_or(""))
