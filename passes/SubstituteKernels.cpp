@@ -15,6 +15,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/core.h>
@@ -81,6 +82,12 @@ std::string checkOverrideRules(const std::vector<OverrideRule> &rules) {
     if (spec->targetOp() != rule.target)
       return fmt::format("{}: kernel '{}' implements '{}', not the target '{}'", where,
                          rule.kernel, spec->targetOp().str(), rule.target);
+    ArrayRef<StringLiteral> known = spec->ruleOptions();
+    for (const auto &[key, value] : rule.options.items())
+      if (!llvm::is_contained(known, key))
+        return fmt::format("{}: kernel '{}' has no option '{}' ({})", where, rule.kernel, key,
+                           known.empty() ? std::string("it takes none")
+                                         : "its options: " + llvm::join(known, ", "));
     for (const std::string &glob : rule.fqns)
       if (std::string error = globError(glob); !error.empty())
         return fmt::format("{}: bad glob '{}' in fqns: {}", where, glob, error);

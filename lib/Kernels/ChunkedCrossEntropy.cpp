@@ -65,6 +65,11 @@ public:
     return {kernel->getResult(0)};
   }
 
+  ArrayRef<StringLiteral> ruleOptions() const override {
+    static constexpr StringLiteral options[] = {"chunk_rows"};
+    return options;
+  }
+
   LogicalResult inferResults(Operation *op, bool backward,
                              SmallVectorImpl<Type> &results) const override {
     auto options = op->getAttrOfType<DictionaryAttr>("options");

@@ -5,6 +5,8 @@
 // RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-rope.json lnc=4" 2>&1 | FileCheck %s --check-prefix=LNC
 // RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-unknown-kernel.json" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-wrong-target.json" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-unknown-option.json" 2>&1 | FileCheck %s --check-prefix=OPTION
+// RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-option-none.json" 2>&1 | FileCheck %s --check-prefix=NOOPTION
 // RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-bad-glob.json" 2>&1 | FileCheck %s --check-prefix=GLOB
 // RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-conflict.json" 2>&1 | FileCheck %s --check-prefix=CONFLICT
 // RUN: not kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-unknown-key.json" 2>&1 | FileCheck %s --check-prefix=KEY
@@ -83,6 +85,9 @@ func.func @loss(%q: tensor<1x256x4x8xf32> {kiln.input = "q"},
 
 // UNKNOWN: error: kiln-substitute-kernels: {{.*}}rules-unknown-kernel.json: rule 'typo': unknown kernel 'nki_ropes' (registered: chunked_cross_entropy, nki_flash_attention, nki_grouped_experts, nki_rms_norm, nki_rope)
 // TARGET: error: kiln-substitute-kernels: {{.*}}rules-wrong-target.json: rule 'mixup': kernel 'nki_rope' implements 'kiln.rope', not the target 'kiln.attention'
+// A typo in an option, and an option for a kernel that takes none.
+// OPTION: error: kiln-substitute-kernels: {{.*}}rules-unknown-option.json: rule 'fused': kernel 'chunked_cross_entropy' has no option 'chunk_row' (its options: chunk_rows)
+// NOOPTION: error: kiln-substitute-kernels: {{.*}}rules-option-none.json: rule 'rope': kernel 'nki_rope' has no option 'theta' (it takes none)
 // GLOB: error: kiln-substitute-kernels: {{.*}}rules-bad-glob.json: rule 'glob': bad glob 'layers.[0-9.attention.rope' in fqns: '[' at offset 7 is never closed by ']'
 // CONFLICT: error: override rules 'first' and 'second' both claim layers.0.attention.rope (kiln.rope)
 // kiln-opt names the op without dumping the module after it.

@@ -91,6 +91,11 @@ public:
     (void)op;
     return {};
   }
+  /// The options an override rule may give the kernel (its `options`
+  /// object's keys); any other key is refused, naming the rule. None by
+  /// default: the options the kernel reads from the node it replaces are its
+  /// own.
+  virtual llvm::ArrayRef<llvm::StringLiteral> ruleOptions() const { return {}; }
   /// Appends each constraint `op` violates on `target`, as
   /// "<constraint> (<values>)", e.g. "seq % (128 * lnc) == 0 (seq = 200,
   /// 128 * lnc = 256)".
