@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <limits>
@@ -359,6 +361,28 @@ static std::map<std::string, std::string> readWeightMap(const std::string &index
   return result;
 }
 
+/// The path of shard `shardName` (weight_map entry `name` of `indexPath`)
+/// in model directory `dir`; refused when absolute or, symlinks resolved,
+/// outside the directory: an index must not make Kiln read other files.
+static std::string shardInside(const std::string &dir, const std::string &indexPath,
+                               const std::string &name, const std::string &shardName) {
+  if (shardName.front() == '/')
+    fail("{}: weight_map entry '{}' names '{}', an absolute path: shards are files of the "
+         "model directory",
+         indexPath, name, shardName);
+  std::string shard = joinPath(dir, shardName);
+  char root[PATH_MAX], resolved[PATH_MAX];
+  // A shard that does not resolve (missing) is reported by its open.
+  if (!::realpath(dir.c_str(), root) || !::realpath(shard.c_str(), resolved))
+    return shard;
+  std::string inside = std::string(root) + "/";
+  if (std::string(resolved).compare(0, inside.size(), inside) != 0)
+    fail("{}: weight_map entry '{}' names '{}', which resolves to {}, outside the model "
+         "directory {}",
+         indexPath, name, shardName, resolved, root);
+  return shard;
+}
+
 Checkpoint Checkpoint::open(const std::string &path) {
   Checkpoint ckpt;
   ckpt.path_ = path;
@@ -386,7 +410,7 @@ Checkpoint Checkpoint::open(const std::string &path) {
     for (const auto &[name, shardName] : readWeightMap(indexPath)) {
       auto &shard = shards[shardName];
       if (!shard)
-        shard = SafeTensorsFile::open(joinPath(path, shardName));
+        shard = SafeTensorsFile::open(shardInside(path, indexPath, name, shardName));
       if (!shard->contains(name))
         fail("{}: tensor '{}' is listed in weight_map but missing from shard {}",
              indexPath, name, shard->path());
