@@ -1,6 +1,7 @@
 //===- TrainingJob.cpp - A whole `kiln train` run -------------------------===//
 
 #include "kiln/Driver/TrainingJob.h"
+#include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Driver/BatchSource.h"
 #include "kiln/Driver/LossCurve.h"
 #include "kiln/Driver/Planning.h"
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <fcntl.h>
 #include <unistd.h>
@@ -281,6 +283,10 @@ std::string describePosition(const nlohmann::json &position) {
 
 int runTrainingJob(const TrainConfig &config) {
   checkOutputPaths(config);
+  // Rank 0 saves; it holds the folder before anything there is read.
+  std::optional<CheckpointFolderLock> folderLock;
+  if ((config.checkpoint.enable || config.checkpoint.lastSaveInHf) && MpiWorld::get().rank() == 0)
+    folderLock.emplace(config.checkpoint.folder);
   // A resumable checkpoint in the folder, checked against this run's
   // settings before anything is loaded (torchtitan: with checkpoint.enable,
   // the folder's checkpoint wins over checkpoint.initial_load_path).

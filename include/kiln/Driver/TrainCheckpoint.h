@@ -80,6 +80,25 @@ void restoreTrainCheckpoint(Trainer &trainer, const std::string &dir, const Trai
 /// never leaves a half-deleted checkpoint under a step-N name.
 void pruneCheckpoints(const std::string &folder, int64_t keep);
 
+/// One run's hold on its checkpoint folder: an exclusive flock on
+/// `<folder>/.kiln-train.lock`, with the holder's pid, host and start time
+/// written in it, for as long as the object lives (the kernel releases it
+/// however the process ends, SIGKILL included). A second run on the folder
+/// is refused naming the holder, before it reads or cleans anything there.
+class CheckpointFolderLock {
+public:
+  /// Throws kiln::Error when another live process holds the folder.
+  explicit CheckpointFolderLock(const std::string &folder);
+  ~CheckpointFolderLock();
+  CheckpointFolderLock(const CheckpointFolderLock &) = delete;
+  CheckpointFolderLock &operator=(const CheckpointFolderLock &) = delete;
+
+  static constexpr const char *kFileName = ".kiln-train.lock";
+
+private:
+  int fd_ = -1;
+};
+
 } // namespace kiln
 
 #endif // KILN_DRIVER_TRAINCHECKPOINT_H
