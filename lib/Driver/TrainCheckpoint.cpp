@@ -141,6 +141,13 @@ std::optional<std::string> findResumeCheckpoint(const TrainConfig::Checkpoint &c
 
 void checkResumable(const TrainState &saved, const std::string &dir, const TrainConfig &now) {
   std::string path = statePath(dir);
+  // The folder is searched by directory name; a renamed or copied step-N
+  // holding another step's state would resume there and then be replaced.
+  std::string name = fs::path(dir).filename().string();
+  if (name != fmt::format("step-{}", saved.step))
+    fail("{}: field 'step' is {}, but the checkpoint's directory is {}: a step-N directory must "
+         "hold step N's state",
+         path, saved.step, name);
   json nowConfig = now.toJson();
   for (auto [section, key] : kMustMatch) {
     const json &was = saved.config.contains(section) && saved.config[section].is_object()
