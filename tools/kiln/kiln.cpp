@@ -6,6 +6,8 @@
 
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <unistd.h>
 
@@ -56,6 +58,47 @@ commands:
           a substitutable kernel's CPU implementation against the ops it
           replaces, forward and backward; exit 1 above its tolerance
 )";
+/// `status`, or 1 when the command's standard output could not be written
+/// (a full disk, a closed pipe): output that was lost must not pass for
+/// success. kiln train is exempt: its results are its files (checkpoints,
+/// metrics), and a closed pipe sends its progress log to /dev/null
+/// (TrainingJob.cpp) while it trains on.
+int checkedOutput(const std::string &command, int status) {
+  errno = 0;
+  if (command == "train" || (std::fflush(stdout) == 0 && !std::ferror(stdout)))
+    return status;
+  // fputs, not fmt::print: a stderr that fails too must not throw here.
+  std::fputs(fmt::format("error: {}: cannot write standard output: {}\n", command,
+                         errno ? std::strerror(errno) : "write error")
+                 .c_str(),
+             stderr);
+  return 1;
+}
+
+int dispatch(const std::string &command, const std::vector<std::string> &args) {
+  if (command == "capture")
+    return kiln::runCapture(args);
+  if (command == "compile")
+    return kiln::runCompile(args);
+  if (command == "check-hlo")
+    return kiln::runCheckHlo(args);
+  if (command == "eval")
+    return kiln::runEval(args);
+  if (command == "train")
+    return kiln::runTrain(args);
+  if (command == "plan")
+    return kiln::runPlan(args);
+  if (command == "calibrate-cpu")
+    return kiln::runCalibrateCpu(args);
+  if (command == "ckpt")
+    return kiln::runCheckpoint(args);
+  if (command == "tokenize")
+    return kiln::runTokenize(args);
+  if (command == "check-kernel")
+    return kiln::runCheckKernel(args);
+  fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
+  return 2;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -66,28 +109,7 @@ int main(int argc, char **argv) {
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   try {
-    if (command == "capture")
-      return kiln::runCapture(args);
-    if (command == "compile")
-      return kiln::runCompile(args);
-    if (command == "check-hlo")
-      return kiln::runCheckHlo(args);
-    if (command == "eval")
-      return kiln::runEval(args);
-    if (command == "train")
-      return kiln::runTrain(args);
-    if (command == "plan")
-      return kiln::runPlan(args);
-    if (command == "calibrate-cpu")
-      return kiln::runCalibrateCpu(args);
-    if (command == "ckpt")
-      return kiln::runCheckpoint(args);
-    if (command == "tokenize")
-      return kiln::runTokenize(args);
-    if (command == "check-kernel")
-      return kiln::runCheckKernel(args);
-    fmt::print(stderr, "error: unknown command '{}'\n{}", command, kUsage);
-    return 2;
+    return checkedOutput(command, dispatch(command, args));
   } catch (const std::exception &e) {
     // kiln::Error is the expected way out; anything else (a filesystem or
     // allocation error escaping a library) still ends as one clear line and
@@ -108,7 +130,7 @@ int main(int argc, char **argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       world.abort(1);
     }
-    fmt::print(stderr, "error: {}\n", what);
+    std::fputs(("error: " + what + "\n").c_str(), stderr);
     return 1;
   }
 }
