@@ -32,6 +32,14 @@ public:
       fail("check-hlo: {}: '{}' must be a string, got {}", path, name, v.dump());
     return v.get<std::string>();
   }
+  /// A field that must hold `expected`, the entry's position (`order` says
+  /// whose order: "manifest order", "result order").
+  void position(const json &object, const std::string &name, const std::string &key,
+                size_t expected, const char *order) const {
+    const json &v = field(object, name, key);
+    if (!v.is_number_integer() || v.get<int64_t>() != int64_t(expected))
+      fail("check-hlo: {}: '{}' must be {} ({}), got {}", path, name, expected, order, v.dump());
+  }
   const json &array(const json &object, const std::string &name, const std::string &key) const {
     const json &v = field(object, name, key);
     if (!v.is_array())
@@ -136,10 +144,7 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
   for (size_t i = 0; i < params.size(); ++i) {
     const json &p = params[i];
     std::string at = "parameters[" + std::to_string(i) + "]";
-    const json &index = r.field(p, at + ".parameter", "parameter");
-    if (!index.is_number_integer() || index.get<int64_t>() != int64_t(i))
-      fail("check-hlo: {}: '{}.parameter' must be {} (manifest order), got {}", path, at, i,
-           index.dump());
+    r.position(p, at + ".parameter", "parameter", i, "manifest order");
     std::string role = r.string(p, at + ".role", "role");
     std::string name = r.string(p, at + ".name", "name");
     if (role != "param" && role != "state" && role != "input" && role != "rank")
@@ -211,10 +216,7 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
   for (size_t i = 0; i < outputs.size(); ++i) {
     const json &o = outputs[i];
     std::string at = "outputs[" + std::to_string(i) + "]";
-    const json &index = r.field(o, at + ".index", "index");
-    if (!index.is_number_integer() || index.get<int64_t>() != int64_t(i))
-      fail("check-hlo: {}: '{}.index' must be {} (result order), got {}", path, at, i,
-           index.dump());
+    r.position(o, at + ".index", "index", i, "result order");
     bool named = false;
     for (const char *role : {"param", "state"})
       if (o.is_object() && o.contains(role)) {
