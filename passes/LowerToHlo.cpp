@@ -342,6 +342,17 @@ bool isHloTensor(Type type) {
          e.isSignlessInteger(64) || e.isUnsignedInteger(32);
 }
 
+/// The latest tensor value computed before `op` (the nearest earlier op's
+/// first hlo-tensor result other than `except`), null if none: a point in
+/// the program a barrier can tie what follows to.
+Value latestValueBefore(Operation *op, Value except = Value()) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    for (Value v : prev->getResults())
+      if (isHloTensor(v.getType()) && v != except)
+        return v;
+  return Value();
+}
+
 /// The layer of a recomputed op: its fqn up to the layer index
 /// ("layers.3"), "" without one.
 StringRef layerKey(Operation *op) {
@@ -414,10 +425,8 @@ void insertRecomputeBarriers(func::FuncOp func) {
       }
     }
     // Else the op right before the span: the backward runs up to it.
-    for (Operation *op = first->getPrevNode(); op && !anchor; op = op->getPrevNode())
-      for (Value v : op->getResults())
-        if (!anchor && isHloTensor(v.getType()))
-          anchor = v;
+    if (!anchor)
+      anchor = latestValueBefore(first);
     if (anchor)
       held.insert(anchor);
     OpBuilder b(first);
@@ -459,13 +468,8 @@ void insertRegatherBarriers(func::FuncOp func) {
         func.getContext(), {gather.getGridAxesAttr(), gather.getGatherAxisAttr()});
     if (gathered.insert({gather.getInput(), key}).second)
       continue;
-    Value anchor;
-    for (Operation *prev = gather->getPrevNode(); prev && !anchor; prev = prev->getPrevNode())
-      for (Value v : prev->getResults())
-        if (!anchor && isHloTensor(v.getType()) && v != gather.getInput())
-          anchor = v;
     SmallVector<Value> held{gather.getInput()};
-    if (anchor)
+    if (Value anchor = latestValueBefore(gather, gather.getInput()))
       held.push_back(anchor);
     OpBuilder b(gather);
     auto barrier = hlo::OptBarrierOp::create(

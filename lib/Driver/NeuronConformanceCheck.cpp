@@ -2,6 +2,7 @@
 
 #include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
@@ -12,22 +13,6 @@ using json = nlohmann::json;
 
 namespace kiln {
 namespace {
-
-/// A manifest number at `path` (e.g. "target", "neuron_max_communicators").
-int64_t manifestInt(const json &manifest, const std::string &file,
-                    std::initializer_list<const char *> path) {
-  const json *at = &manifest;
-  std::string name;
-  for (const char *key : path) {
-    name += (name.empty() ? "" : ".") + std::string(key);
-    if (!at->is_object() || !at->contains(key))
-      fail("check-hlo: {}: missing field '{}'", file, name);
-    at = &(*at)[key];
-  }
-  if (!at->is_number_integer() || at->get<int64_t>() <= 0)
-    fail("check-hlo: {}: '{}' must be a positive integer, got {}", file, name, at->dump());
-  return at->get<int64_t>();
-}
 
 /// The manifest's NEFF names of `entries` (parameters or outputs) against
 /// the module's `names`.
@@ -56,9 +41,9 @@ bool checkNeuronConformance(const std::string &dir) {
   if (!module.ParseFromString(readFile(protoPath)))
     fail("check-hlo: {} is not a serialized xla.HloModuleProto", protoPath);
   json manifest = parseJson(readFile(manifestPath), manifestPath);
-  int64_t world = manifestInt(manifest, manifestPath, {"world_size"});
+  int64_t world = manifestPositive(manifest, manifestPath, {"world_size"});
   int64_t communicators =
-      manifestInt(manifest, manifestPath, {"target", "neuron_max_communicators"});
+      manifestPositive(manifest, manifestPath, {"target", "neuron_max_communicators"});
 
   std::vector<neuron::ConformanceViolation> violations =
       neuron::checkConformance(module, world, communicators);

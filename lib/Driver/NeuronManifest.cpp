@@ -90,6 +90,19 @@ std::string manifestDtype(xla::PrimitiveType t) {
   }
 }
 
+int64_t manifestPositive(const json &manifest, const std::string &path,
+                         std::initializer_list<const char *> keys) {
+  ManifestReader r(path);
+  const json *at = &manifest;
+  std::string prefix; // "target." before "neuron_max_communicators"
+  const char *const *last = keys.end() - 1;
+  for (const char *const *key = keys.begin(); key != last; ++key) {
+    at = &r.field(*at, prefix + *key, *key);
+    prefix += std::string(*key) + ".";
+  }
+  return r.positive(*at, prefix + *last, *last);
+}
+
 void validateManifest(const json &manifest, const xla::HloModuleProto &module,
                       const std::string &path) {
   bool hasEntry = false;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace kiln {
@@ -27,6 +28,12 @@ constexpr int64_t kMaxEvaluatedArgumentBytes = int64_t(8) << 30;
 /// The manifest's dtype of an XLA element type ("float32", "bfloat16",
 /// "int32", ...).
 std::string manifestDtype(xla::PrimitiveType type);
+
+/// The positive integer at `keys` (nested, e.g. {"target",
+/// "neuron_max_communicators"}) of the manifest read from `path`; throws
+/// kiln::Error naming the file and the field when it is missing or not one.
+int64_t manifestPositive(const nlohmann::json &manifest, const std::string &path,
+                         std::initializer_list<const char *> keys);
 
 /// Throws kiln::Error naming `path` and the first field that does not
 /// describe `module` (or a module without an entry computation).

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Backend/Neuron/HloExport.h"
+#include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -422,11 +423,6 @@ std::string tensorName(DictionaryAttr attrs) {
       return s.str();
   return "";
 }
-
-/// neuronx-cc's tensor names: neff_input_names on a parameter,
-/// neff_output_names (comma-separated) on the root tuple.
-constexpr const char *kNeffInputNames = "neff_input_names";
-constexpr const char *kNeffOutputNames = "neff_output_names";
 
 LogicalResult Exporter::run(func::FuncOp func, StringRef name) {
   module.set_name(name.str());

@@ -3,6 +3,9 @@
 #include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Backend/Neuron/HloStats.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -100,24 +103,11 @@ std::string attribute(const xla::HloInstructionProto &inst, const char *key) {
   return it == inst.frontend_attributes().map().end() ? "" : it->second;
 }
 
-std::vector<std::string> split(const std::string &s) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos)
-      comma = s.size();
-    parts.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return parts;
-}
-
 void checkRank(const xla::HloModuleProto &module, const xla::HloComputationProto &entry,
                Report &report) {
   int64_t ranks = 0;
   for (const auto &inst : entry.instructions()) {
-    if (inst.opcode() != "parameter" || attribute(inst, "neff_input_names") != "rank")
+    if (inst.opcode() != "parameter" || attribute(inst, kNeffInputNames) != "rank")
       continue;
     ++ranks;
     const auto &shape = inst.shape();
@@ -213,7 +203,7 @@ std::vector<std::string> neffInputNames(const xla::HloModuleProto &module) {
     if (inst.opcode() == "parameter") {
       if (int64_t(names.size()) <= inst.parameter_number())
         names.resize(size_t(inst.parameter_number() + 1));
-      names[size_t(inst.parameter_number())] = attribute(inst, "neff_input_names");
+      names[size_t(inst.parameter_number())] = attribute(inst, kNeffInputNames);
     }
   return names;
 }
@@ -223,8 +213,12 @@ std::vector<std::string> neffOutputNames(const xla::HloModuleProto &module) {
   const xla::HloInstructionProto *root = entry ? rootOf(*entry) : nullptr;
   if (!root)
     return {};
-  std::string names = attribute(*root, "neff_output_names");
-  return names.empty() ? std::vector<std::string>{} : split(names);
+  std::string names = attribute(*root, kNeffOutputNames);
+  if (names.empty())
+    return {};
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(names).split(parts, ',');
+  return {parts.begin(), parts.end()};
 }
 
 std::vector<ConformanceViolation> checkConformance(const xla::HloModuleProto &module,

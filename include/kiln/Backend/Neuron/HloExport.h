@@ -22,8 +22,9 @@ namespace kiln::neuron {
 /// The entry function of `module` (hlo ops, func.return as the root tuple)
 /// as an HloModuleProto named `name`: one computation per reduction
 /// combiner and element type, then the entry. Parameters and results tagged
-/// with the same kiln.param / kiln.state name alias (may-alias). Errors are
-/// emitted on the op that cannot be exported.
+/// with the same kiln.param / kiln.state name alias (must-alias); named
+/// parameters and results carry their NEFF tensor names (kNeffInputNames,
+/// kNeffOutputNames). Errors are emitted on the op that cannot be exported.
 mlir::FailureOr<xla::HloModuleProto> exportHloModule(mlir::ModuleOp module,
                                                      llvm::StringRef name);
 

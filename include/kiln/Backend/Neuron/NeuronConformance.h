@@ -19,6 +19,12 @@
 
 namespace kiln::neuron {
 
+/// neuronx-cc's tensor names, as frontend_attributes: `neff_input_names` on
+/// each entry parameter, `neff_output_names` (comma-separated) on the root
+/// tuple. HloExport writes them; the neff-names rule checks them.
+inline constexpr const char *kNeffInputNames = "neff_input_names";
+inline constexpr const char *kNeffOutputNames = "neff_output_names";
+
 struct ConformanceRule {
   const char *name;
   const char *summary;
