@@ -102,12 +102,8 @@ std::string fqnOf(Operation *op) {
 
 struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<SubstituteKernelsPass> {
   using SubstituteKernelsBase::SubstituteKernelsBase;
-  SubstituteKernelsPass(std::vector<OverrideRule> rules, const KernelTarget &target, bool log)
-      : presetRules(std::move(rules)) {
-    targetName = target.name;
-    lnc = target.lnc;
-    this->log = log;
-  }
+  SubstituteKernelsPass(std::vector<OverrideRule> rules, const SubstituteKernelsOptions &options)
+      : SubstituteKernelsBase(options), presetRules(std::move(rules)) {}
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -272,6 +268,6 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
 } // namespace
 
 std::unique_ptr<Pass> kiln::createSubstituteKernels(std::vector<OverrideRule> rules,
-                                                    const KernelTarget &target, bool log) {
-  return std::make_unique<SubstituteKernelsPass>(std::move(rules), target, log);
+                                                    const SubstituteKernelsOptions &options) {
+  return std::make_unique<SubstituteKernelsPass>(std::move(rules), options);
 }

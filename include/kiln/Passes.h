@@ -1,8 +1,8 @@
 //===- Passes.h - Kiln's passes ---------------------------------*- C++ -*-===//
 //
 // Declarations generated from passes/Passes.td: create<Name>() and
-// create<Name>(const <Name>Options &) for every pass, and registerKilnPasses();
-// and the training pipeline built from them.
+// create<Name>(const <Name>Options &) for every pass, and registerKilnPasses().
+// The pipeline built from them is kiln/Pipeline/KilnPipeline.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_PASSES_H
@@ -29,9 +29,9 @@ namespace kiln {
 #include "passes/Passes.h.inc"
 
 /// kiln-substitute-kernels with rules given as data (the driver's, from the
-/// run config), in addition to any rule files its options name.
+/// run config), in addition to any rule files `options` name.
 std::unique_ptr<mlir::Pass> createSubstituteKernels(std::vector<OverrideRule> rules,
-                                                    const KernelTarget &target, bool log);
+                                                    const SubstituteKernelsOptions &options);
 
 /// Reverse-mode differentiation over `forward` (ops in program order) at the
 /// builder's insertion point: from the cotangents `seeds` (value, cotangent)
@@ -41,18 +41,6 @@ std::unique_ptr<mlir::Pass> createSubstituteKernels(std::vector<OverrideRule> ru
 mlir::FailureOr<llvm::SmallVector<mlir::Value>>
 buildReverseMode(mlir::OpBuilder &b, llvm::ArrayRef<mlir::Operation *> forward,
                  llvm::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds, mlir::ValueRange wrt);
-
-/// The training pipeline: kiln-mixed-precision with `precision` (unless it
-/// is float32), kiln-autodiff, kiln-activation-checkpoint (unless its mode is
-/// "none"), then kiln-optimizer with `optimizer` (@loss -> @loss_grad ->
-/// @train_step). The driver and kiln-opt's registered `kiln-training`
-/// pipeline (default options) both build it here.
-void buildTrainingPipeline(mlir::OpPassManager &pm, const OptimizerOptions &optimizer = {},
-                           const ActivationCheckpointOptions &checkpoint = {},
-                           const MixedPrecisionOptions &precision = {});
-
-/// Registers every Kiln pass and the `kiln-training` pipeline.
-void registerKilnPassesAndPipelines();
 
 } // namespace kiln
 

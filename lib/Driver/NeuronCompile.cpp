@@ -22,15 +22,13 @@
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Training.h"
-#include "kiln/Passes.h"
+#include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Planner/Precision.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <fmt/format.h>
@@ -258,15 +256,15 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   Qwen3Config model = config.model.resolve();
   int64_t seq = config.training.seqLen;
   ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, seq, 1);
-  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
   // torchtitan's default on a Neuron target: bf16 parameters and matmuls.
-  std::string paramDtype = config.training.paramDtypeOr("bfloat16");
+  std::unique_ptr<KilnPipelineOptions> options =
+      pipelineOptions(config, model, &layout, /*defaultParamDtype=*/"bfloat16");
+  std::string paramDtype = options->paramDtype;
 
   MLIRContext context;
   OwningOpRef<ModuleOp> module = captureTrainingStep(
       context, model, {config.training.localBatchSize * layout.dataParallelDegree(), seq},
-      OptimizerSettings::fromConfig(config), &layout, &kernels,
-      ActivationCheckpointing::fromConfig(config), paramDtype);
+      *options);
   double captureSeconds = secondsSince(start);
 
   Clock::time_point t = Clock::now();
@@ -331,14 +329,8 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   double planSeconds = secondsSince(t);
 
   t = Clock::now();
-  PassManager pm(&context);
-  pm.addPass(createLowerToHlo());
-  if (paramDtype != "float32")
-    pm.addPass(createHloSinkConverts());
-  pm.addPass(createHloNarrowInt64());
-  pm.addPass(mlir::createCSEPass());
-  succeedOrFail(context, "lowering @train_step of " + model.name + " to HLO failed",
-                [&] { return pm.run(*module); });
+  runKilnPipeline(*module, *options, PipelineStage::Hlo, PipelineStage::PerRank,
+                  "lowering @train_step of " + model.name + " to HLO failed");
   double lowerSeconds = secondsSince(t);
 
   t = Clock::now();

@@ -51,11 +51,12 @@ StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target,
   CaptureOptions shape;
   shape.seq = seq;
   shape.batch = train.training.localBatchSize * layout.dataParallelDegree();
-  KernelSubstitution kernels = KernelSubstitution::fromConfig(train);
+  std::unique_ptr<KilnPipelineOptions> options = pipelineOptions(train, model, &layout);
+  // The planner sizes values at the target's precision itself (Precision.h):
+  // it plans the float32 program.
+  options->paramDtype = "float32";
   mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module = captureTrainingStep(
-      context, model, shape, OptimizerSettings::fromConfig(train), &layout, &kernels,
-      ActivationCheckpointing::fromConfig(train));
+  mlir::OwningOpRef<mlir::ModuleOp> module = captureTrainingStep(context, model, shape, *options);
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!step)
     fail("plan: the captured module has no @train_step");

@@ -5,7 +5,7 @@
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Kernels/Kernels.h"
-#include "kiln/Passes.h"
+
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/HfCheckpoint.h"
@@ -27,128 +27,27 @@ using namespace mlir;
 
 namespace kiln {
 
-OptimizerSettings OptimizerSettings::fromConfig(const TrainConfig &c) {
-  OptimizerSettings s;
-  s.lr = c.optimizer.lr;
-  s.beta1 = c.optimizer.betas[0];
-  s.beta2 = c.optimizer.betas[1];
-  s.eps = c.optimizer.eps;
-  s.weightDecay = c.optimizer.weightDecay;
-  s.maxNorm = c.training.maxNorm;
-  s.phases = lrPhases(c.training.steps, c.lrScheduler.warmupSteps, c.lrScheduler.decayRatio);
-  s.decayType = c.lrScheduler.decayType;
-  s.minLrFactor = c.lrScheduler.minLrFactor;
-  return s;
-}
-
-double OptimizerSettings::lrAt(int64_t step) const {
-  return lr * lrFactor(step, phases, decayType, minLrFactor);
-}
-
-KernelSubstitution KernelSubstitution::fromConfig(const TrainConfig &config) {
-  KernelSubstitution kernels;
-  kernels.rules = config.overrideRules();
-  kernels.target = KernelTarget{config.target.name, config.target.lnc};
-  return kernels;
-}
-
-ActivationCheckpointing ActivationCheckpointing::fromConfig(const TrainConfig &config) {
-  return {config.activationCheckpoint.mode, config.activationCheckpoint.selectiveAcOption};
-}
-
-void substituteKernels(ModuleOp module, const KernelSubstitution &kernels) {
-  if (kernels.empty())
-    return;
-  registerKernels();
-  PassManager pm(module.getContext());
-  pm.addPass(createSubstituteKernels(kernels.rules, kernels.target, kernels.log));
-  succeedOrFail(*module.getContext(), "kernel substitution failed",
-                [&] { return pm.run(module); });
-}
-
-namespace {
-/// kiln-shard and kiln-partition of function `fn` under `layout`, with
-/// torchtitan's tensor-parallel plan for `model`.
-void addPartitionPasses(PassManager &pm, const Qwen3Config &model, const ParallelLayout &layout,
-                        StringRef fn) {
-  ShardOptions shard;
-  shard.funcName = fn.str();
-  shard.dpReplicate = layout.dpReplicate;
-  shard.dpShard = layout.dpShard;
-  shard.tp = layout.tp;
-  shard.ep = layout.ep;
-  shard.sequenceParallel = layout.sequenceParallel;
-  if (layout.tp > 1)
-    for (std::string &entry : qwen3TensorParallelPlan(model))
-      shard.tpPlan.push_back(std::move(entry));
-  pm.addPass(createShard(shard));
-  PartitionOptions partition;
-  partition.funcName = fn.str();
-  partition.reshardAfterForward = layout.reshardAfterForward;
-  pm.addPass(createPartition(partition));
-}
-} // namespace
-
 OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Config &model,
                                           const CaptureOptions &shape,
-                                          const OptimizerSettings &o,
-                                          const ParallelLayout *layout,
-                                          const KernelSubstitution *kernels,
-                                          const ActivationCheckpointing &checkpoint,
-                                          StringRef mixedPrecisionParam) {
+                                          const KilnPipelineOptions &options,
+                                          PipelineStage stage) {
   OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
-  // The all-to-all dispatcher (one buffer block per expert-parallel rank,
-  // one token chunk per data-parallel rank) before kernel substitution, so
-  // that an experts rule replaces the experts over the buffer.
-  if (layout && layout->expertDispatch == "all_to_all") {
-    ExpertDispatchOptions dispatch;
-    dispatch.groups = layout->ep;
-    dispatch.chunks = layout->dataParallelDegree();
-    dispatch.capacityFactor = layout->capacityFactor;
-    PassManager dispatchPm(&context);
-    dispatchPm.addPass(createExpertDispatch(dispatch));
-    succeedOrFail(context, "the all-to-all dispatcher of " + model.name + " failed",
-                  [&] { return dispatchPm.run(*module); });
-  }
-  if (kernels)
-    substituteKernels(*module, *kernels);
-  PassManager pm(&context);
-  OptimizerOptions options;
-  options.lr = o.lr;
-  options.beta1 = o.beta1;
-  options.beta2 = o.beta2;
-  options.eps = o.eps;
-  options.weightDecay = o.weightDecay;
-  options.maxNorm = o.maxNorm;
-  options.warmupSteps = o.phases.warmup;
-  options.stableSteps = o.phases.stable;
-  options.decaySteps = o.phases.decay;
-  options.decayType = o.decayType;
-  options.minLrFactor = o.minLrFactor;
-  options.loadBalanceCoeff = model.loadBalanceCoeff;
-  ActivationCheckpointOptions ac;
-  ac.mode = checkpoint.mode;
-  ac.selectiveOption = checkpoint.selectiveOption;
-  MixedPrecisionOptions precision;
-  precision.param = mixedPrecisionParam.str();
-  buildTrainingPipeline(pm, options, ac, precision);
-  if (layout && layout->worldSize() > 1)
-    addPartitionPasses(pm, model, *layout, "train_step");
-  succeedOrFail(context, "building the training step of " + model.name + " failed",
-                [&] { return pm.run(*module); });
+  runKilnPipeline(*module, options, stage, PipelineStage::Captured,
+                  (stage == PipelineStage::Forward ? "substituting the kernels of "
+                                                   : "building the training step of ") +
+                      model.name + " failed");
   return module;
 }
 
-OwningOpRef<ModuleOp> partitionLoss(ModuleOp module, const Qwen3Config &model,
-                                    const ParallelLayout &layout) {
+OwningOpRef<ModuleOp> partitionLoss(ModuleOp module, const KilnPipelineOptions &options) {
   MLIRContext &context = *module.getContext();
   OpBuilder b(&context);
   OwningOpRef<ModuleOp> rank = ModuleOp::create(module.getLoc());
   b.setInsertionPointToStart(rank->getBody());
   b.clone(*module.lookupSymbol<func::FuncOp>("loss"));
   PassManager pm(&context);
-  addPartitionPasses(pm, model, layout, "loss");
-  succeedOrFail(context, "building the per-rank @loss of " + model.name + " failed",
+  buildPartitionPipeline(pm, options, "loss");
+  succeedOrFail(context, "building the per-rank @loss failed",
                 [&] { return pm.run(*rank); });
   return rank;
 }
@@ -227,7 +126,6 @@ std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
 Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : config_(given) {
   const TrainConfig &config = config_;
   model_ = config.model.resolve();
-  optimizer_ = OptimizerSettings::fromConfig(config);
   MpiWorld &world = MpiWorld::get();
   // A fixed token file holds the global batch: unless the run sets them, the
   // sequence length and the per-data-parallel-rank batch come from its shape.
@@ -253,12 +151,10 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     execution_.threads = std::max(1, int(std::thread::hardware_concurrency()) / world.localSize());
   }
   // The captured step takes the global batch; kiln-partition splits it.
-  kernels_ = KernelSubstitution::fromConfig(config);
-  kernels_.log = execution_.rank == 0;
+  pipeline_ = pipelineOptions(config, model_, &layout_);
+  pipeline_->log = execution_.rank == 0;
   module_ = captureTrainingStep(context_, model_, {globalBatchSize(), config.training.seqLen},
-                                optimizer_, &layout_, &kernels_,
-                                ActivationCheckpointing::fromConfig(config),
-                                config.training.paramDtypeOr("float32"));
+                                *pipeline_);
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
   trainStep_ = module_->lookupSymbol<func::FuncOp>("train_step");
@@ -355,12 +251,11 @@ double Trainer::measureMachine() {
 
 MemoryPlan Trainer::singleRankPlan() const {
   MLIRContext context;
-  KernelSubstitution quiet = kernels_;
-  quiet.log = false;
-  OwningOpRef<ModuleOp> whole = captureTrainingStep(
-      context, model_, {globalBatchSize(), config_.training.seqLen}, optimizer_, nullptr, &quiet,
-      ActivationCheckpointing::fromConfig(config_), config_.training.paramDtypeOr("float32"));
-  return planMemory(whole->lookupSymbol<func::FuncOp>("train_step"));
+  std::unique_ptr<KilnPipelineOptions> whole = pipelineOptions(config_, model_, nullptr);
+  whole->log = false;
+  OwningOpRef<ModuleOp> module =
+      captureTrainingStep(context, model_, {globalBatchSize(), config_.training.seqLen}, *whole);
+  return planMemory(module->lookupSymbol<func::FuncOp>("train_step"));
 }
 
 int64_t Trainer::globalBatchSize() const {
@@ -490,7 +385,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   m.gradNorm = *results[signature_.gradNormResult].data<float>();
   for (const Signature::Slot &metric : signature_.metrics)
     m.metrics.emplace_back(metric.name, *results[metric.index].data<float>());
-  m.lr = optimizer_.lrAt(updates_ - 1);
+  m.lr = learningRateAt(*pipeline_, updates_ - 1);
   state_.resize(trainStep_.getNumArguments());
   for (const TrainStepSignature::Param &p : signature_.params) {
     state_[p.arg] = std::move(results[p.result]);
@@ -557,7 +452,7 @@ func::FuncOp Trainer::rankLoss() {
   if (rankLoss_ || layout_.worldSize() == 1)
     return rankLoss_;
   // Built at the first validation: runs without one never pay for it.
-  rankLossModule_ = partitionLoss(*module_, model_, layout_);
+  rankLossModule_ = partitionLoss(*module_, *pipeline_);
   rankLoss_ = rankLossModule_->lookupSymbol<func::FuncOp>("loss");
   // Validation binds the step's slices: both must store them alike.
   Signature sig = *Signature::get(rankLoss_);

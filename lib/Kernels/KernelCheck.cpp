@@ -198,7 +198,11 @@ KernelCheckReport checkKernel(const std::string &name, const KernelCheckOptions 
   rule.fqns = {"kernel"};
   rule.source = "check-kernel";
   PassManager pm(&context);
-  pm.addPass(createSubstituteKernels({rule}, KernelTarget{"cpu", 1}, /*log=*/false));
+  SubstituteKernelsOptions cpu;
+  cpu.targetName = "cpu";
+  cpu.lnc = 1;
+  cpu.log = false;
+  pm.addPass(createSubstituteKernels({rule}, cpu));
   succeedOrFail(context, "check-kernel " + name, [&] { return pm.run(*module); });
   addBackward(reference, differentiable, inputs.size(), floatInput);
   addBackward(substituted, differentiable, inputs.size(), floatInput);

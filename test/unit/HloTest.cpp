@@ -6,7 +6,10 @@
 #include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
-#include "kiln/Passes.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Pipeline/KilnPipeline.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -143,7 +146,7 @@ TEST(HloEvaluatorTest, AllToAllLoweringFollowsTheShardOp) {
                                                                                      &context);
   ASSERT_TRUE(module);
   mlir::PassManager pm(&context);
-  pm.addPass(createLowerToHlo());
+  buildKilnPipeline(pm, KilnPipelineOptions(), PipelineStage::Hlo, PipelineStage::PerRank);
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
   mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");
   ASSERT_TRUE(mlir::succeeded(proto));

@@ -138,16 +138,15 @@ TEST(KernelSubstitutionTest, FusedLossHalvesThePlanOfASmallModelWithTheFullVocab
            "--model.intermediate_size=768", "--model.head_dim=64", "--target.name=cpu"});
   Qwen3Config model = config.model.resolve();
   ASSERT_EQ(model.vocabSize, 151936);
-  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
-  kernels.log = false;
-  kernels.rules = parseOverrideRules(
+  std::unique_ptr<KilnPipelineOptions> fusedOptions = pipelineOptions(config, model, nullptr);
+  fusedOptions->log = false;
+  fusedOptions->inlineRules = parseOverrideRules(
       nlohmann::json::parse(R"([{"name": "loss", "target": "kiln.cross_entropy",
                                  "kernel": "chunked_cross_entropy"}])"),
       "test");
   mlir::MLIRContext plainContext, fusedContext;
-  auto plain = captureTrainingStep(plainContext, model, {4, 256}, OptimizerSettings());
-  auto fused = captureTrainingStep(fusedContext, model, {4, 256}, OptimizerSettings(), nullptr,
-                                   &kernels);
+  auto plain = captureTrainingStep(plainContext, model, {4, 256}, KilnPipelineOptions());
+  auto fused = captureTrainingStep(fusedContext, model, {4, 256}, *fusedOptions);
   MemoryPlan before = planMemory(plain->lookupSymbol<mlir::func::FuncOp>("train_step"));
   MemoryPlan after = planMemory(fused->lookupSymbol<mlir::func::FuncOp>("train_step"));
   EXPECT_NEAR(before.peakBytes / 1e6, 1825, 1);

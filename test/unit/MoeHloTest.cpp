@@ -14,7 +14,10 @@
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
-#include "kiln/Passes.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Pipeline/KilnPipeline.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "kiln/Runtime/ExpertDispatchKernels.h"
 #include "kiln/Runtime/MoeKernels.h"
 
@@ -72,7 +75,7 @@ neuron::HloArray arrayOf(const Tensor &t) {
   a.dims = t.shape();
   a.values = toDoubles(t);
   if (t.dtype() == DType::I64)
-    a.type = xla::S64;
+    a.type = xla::S32; // kiln-hlo-narrow-int64's parameter type
   return a;
 }
 
@@ -90,7 +93,7 @@ lowerAndEvaluate(const std::string &text, std::vector<std::vector<neuron::HloArr
   if (!module)
     ADD_FAILURE() << "the test module does not parse";
   mlir::PassManager pm(&context);
-  pm.addPass(createLowerToHlo());
+  buildKilnPipeline(pm, KilnPipelineOptions(), PipelineStage::Hlo, PipelineStage::PerRank);
   if (!module || mlir::failed(pm.run(*module)))
     return {};
   mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");

@@ -288,7 +288,8 @@ TEST(PlannerTest, AllF32IsTheExecutorsExactPlan) {
   CaptureOptions shape;
   shape.batch = 2;
   shape.seq = 16;
-  auto module = captureTrainingStep(context, model, shape, OptimizerSettings{}, &layout);
+  auto module =
+      captureTrainingStep(context, model, shape, *pipelineOptions(fixtureRun(), model, &layout));
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   ValuePrecision f32(step, PrecisionPolicy{});
   MemoryPlan exact = planMemory(step), planned = planMemory(step, &f32);
@@ -321,14 +322,14 @@ TEST(PlannerTest, EachOpStatesItsClassThroughTheCostInterface) {
              {"name": "flash", "target": "kiln.attention", "kernel": "nki_flash_attention",
               "fqns": ["layers.0.attention.inner_attention"]},
              {"name": "rope", "target": "kiln.rope", "kernel": "nki_rope"}])"});
-  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
-  kernels.log = false;
+  Qwen3Config model = config.model.resolve();
+  std::unique_ptr<KilnPipelineOptions> options = pipelineOptions(config, model, nullptr);
+  options->log = false;
   mlir::MLIRContext context;
   CaptureOptions shape;
   shape.batch = 1;
   shape.seq = 16;
-  auto module = captureTrainingStep(context, Qwen3Config::resolve(config.model.hfPath), shape,
-                                    OptimizerSettings{}, nullptr, &kernels);
+  auto module = captureTrainingStep(context, model, shape, *options);
   // Op name, or op name and kernel, -> the class it must state.
   std::map<std::string, OpClass> expected = {
       {"kiln.linear", OpClass::Matmul},
@@ -516,13 +517,13 @@ mlir::OwningOpRef<mlir::ModuleOp> chunkedLossStep(mlir::MLIRContext &context) {
       "", {"--model.hf_path=" + test::dataPath("qwen3-dense-tiny"), "--target.name=cpu",
            R"(--override.rules=[{"name": "loss", "target": "kiln.cross_entropy",
               "kernel": "chunked_cross_entropy", "options": {"chunk_rows": 5}}])"});
-  KernelSubstitution kernels = KernelSubstitution::fromConfig(config);
-  kernels.log = false;
+  Qwen3Config model = config.model.resolve();
+  std::unique_ptr<KilnPipelineOptions> options = pipelineOptions(config, model, nullptr);
+  options->log = false;
   CaptureOptions shape;
   shape.batch = 1;
   shape.seq = 16;
-  return captureTrainingStep(context, Qwen3Config::resolve(config.model.hfPath), shape,
-                             OptimizerSettings{}, nullptr, &kernels);
+  return captureTrainingStep(context, model, shape, *options);
 }
 
 std::vector<GemmShape> gemmsOf(mlir::Operation *op) {

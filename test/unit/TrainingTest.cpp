@@ -139,7 +139,7 @@ struct RandomModel {
     config.vocabSize = 32;
     config.tieWordEmbeddings = tied;
     config.maxPositionEmbeddings = 64;
-    module = captureTrainingStep(context, config, {2, 6}, OptimizerSettings());
+    module = captureTrainingStep(context, config, {2, 6}, KilnPipelineOptions());
     params = initialParameters(config, 7);
     std::mt19937 rng(11);
     for (auto &[key, t] : params) {
@@ -316,8 +316,9 @@ TEST(TrainingTest, PerRankPlanHoldsOneShardOfTheState) {
   ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, 32, 1);
   ASSERT_EQ(layout.dpShard, 4);
   mlir::MLIRContext oneContext, fourContext;
-  auto one = captureTrainingStep(oneContext, model, {4, 32}, OptimizerSettings());
-  auto four = captureTrainingStep(fourContext, model, {4, 32}, OptimizerSettings(), &layout);
+  auto one = captureTrainingStep(oneContext, model, {4, 32}, KilnPipelineOptions());
+  auto four =
+      captureTrainingStep(fourContext, model, {4, 32}, *pipelineOptions(config, model, &layout));
   MemoryPlan whole = planMemory(one->lookupSymbol<mlir::func::FuncOp>("train_step"));
   MemoryPlan rank = planMemory(four->lookupSymbol<mlir::func::FuncOp>("train_step"));
   EXPECT_EQ(whole.parameterBytes, 143904 * 4);

@@ -1,12 +1,13 @@
 //===- kiln-opt.cpp - MLIR optimizer driver for the kiln dialect ----------===//
 //
-// Kiln's passes and the `kiln-training` pipeline, plus the upstream passes
+// Kiln's passes and pipelines (kiln-training, kiln-to-hlo, kiln-per-rank-to-hlo), plus the upstream passes
 // people reach for when reading or reducing IR (--canonicalize, --cse,
 // --symbol-dce, --inline, ...).
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Kernels/Kernels.h"
 #include "kiln/Passes.h"
+#include "kiln/Pipeline/KilnPipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"

@@ -175,16 +175,14 @@ int runCapture(const std::vector<std::string> &allArgs) {
   trainOverrides.insert(trainOverrides.end(), trainOptions.begin(), trainOptions.end());
   trainOverrides.push_back("--model.flavor=" + config.name);
   TrainConfig train = TrainConfig::load(runConfig ? *runConfig : "", trainOverrides);
-  KernelSubstitution kernels = KernelSubstitution::fromConfig(train);
   if (trainStep || runConfig) {
     int64_t seq = capture.seq ? capture.seq : std::min<int64_t>(2048, config.maxPositionEmbeddings);
     layout = ParallelLayout::resolve(train.parallelism, config, seq, 1);
     capture.batch *= layout.dataParallelDegree();
-    module = captureTrainingStep(context, config, capture, OptimizerSettings::fromConfig(train),
-                                 &layout, &kernels, ActivationCheckpointing::fromConfig(train));
+    module = captureTrainingStep(context, config, capture, *pipelineOptions(train, config, &layout));
   } else {
-    module = captureQwen3(context, config, capture);
-    substituteKernels(*module, kernels);
+    module = captureTrainingStep(context, config, capture, *pipelineOptions(train, config, nullptr),
+                                 PipelineStage::Forward);
   }
   int64_t rank = rankOption ? std::stoll(*rankOption) : 0;
   if (rank < 0 || rank >= layout.worldSize())

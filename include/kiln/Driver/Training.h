@@ -14,6 +14,7 @@
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Driver/PipelineConfig.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
@@ -29,64 +30,21 @@
 
 namespace kiln {
 
-/// The optimizer's hyper-parameters as the kiln-optimizer pass takes them.
-struct OptimizerSettings {
-  double lr = 8e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
-  double maxNorm = 1.0;
-  LrPhases phases;
-  std::string decayType = "linear";
-  double minLrFactor = 0.0;
-
-  static OptimizerSettings fromConfig(const TrainConfig &config);
-  /// The learning rate of the 0-based update `step`.
-  double lrAt(int64_t step) const;
-};
-
-/// Override rules and the machine their kernels are checked against.
-struct KernelSubstitution {
-  std::vector<OverrideRule> rules;
-  KernelTarget target;
-  bool log = true; ///< print the [Override] lines and warnings
-
-  static KernelSubstitution fromConfig(const TrainConfig &config);
-  bool empty() const { return rules.empty(); }
-};
-
-/// Activation checkpointing as kiln-activation-checkpoint takes it.
-struct ActivationCheckpointing {
-  std::string mode = "none";         ///< "none", "selective" or "full"
-  std::string selectiveOption = "2"; ///< "op" or every N-th layer
-
-  static ActivationCheckpointing fromConfig(const TrainConfig &config);
-};
-
-/// Runs kiln-substitute-kernels on `module` (a no-op without rules); throws
-/// kiln::Error with the diagnostics if it fails.
-void substituteKernels(mlir::ModuleOp module, const KernelSubstitution &kernels);
-
-/// Captures @loss for `shape` and runs kiln-autodiff and kiln-optimizer,
-/// adding @loss_grad and @train_step. Throws kiln::Error with the
-/// diagnostics if a pass fails.
-/// With a `layout` of more than one rank, @train_step is then sharded
-/// (kiln-shard) and partitioned (kiln-partition) into the per-rank program.
-/// With `kernels`, override rules substitute kernels first (before autodiff,
-/// so each kernel brings its backward). `checkpoint` recomputes layers in the
-/// backward (kiln-activation-checkpoint, after autodiff). `mixedPrecisionParam`
-/// "bfloat16" runs kiln-mixed-precision first (torchtitan's bf16 casts).
+/// Captures @loss for `shape` and runs the Kiln pipeline on it up to `stage`
+/// (PerRank: + @loss_grad and the per-rank @train_step; Forward: the @loss
+/// with its kernels substituted). Throws kiln::Error with the diagnostics if
+/// a pass fails.
 mlir::OwningOpRef<mlir::ModuleOp>
 captureTrainingStep(mlir::MLIRContext &context, const Qwen3Config &model,
-                    const CaptureOptions &shape, const OptimizerSettings &optimizer,
-                    const ParallelLayout *layout = nullptr,
-                    const KernelSubstitution *kernels = nullptr,
-                    const ActivationCheckpointing &checkpoint = {},
-                    llvm::StringRef mixedPrecisionParam = "float32");
+                    const CaptureOptions &shape, const KilnPipelineOptions &options,
+                    PipelineStage stage = PipelineStage::PerRank);
 
 /// The per-rank program of `module`'s forward-only @loss under `layout`
 /// (kiln-shard and kiln-partition on a copy, in a module of its own): its
 /// parameters are stored as @train_step stores them, so validation runs on
 /// each rank's slices and data-parallel rows.
-mlir::OwningOpRef<mlir::ModuleOp> partitionLoss(mlir::ModuleOp module, const Qwen3Config &model,
-                                                const ParallelLayout &layout);
+mlir::OwningOpRef<mlir::ModuleOp> partitionLoss(mlir::ModuleOp module,
+                                                const KilnPipelineOptions &options);
 
 /// FLOPs per token by torchtitan's formula (get_num_flop_per_token):
 /// 6 * matmul parameters a token uses (a MoE layer's k routed experts, not
@@ -171,7 +129,6 @@ public:
   bool anyRank(bool value) const;
 
   const Qwen3Config &model() const { return model_; }
-  const OptimizerSettings &optimizer() const { return optimizer_; }
   int64_t updatesDone() const { return updates_; }
   /// torchtitanFlopsPerToken of the model at the run's sequence length.
   double flopsPerToken() const;
@@ -210,8 +167,7 @@ private:
 
   TrainConfig config_;
   Qwen3Config model_;
-  OptimizerSettings optimizer_;
-  KernelSubstitution kernels_;
+  std::unique_ptr<KilnPipelineOptions> pipeline_;
   ParallelLayout layout_;
   std::unique_ptr<DeviceGrid> grid_;
   ExecutionContext execution_;

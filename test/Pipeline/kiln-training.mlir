@@ -1,4 +1,4 @@
-// The registered pipeline (passes/TrainingPipeline.cpp) the driver also builds: @loss -> @loss_grad ->
+// The registered kiln-training pipeline (lib/Pipeline/KilnPipeline.cpp) with its default options (one rank, float32): @loss -> @loss_grad ->
 // @train_step; the upstream cleanup passes run on the result and keep it
 // valid.
 // RUN: kiln-opt %s --kiln-training | FileCheck %s

@@ -1,0 +1,134 @@
+//===- KilnPipeline.h - The compile, as one pass pipeline -------*- C++ -*-===//
+//
+// Every tool and test assembles the compile here: one options struct (the
+// run config fills it in one place, lib/Driver/PipelineOptions.cpp; kiln-opt
+// takes it as pipeline options) and one builder that adds the passes from
+// one stage of the program to a later one.
+//
+//   Captured  the frontend's module: @loss (and @forward)
+//   Forward   @loss through the all-to-all dispatcher and the override rules
+//             (what `kiln capture` prints)
+//   PerRank   + @loss_grad and the per-rank @train_step (kiln dialect)
+//   Hlo      the per-rank @train_step in the hlo dialect, for the exporter
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_PIPELINE_KILNPIPELINE_H
+#define KILN_PIPELINE_KILNPIPELINE_H
+
+#include "kiln/OverrideRules.h"
+
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
+
+namespace kiln {
+
+enum class PipelineStage { Captured, Forward, PerRank, Hlo };
+
+/// The options of every pass of the pipeline, named as the run config names
+/// them. Defaults: torchtitan's, one rank, float32, no kernels.
+struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOptions> {
+  // kiln-expert-dispatch (groups: ep, chunks: the data-parallel degree).
+  Option<std::string> expertDispatch{
+      *this, "expert-dispatch", llvm::cl::init("all_gather"),
+      llvm::cl::desc("parallelism.expert_dispatch: all_gather or all_to_all (the dispatcher)")};
+  Option<double> capacityFactor{*this, "capacity-factor", llvm::cl::init(0.0),
+                                llvm::cl::desc("parallelism.expert_capacity_factor")};
+
+  // kiln-substitute-kernels.
+  ListOption<std::string> ruleFiles{*this, "rules",
+                                    llvm::cl::desc("override rule files (JSON)")};
+  /// Rules given as data (the run config's), in addition to `rules`.
+  std::vector<OverrideRule> inlineRules;
+  Option<std::string> target{*this, "target", llvm::cl::init("trn2"),
+                             llvm::cl::desc("target.name: trn2, trn1 or cpu")};
+  Option<int64_t> lnc{*this, "lnc", llvm::cl::init(2), llvm::cl::desc("target.lnc")};
+  Option<bool> log{*this, "log", llvm::cl::init(true),
+                   llvm::cl::desc("print the [Override] lines (off on all ranks but one)")};
+
+  // kiln-mixed-precision.
+  Option<std::string> paramDtype{
+      *this, "param-dtype", llvm::cl::init("float32"),
+      llvm::cl::desc("training.mixed_precision_param: bfloat16 or float32")};
+  Option<std::string> reduceDtype{*this, "reduce-dtype", llvm::cl::init("float32"),
+                                  llvm::cl::desc("training.mixed_precision_reduce")};
+
+  // kiln-activation-checkpoint.
+  Option<std::string> checkpointMode{*this, "ac-mode", llvm::cl::init("none"),
+                                     llvm::cl::desc("activation_checkpoint.mode")};
+  Option<std::string> selectiveAcOption{
+      *this, "selective-ac-option", llvm::cl::init("2"),
+      llvm::cl::desc("activation_checkpoint.selective_ac_option: op or N")};
+
+  // kiln-optimizer.
+  Option<double> lr{*this, "lr", llvm::cl::init(8e-4), llvm::cl::desc("optimizer.lr")};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9), llvm::cl::desc("optimizer.betas[0]")};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(0.95),
+                       llvm::cl::desc("optimizer.betas[1]")};
+  Option<double> eps{*this, "eps", llvm::cl::init(1e-8), llvm::cl::desc("optimizer.eps")};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.1),
+                             llvm::cl::desc("optimizer.weight_decay")};
+  Option<double> maxNorm{*this, "max-norm", llvm::cl::init(1.0),
+                         llvm::cl::desc("training.max_norm")};
+  Option<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::init(0),
+                              llvm::cl::desc("linear warmup updates")};
+  Option<int64_t> stableSteps{*this, "stable-steps", llvm::cl::init(1000000000),
+                              llvm::cl::desc("constant-rate updates after warmup")};
+  Option<int64_t> decaySteps{*this, "decay-steps", llvm::cl::init(0),
+                             llvm::cl::desc("decay updates after stable")};
+  Option<std::string> decayType{*this, "decay-type", llvm::cl::init("linear"),
+                                llvm::cl::desc("lr_scheduler.decay_type")};
+  Option<double> minLrFactor{*this, "min-lr-factor", llvm::cl::init(0.0),
+                             llvm::cl::desc("lr_scheduler.min_lr_factor")};
+  Option<double> loadBalanceCoeff{*this, "load-balance-coeff", llvm::cl::init(0.0),
+                                  llvm::cl::desc("the model's expert-bias step (0: off)")};
+
+  // kiln-shard and kiln-partition (only with more than one rank).
+  Option<int64_t> dpReplicate{*this, "dp-replicate", llvm::cl::init(1),
+                              llvm::cl::desc("data_parallel_replicate_degree")};
+  Option<int64_t> dpShard{*this, "dp-shard", llvm::cl::init(1),
+                          llvm::cl::desc("data_parallel_shard_degree (resolved)")};
+  Option<int64_t> tp{*this, "tp", llvm::cl::init(1), llvm::cl::desc("tensor_parallel_degree")};
+  Option<int64_t> ep{*this, "ep", llvm::cl::init(1), llvm::cl::desc("expert_parallel_degree")};
+  Option<bool> sequenceParallel{*this, "sequence-parallel", llvm::cl::init(false),
+                                llvm::cl::desc("enable_sequence_parallel")};
+  ListOption<std::string> tpPlan{*this, "tp-plan",
+                                 llvm::cl::desc("tensor-parallel styles by module glob")};
+  Option<std::string> reshardAfterForward{
+      *this, "reshard-after-forward", llvm::cl::init("default"),
+      llvm::cl::desc("fsdp_reshard_after_forward: default, always or never")};
+
+  int64_t dataParallelDegree() const { return dpReplicate * dpShard; }
+  int64_t worldSize() const { return dataParallelDegree() * tp; }
+  bool hasKernelRules() const { return !inlineRules.empty() || !ruleFiles.empty(); }
+};
+
+/// Adds to `pm` (on the module) the passes that take a program at stage
+/// `from` to stage `to`, in this order, each only where `options` call for
+/// it: kiln-expert-dispatch, kiln-substitute-kernels (after the dispatcher,
+/// so an experts rule replaces the experts over its buffer) (Forward);
+/// kiln-mixed-precision, kiln-autodiff, kiln-activation-checkpoint, kiln-optimizer,
+/// kiln-shard and kiln-partition (PerRank); kiln-lower-to-hlo,
+/// kiln-hlo-sink-converts (bf16), kiln-hlo-narrow-int64 and cse (Hlo).
+void buildKilnPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
+                       PipelineStage to, PipelineStage from = PipelineStage::Captured);
+
+/// kiln-shard and kiln-partition of function `funcName` under the layout of
+/// `options` (nothing on one rank): buildKilnPipeline's per-rank step, and
+/// the driver's per-rank @loss for validation.
+void buildPartitionPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
+                            llvm::StringRef funcName);
+
+/// Registers every Kiln pass and the pipelines kiln-opt offers, each taking
+/// KilnPipelineOptions: `kiln-training` (Captured to PerRank), `kiln-to-hlo`
+/// (Captured to Hlo) and `kiln-per-rank-to-hlo` (PerRank to Hlo).
+void registerKilnPassesAndPipelines();
+
+} // namespace kiln
+
+#endif // KILN_PIPELINE_KILNPIPELINE_H

@@ -1,0 +1,64 @@
+//===- PipelineConfig.cpp - A run config as pipeline options --------------===//
+
+#include "kiln/Driver/PipelineConfig.h"
+#include "kiln/Frontend/Qwen3Naming.h"
+#include "kiln/Runtime/LrSchedule.h"
+#include "kiln/Support/Diagnostics.h"
+
+#include "mlir/Pass/PassManager.h"
+
+namespace kiln {
+
+std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c,
+                                                     const Qwen3Config &model,
+                                                     const ParallelLayout *layout,
+                                                     llvm::StringRef defaultParamDtype) {
+  auto o = std::make_unique<KilnPipelineOptions>();
+  o->inlineRules = c.overrideRules();
+  o->target = c.target.name;
+  o->lnc = c.target.lnc;
+  o->paramDtype = c.training.paramDtypeOr(defaultParamDtype.str());
+  o->reduceDtype = c.training.mixedPrecisionReduce;
+  o->checkpointMode = c.activationCheckpoint.mode;
+  o->selectiveAcOption = c.activationCheckpoint.selectiveAcOption;
+  o->lr = c.optimizer.lr;
+  o->beta1 = c.optimizer.betas[0];
+  o->beta2 = c.optimizer.betas[1];
+  o->eps = c.optimizer.eps;
+  o->weightDecay = c.optimizer.weightDecay;
+  o->maxNorm = c.training.maxNorm;
+  LrPhases phases = lrPhases(c.training.steps, c.lrScheduler.warmupSteps, c.lrScheduler.decayRatio);
+  o->warmupSteps = phases.warmup;
+  o->stableSteps = phases.stable;
+  o->decaySteps = phases.decay;
+  o->decayType = c.lrScheduler.decayType;
+  o->minLrFactor = c.lrScheduler.minLrFactor;
+  o->loadBalanceCoeff = model.loadBalanceCoeff;
+  if (!layout)
+    return o;
+  o->expertDispatch = layout->expertDispatch;
+  o->capacityFactor = layout->capacityFactor;
+  o->dpReplicate = layout->dpReplicate;
+  o->dpShard = layout->dpShard;
+  o->tp = layout->tp;
+  o->ep = layout->ep;
+  o->sequenceParallel = layout->sequenceParallel;
+  if (layout->tp > 1)
+    o->tpPlan = qwen3TensorParallelPlan(model);
+  o->reshardAfterForward = layout->reshardAfterForward;
+  return o;
+}
+
+double learningRateAt(const KilnPipelineOptions &o, int64_t step) {
+  return o.lr * lrFactor(step, LrPhases{o.warmupSteps, o.stableSteps, o.decaySteps}, o.decayType,
+                         o.minLrFactor);
+}
+
+void runKilnPipeline(mlir::ModuleOp module, const KilnPipelineOptions &options, PipelineStage to,
+                     PipelineStage from, const std::string &what) {
+  mlir::PassManager pm(module.getContext());
+  buildKilnPipeline(pm, options, to, from);
+  succeedOrFail(*module.getContext(), what, [&] { return pm.run(module); });
+}
+
+} // namespace kiln
