@@ -24,7 +24,7 @@
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/ChunkedCrossEntropy.h"
 #include "kiln/Runtime/FlashAttention.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/MoeKernels.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Paths.h"

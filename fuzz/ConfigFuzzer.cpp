@@ -7,7 +7,7 @@
 #include "FuzzInput.h"
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Frontend/Qwen3Config.h"
-#include "kiln/OverrideRules.h"
+#include "kiln/Config/OverrideRules.h"
 #include "kiln/Support/Error.h"
 
 #include <string>

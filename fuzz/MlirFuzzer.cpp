@@ -11,7 +11,7 @@
 // (scripts/fuzz.sh) because the upstream parser recurses per nesting level.
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
-#include "kiln/Kernels/Kernels.h"
+#include "kiln/CustomKernels/Registry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -31,7 +31,7 @@ namespace {
 /// register, so kiln.kernel ops verify against them).
 mlir::MLIRContext &context() {
   static mlir::MLIRContext *ctx = [] {
-    kiln::registerKernels();
+    kiln::registerCustomKernels();
     mlir::DialectRegistry registry;
     registry.insert<kiln::KilnDialect, mlir::func::FuncDialect, mlir::shard::ShardDialect>();
     auto *c = new mlir::MLIRContext(registry, mlir::MLIRContext::Threading::DISABLED);

@@ -29,14 +29,14 @@ RUNTIME_IO := lib/Runtime/Tensor.cpp lib/Runtime/SafeTensors.cpp lib/Runtime/Tok
 # CPU implementations pull in the runtime's kernels, never called here;
 # KernelCheck.cpp (kiln check-kernel) would pull in the CPU executor and passes.
 DIALECT := $(wildcard lib/Dialect/Kiln/IR/*.cpp)
-KERNELS := $(filter-out lib/Kernels/KernelCheck.cpp,$(wildcard lib/Kernels/*.cpp))
-RUNTIME_KERNELS := lib/Runtime/Kernels.cpp lib/Runtime/BackwardKernels.cpp \
+KERNELS := $(wildcard lib/CustomKernels/*.cpp)
+RUNTIME_KERNELS := lib/Runtime/ForwardKernels.cpp lib/Runtime/BackwardKernels.cpp \
   lib/Runtime/FlashAttention.cpp lib/Runtime/ChunkedCrossEntropy.cpp lib/Runtime/MoeKernels.cpp \
   lib/Runtime/ThreadBudget.cpp
 
 SOURCES_safetensors := fuzz/SafeTensorsFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_config := fuzz/ConfigFuzzer.cpp lib/Driver/TrainConfig.cpp lib/Frontend/Qwen3Config.cpp \
-  passes/OverrideRules.cpp passes/SelectiveAcOption.cpp $(SUPPORT)
+  lib/Config/OverrideRules.cpp lib/Config/SelectiveAcOption.cpp $(SUPPORT)
 SOURCES_tokens := fuzz/TokensFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_tokenizer := fuzz/TokenizerFuzzer.cpp lib/Data/Tokenizer.cpp $(SUPPORT)
 # The manifest check with the generated HloModuleProto classes.

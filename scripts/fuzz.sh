@@ -15,7 +15,7 @@ TARGETS=(${FUZZ_TARGETS:-safetensors config tokens tokenizer mlir manifest})
 OUT=build-fuzz
 # Longest input each target is given. MLIR's parser recurses once per nesting
 # level, so a long enough input of brackets overflows any stack: an upstream
-# limit, not Kiln's (kiln-opt parses on a 1 GiB stack, test/Dialect/deep-nesting.test).
+# limit, not Kiln's (kiln-opt parses on a 1 GiB stack, test/Dialect/Kiln/deep-nesting.test).
 declare -A MAX_LEN=([mlir]=4096)
 
 # One compile at a time: the builds share the machine with whatever else runs.

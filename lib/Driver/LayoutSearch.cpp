@@ -2,7 +2,7 @@
 
 #include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/Planning.h"
-#include "kiln/SelectiveAcOption.h"
+#include "kiln/Config/SelectiveAcOption.h"
 #include "kiln/Support/Error.h"
 
 #include <fmt/format.h>

@@ -14,7 +14,7 @@
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Driver/Training.h"
-#include "kiln/Kernels/Kernels.h"
+#include "kiln/CustomKernels/Registry.h"
 #include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
@@ -257,7 +257,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   std::string bytes = readFile(dir + "/model.hlo.pb");
   if (!module.ParseFromString(bytes))
     fail("check-hlo: {}/model.hlo.pb is not a serialized xla.HloModuleProto", dir);
-  registerKernels();
+  registerCustomKernels();
   mlir::MLIRContext context;
   neuron::HloCustomCall customCalls = kernelCalls(context);
   json manifest = parseJson(readFile(dir + "/manifest.json"), dir + "/manifest.json");

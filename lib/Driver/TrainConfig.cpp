@@ -3,8 +3,8 @@
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
-#include "kiln/OverrideRules.h"
-#include "kiln/SelectiveAcOption.h"
+#include "kiln/Config/OverrideRules.h"
+#include "kiln/Config/SelectiveAcOption.h"
 
 #include <algorithm>
 #include <cctype>

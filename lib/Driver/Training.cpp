@@ -4,12 +4,12 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Frontend/Qwen3Naming.h"
-#include "kiln/Kernels/Kernels.h"
+#include "kiln/CustomKernels/Registry.h"
 
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/HfCheckpoint.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 

@@ -1,8 +1,10 @@
 //===- KilnPipeline.cpp - The compile, as one pass pipeline ---------------===//
 
 #include "kiln/Pipeline/KilnPipeline.h"
-#include "kiln/Kernels/Kernels.h"
-#include "kiln/Passes.h"
+#include "kiln/CustomKernels/Registry.h"
+#include "kiln/Conversion/KilnToHlo/Passes.h"
+#include "kiln/Dialect/Hlo/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -41,7 +43,7 @@ void buildForwardPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
     pm.addPass(createExpertDispatch(dispatch));
   }
   if (o.hasKernelRules()) {
-    registerKernels();
+    registerCustomKernels();
     SubstituteKernelsOptions substitute;
     substitute.ruleFiles.assign(o.ruleFiles.begin(), o.ruleFiles.end());
     substitute.targetName = o.target;
@@ -105,7 +107,9 @@ void buildKilnPipeline(OpPassManager &pm, const KilnPipelineOptions &options, Pi
 }
 
 void registerKilnPassesAndPipelines() {
-  registerKilnPasses();
+  registerKilnTransformsPasses();
+  registerKilnToHloPasses();
+  registerHloTransformsPasses();
   struct Registration {
     const char *name, *description;
     PipelineStage from, to;

@@ -1,7 +1,7 @@
 //===- BackwardKernels.cpp - Host kernels for gradients and AdamW ---------===//
 
 #include "kiln/Runtime/BackwardKernels.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Support/Error.h"
 
 #include <cblas.h>

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Runtime/ChunkedCrossEntropy.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 
 #include <cblas.h>
 

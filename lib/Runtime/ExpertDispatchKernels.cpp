@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Runtime/ExpertDispatchKernels.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Support/Error.h"
 
 #include <algorithm>

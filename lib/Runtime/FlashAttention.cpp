@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Runtime/FlashAttention.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 
 #include <cblas.h>
 

@@ -9,7 +9,7 @@
 
 #include "kiln/Runtime/MoeKernels.h"
 #include "kiln/Runtime/BackwardKernels.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Support/Error.h"
 
 #include <cblas.h>

@@ -14,7 +14,7 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/TokenBatch.h"
-#include "kiln/SelectiveAcOption.h"
+#include "kiln/Config/SelectiveAcOption.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

@@ -10,7 +10,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Driver/Training.h"
-#include "kiln/OverrideRules.h"
+#include "kiln/Config/OverrideRules.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Json.h"

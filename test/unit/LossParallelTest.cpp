@@ -10,7 +10,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Runtime/BackwardKernels.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/LossParallel.h"
 
 using namespace kiln;

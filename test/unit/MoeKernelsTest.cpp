@@ -11,7 +11,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Runtime/BackwardKernels.h"
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/ExpertDispatchKernels.h"
 #include "kiln/Runtime/MoeKernels.h"
 

@@ -8,7 +8,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Driver/Training.h"
-#include "kiln/Passes.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/TokenBatch.h"

@@ -4,12 +4,13 @@
 // people reach for when reading or reducing IR (--canonicalize, --cse,
 // --symbol-dce, --inline, ...).
 
+#include "kiln/CustomKernels/Registry.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
-#include "kiln/Kernels/Kernels.h"
-#include "kiln/Passes.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -30,7 +31,7 @@ struct Args {
 
 void *run(void *opaque) {
   auto *args = static_cast<Args *>(opaque);
-  kiln::registerKernels();
+  kiln::registerCustomKernels();
   kiln::registerKilnPassesAndPipelines();
   mlir::registerTransformsPasses();
   mlir::DialectRegistry registry;

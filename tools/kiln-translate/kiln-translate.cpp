@@ -7,12 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Backend/Neuron/HloExport.h"
-#include "kiln/Kernels/Kernels.h"
+#include "kiln/CustomKernels/Registry.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 
 int main(int argc, char **argv) {
-  kiln::registerKernels();
+  kiln::registerCustomKernels();
   kiln::neuron::registerHloTranslations();
   return mlir::failed(mlir::mlirTranslateMain(argc, argv, "Kiln translation driver"));
 }

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
-#include "kiln/Kernels/KernelCheck.h"
+#include "kiln/Driver/KernelCheck.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Error.h"
 

@@ -11,7 +11,7 @@
 #define KILN_DRIVER_TRAINCONFIG_H
 
 #include "kiln/Frontend/Qwen3Config.h"
-#include "kiln/OverrideRules.h"
+#include "kiln/Config/OverrideRules.h"
 
 #include <nlohmann/json.hpp>
 

@@ -15,7 +15,7 @@
 #ifndef KILN_PIPELINE_KILNPIPELINE_H
 #define KILN_PIPELINE_KILNPIPELINE_H
 
-#include "kiln/OverrideRules.h"
+#include "kiln/Config/OverrideRules.h"
 
 #include "mlir/Pass/PassOptions.h"
 

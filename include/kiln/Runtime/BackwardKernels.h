@@ -9,7 +9,7 @@
 #ifndef KILN_RUNTIME_BACKWARDKERNELS_H
 #define KILN_RUNTIME_BACKWARDKERNELS_H
 
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/Tensor.h"
 
 #include <tuple>

@@ -9,7 +9,7 @@
 #ifndef KILN_RUNTIME_LOSSPARALLEL_H
 #define KILN_RUNTIME_LOSSPARALLEL_H
 
-#include "kiln/Runtime/Kernels.h"
+#include "kiln/Runtime/ForwardKernels.h"
 
 namespace kiln::kernels {
 

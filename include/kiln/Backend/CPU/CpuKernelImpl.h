@@ -20,7 +20,7 @@ namespace kiln {
 
 class CpuKernelImpl {
 public:
-  // Inline, so that the kernels (lib/Kernels) link without the CPU backend's
+  // Inline, so that the kernels (lib/CustomKernels) link without the CPU backend's
   // kernels, as the IR fuzzer links them.
   virtual ~CpuKernelImpl() = default;
   /// Computes the kiln.kernel's results from its operands; `options` is the

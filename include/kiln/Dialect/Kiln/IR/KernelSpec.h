@@ -4,7 +4,7 @@
 // replaces, the form and hardware constraints it accepts, how it rewrites
 // the op (transposes into its layout included), and the semantics of the
 // kiln.kernel / kiln.kernel_backward ops that call it (types, cost,
-// sharding, VJP). Specs register by name at start-up (lib/Kernels, one file
+// sharding, VJP). Specs register by name at start-up (lib/CustomKernels, one file
 // per kernel); the dialect only looks them up, so it depends on no runtime.
 // Targets attach their implementations to a spec (the CPU one through
 // kiln::CpuKernelImpl).

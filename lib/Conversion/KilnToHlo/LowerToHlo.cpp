@@ -1,0 +1,567 @@
+//===- LowerToHlo.cpp - kiln-lower-to-hlo ---------------------------------===//
+//
+// Lowers one per-rank function (@train_step after kiln-partition) to the hlo
+// dialect: kiln ops through the patterns of LowerToHlo{Forward,Backward,
+// Optimizer}.cpp, upstream `shard` collectives and kernel calls here. The
+// grid is row-major with the last axis fastest (DeviceGrid's rank order),
+// so a collective over a set of axes runs in the groups of ranks that share
+// every other coordinate, ordered by their coordinates along those axes.
+// Other functions and the grid op are dropped: the module becomes the HLO
+// module's entry computation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LowerToHlo.h"
+
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Recomputed.h"
+#include "kiln/Conversion/KilnToHlo/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/JSON.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_LOWERTOHLO
+#include "kiln/Conversion/KilnToHlo/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace kiln {
+
+//===----------------------------------------------------------------------===//
+// The grid
+//===----------------------------------------------------------------------===//
+
+int64_t HloLoweringState::worldSize() const {
+  int64_t n = 1;
+  for (int64_t s : grid)
+    n *= s;
+  return n;
+}
+
+DenseIntElementsAttr HloLoweringState::replicaGroups(Builder &b, ArrayRef<int16_t> axes) const {
+  std::vector<std::vector<int64_t>> groups = hlo::gridReplicaGroups(grid, axes);
+  // A group of one emits no collective: no list for Neuron to count.
+  std::vector<int16_t> key(axes.begin(), axes.end());
+  if (groups.front().size() > 1 && !llvm::is_contained(groupLists, key))
+    groupLists.push_back(key);
+  std::vector<int64_t> ids;
+  for (const std::vector<int64_t> &g : groups)
+    ids.insert(ids.end(), g.begin(), g.end());
+  auto type = RankedTensorType::get({int64_t(groups.size()), int64_t(groups.front().size())},
+                                    b.getI64Type());
+  return DenseIntElementsAttr::get(type, ArrayRef<int64_t>(ids));
+}
+
+Value HloLoweringState::groupIndex(HloBuilder &b, ArrayRef<int16_t> axes) const {
+  std::vector<int32_t> table;
+  for (int64_t rank = 0, n = worldSize(); rank < n; ++rank)
+    table.push_back(int32_t(hlo::gridGroupIndex(grid, axes, rank)));
+  Value entry = b.dynamicSlice(b.constantI32(table), 0, rank, 1);
+  return b.reshape(entry, {});
+}
+
+Value blockOffset(HloBuilder &b, HloLoweringState &state, int64_t rows,
+                  std::optional<ArrayRef<int16_t>> axes) {
+  if (!axes || axes->empty())
+    return {};
+  Value index = state.groupIndex(b, *axes);
+  return b.mul(index, b.scalar(b.i32(), double(rows)));
+}
+
+VocabIds localVocabIds(HloBuilder &b, HloLoweringState &state, Value ids, int64_t rows,
+                       std::optional<ArrayRef<int16_t>> axes) {
+  Value ids32 = b.convert(ids, b.i32());
+  Value offset = blockOffset(b, state, rows, axes);
+  if (!offset)
+    return {ids32, {}};
+  ArrayRef<int64_t> shape = HloBuilder::shapeOf(ids32);
+  Value local = b.sub(ids32, b.broadcast(offset, shape, {}));
+  Value inside = b.logicalAnd(
+      b.compare(local, b.splatLike(local, 0), hlo::ComparisonDirection::GE),
+      b.compare(local, b.splatLike(local, double(rows)), hlo::ComparisonDirection::LT));
+  return {b.select(inside, local, b.splatLike(local, 0)), inside};
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::optional<hlo::Combiner> combinerOf(shard::ReductionKind kind) {
+  switch (kind) {
+  case shard::ReductionKind::Sum:
+  case shard::ReductionKind::Average:
+    return hlo::Combiner::add;
+  case shard::ReductionKind::Max:
+    return hlo::Combiner::max;
+  case shard::ReductionKind::Min:
+    return hlo::Combiner::min;
+  case shard::ReductionKind::Product:
+    return hlo::Combiner::mul;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// No channel id: the collectives are cross-replica, their groups replica
+/// ids (= global ranks), the one model Neuron's proven emitters use.
+const IntegerAttr kCrossReplica = nullptr;
+
+/// Members of a group along `axes`.
+int64_t groupSize(DenseIntElementsAttr groups) {
+  return cast<ShapedType>(groups.getType()).getDimSize(1);
+}
+
+/// A sum divided by the group size for an average.
+Value averaged(HloBuilder &b, Value v, shard::ReductionKind kind, int64_t n) {
+  return kind == shard::ReductionKind::Average ? b.mulScalar(v, 1.0 / double(n)) : v;
+}
+
+template <typename OpT>
+FailureOr<hlo::Combiner> reductionOf(OpT op) {
+  std::optional<hlo::Combiner> c = combinerOf(op.getReduction());
+  if (!c)
+    return op.emitOpError() << "kiln-lower-to-hlo: reduction '"
+                            << shard::stringifyReductionKind(op.getReduction())
+                            << "' has no HLO combiner (sum, average, max, min, product do)";
+  return *c;
+}
+
+FailureOr<SmallVector<Value>> lower(shard::AllGatherOp op, shard::AllGatherOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  DenseIntElementsAttr groups = state.replicaGroups(b.builder(), op.getGridAxes());
+  if (groupSize(groups) == 1)
+    return one(a.getInput());
+  return one(hlo::AllGatherOp::create(b.builder(), b.location(), op.getType(), a.getInput(),
+                                      op.getGatherAxis().getSExtValue(), groups, kCrossReplica)
+                 .getResult());
+}
+
+/// A reducing collective over `op`'s grid axes: nothing to do on a group of
+/// one, else the collective `make` builds, divided by the group size for an
+/// average.
+template <typename OpT>
+FailureOr<SmallVector<Value>>
+lowerReducing(OpT op, Value input, HloBuilder &b, HloLoweringState &state,
+              llvm::function_ref<Value(hlo::Combiner, DenseIntElementsAttr)> make) {
+  FailureOr<hlo::Combiner> combiner = reductionOf(op);
+  if (failed(combiner))
+    return failure();
+  DenseIntElementsAttr groups = state.replicaGroups(b.builder(), op.getGridAxes());
+  int64_t n = groupSize(groups);
+  if (n == 1)
+    return one(input);
+  return one(averaged(b, make(*combiner, groups), op.getReduction(), n));
+}
+
+FailureOr<SmallVector<Value>> lower(shard::ReduceScatterOp op, shard::ReduceScatterOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  return lowerReducing(op, a.getInput(), b, state,
+                       [&](hlo::Combiner c, DenseIntElementsAttr groups) {
+                         return hlo::ReduceScatterOp::create(
+                                    b.builder(), b.location(), op.getType(), a.getInput(),
+                                    op.getScatterAxis().getSExtValue(), c, groups,
+                                    kCrossReplica)
+                             .getResult();
+                       });
+}
+
+FailureOr<SmallVector<Value>> lower(shard::AllReduceOp op, shard::AllReduceOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  return lowerReducing(op, a.getInput(), b, state,
+                       [&](hlo::Combiner c, DenseIntElementsAttr groups) {
+                         return hlo::AllReduceOp::create(b.builder(), b.location(), op.getType(),
+                                                         a.getInput(), c, groups,
+                                                         kCrossReplica)
+                             .getResult();
+                       });
+}
+
+FailureOr<SmallVector<Value>> lower(shard::AllToAllOp op, shard::AllToAllOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  DenseIntElementsAttr groups = state.replicaGroups(b.builder(), op.getGridAxes());
+  int64_t n = groupSize(groups);
+  if (n == 1)
+    return one(a.getInput());
+  int64_t split = op.getSplitAxis().getSExtValue(), concat = op.getConcatAxis().getSExtValue();
+  auto exchange = [&](Value v, int64_t dim) {
+    return hlo::AllToAllOp::create(b.builder(), b.location(), v.getType(), v, dim, groups,
+                                   kCrossReplica)
+        .getResult();
+  };
+  if (split == concat)
+    return one(exchange(a.getInput(), split));
+  // XLA's instruction splits and concatenates one dimension: as XLA's
+  // builder does, the member blocks of `split` go to a leading dimension,
+  // are exchanged there, and join `concat` (member-major) after.
+  ArrayRef<int64_t> shape = HloBuilder::shapeOf(a.getInput());
+  int64_t rank = int64_t(shape.size());
+  SmallVector<int64_t> blocks(shape);
+  blocks[split] /= n;
+  blocks.insert(blocks.begin() + split, n);
+  SmallVector<int64_t> toFront{split};
+  for (int64_t d = 0; d <= rank; ++d)
+    if (d != split)
+      toFront.push_back(d);
+  Value received = exchange(b.transpose(b.reshape(a.getInput(), blocks), toFront), 0);
+  SmallVector<int64_t> toConcat;
+  for (int64_t d = 1; d <= rank; ++d) {
+    if (d == concat + 1)
+      toConcat.push_back(0);
+    toConcat.push_back(d);
+  }
+  return one(b.reshape(b.transpose(received, toConcat), HloBuilder::shapeOf(op.getResult())));
+}
+
+FailureOr<SmallVector<Value>> lower(shard::AllSliceOp op, shard::AllSliceOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  // Local: this rank's block along the slice axis, at its group index.
+  int64_t dim = op.getSliceAxis().getSExtValue();
+  int64_t size = cast<RankedTensorType>(op.getType()).getDimSize(dim);
+  if (size == HloBuilder::shapeOf(a.getInput())[dim])
+    return one(a.getInput());
+  Value start = b.mul(state.groupIndex(b, op.getGridAxes()), b.scalar(b.i32(), double(size)));
+  return one(b.dynamicSlice(a.getInput(), dim, start, size));
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel calls: NKI kernels as custom calls
+//===----------------------------------------------------------------------===//
+
+llvm::json::Value toJson(Attribute attr) {
+  if (auto s = dyn_cast<StringAttr>(attr))
+    return s.str();
+  if (auto b = dyn_cast<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return i.getInt();
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (isa<UnitAttr>(attr))
+    return true;
+  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
+    llvm::json::Object o;
+    for (NamedAttribute n : d)
+      o[n.getName().str()] = toJson(n.getValue());
+    return std::move(o);
+  }
+  if (auto arr = dyn_cast<ArrayAttr>(attr)) {
+    llvm::json::Array list;
+    for (Attribute e : arr)
+      list.push_back(toJson(e));
+    return std::move(list);
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  attr.print(os);
+  return text;
+}
+
+template <typename OpT>
+FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder &b,
+                                          HloLoweringState &state, bool backward) {
+  std::optional<NeuronKernel> neuron = op.getSpec().neuron();
+  if (!neuron) // refused with a message by checkLowerable
+    return failure();
+  // The options twice: as JSON for readers, as MLIR attribute text so that
+  // Kiln's HLO evaluator runs the kernel's CPU implementation with them.
+  std::string optionsText;
+  llvm::raw_string_ostream(optionsText) << op.getOptions();
+  llvm::json::Object config{{"kernel", backward ? neuron->backward : neuron->forward},
+                            {"kiln_kernel", op.getKernel().str()},
+                            {"kiln_direction", backward ? "backward" : "forward"},
+                            {"kiln_options", optionsText},
+                            {"rule", op.getRule().str()},
+                            {"fqn", op.getFqn().str()},
+                            {"options", toJson(op.getOptions())}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(config));
+  // A call on a block of a split also takes the block's first row, from the
+  // rank parameter (KernelSpec::gridBlock).
+  SmallVector<Value> operands(inputs);
+  if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
+    operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
+  auto call = hlo::CustomCallOp::create(b.builder(), b.location(), op->getResultTypes(), operands,
+                                        neuron->customCallTarget, text, DenseI64ArrayAttr());
+  return SmallVector<Value>(call.getResults());
+}
+
+FailureOr<SmallVector<Value>> lower(KernelOp op, KernelOp::Adaptor a, HloBuilder &b,
+                                    HloLoweringState &state) {
+  return lowerKernel(op, a.getInputs(), b, state, false);
+}
+FailureOr<SmallVector<Value>> lower(KernelBackwardOp op, KernelBackwardOp::Adaptor a,
+                                    HloBuilder &b, HloLoweringState &state) {
+  return lowerKernel(op, a.getInputs(), b, state, true);
+}
+
+} // namespace
+
+void populateCollectivesAndKernelsToHlo(RewritePatternSet &patterns, HloLoweringState &state) {
+  addHloLowering<shard::AllGatherOp>(patterns, state, lower);
+  addHloLowering<shard::ReduceScatterOp>(patterns, state, lower);
+  addHloLowering<shard::AllReduceOp>(patterns, state, lower);
+  addHloLowering<shard::AllSliceOp>(patterns, state, lower);
+  addHloLowering<shard::AllToAllOp>(patterns, state, lower);
+  addHloLowering<KernelOp>(patterns, state, lower);
+  addHloLowering<KernelBackwardOp>(patterns, state, lower);
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The kernel of a kernel call that has no Neuron custom call (CPU only).
+const KernelSpec *cpuOnlyKernel(Operation *op) {
+  const KernelSpec *spec = nullptr;
+  if (auto call = dyn_cast<KernelOp>(op))
+    spec = &call.getSpec();
+  else if (auto call = dyn_cast<KernelBackwardOp>(op))
+    spec = &call.getSpec();
+  return spec && !spec->neuron() ? spec : nullptr;
+}
+
+/// A type the hlo dialect's tensors take (Hlo_Tensor).
+bool isHloTensor(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t)
+    return false;
+  Type e = t.getElementType();
+  return e.isF32() || e.isBF16() || e.isF16() || e.isInteger(1) || e.isSignlessInteger(32) ||
+         e.isSignlessInteger(64) || e.isUnsignedInteger(32);
+}
+
+/// The latest tensor value computed before `op` (the nearest earlier op's
+/// first hlo-tensor result other than `except`), null if none: a point in
+/// the program a barrier can tie what follows to.
+Value latestValueBefore(Operation *op, Value except = Value()) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    for (Value v : prev->getResults())
+      if (isHloTensor(v.getType()) && v != except)
+        return v;
+  return Value();
+}
+
+/// The layer of a recomputed op: its fqn up to the layer index
+/// ("layers.3"), "" without one.
+StringRef layerKey(Operation *op) {
+  auto fqn = op->getAttrOfType<StringAttr>("fqn");
+  if (!fqn || !fqn.getValue().starts_with("layers."))
+    return "";
+  StringRef rest = fqn.getValue().drop_front(7);
+  return fqn.getValue().take_front(7 + rest.find('.'));
+}
+
+/// Puts one hlo.opt_barrier before each layer's recomputation.
+///
+/// kiln-activation-checkpoint clones a layer's ops right before its first
+/// backward op (kiln.recomputed); kiln-partition may put reshards (e.g. a
+/// parameter's all-gather) between the clones, so the recomputation is the
+/// span from a layer's first recomputed op to its last. Its values from
+/// outside the span (saved activations, parameters) go through the barrier,
+/// together with a value the backward has computed by then: the latest one
+/// the ops reading the recomputation read besides it (the cotangent the
+/// layer's backward starts from). Without it, CSE (MLIR's below, XLA's) would merge each clone
+/// with the forward op it copies, and XLA's scheduler could hoist it into
+/// the forward: either way the activations would live through the step.
+///
+/// This runs on the kiln IR, before the conversion: the marks and layer
+/// fqns are on the kiln ops, which the conversion replaces, and the barrier,
+/// an hlo op on plain tensors, is legal as it is (the conversion rewires its
+/// operands to the lowered values).
+void insertRecomputeBarriers(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  llvm::MapVector<StringRef, std::pair<Operation *, Operation *>> spans;
+  for (Operation &op : body.without_terminator())
+    if (isRecomputed(&op)) {
+      auto it = spans.try_emplace(layerKey(&op), &op, &op).first;
+      it->second.second = &op;
+    }
+  for (auto &[layer, span] : spans) {
+    auto [first, last] = span;
+    SmallVector<Operation *> ops;
+    for (Operation *op = first;; op = op->getNextNode()) {
+      ops.push_back(op);
+      if (op == last)
+        break;
+    }
+    llvm::DenseSet<Operation *> inSpan(ops.begin(), ops.end());
+    llvm::SetVector<Value> held;
+    for (Operation *op : ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && (inSpan.contains(def) || def->hasTrait<OpTrait::ConstantLike>()))
+          continue;
+        if (isHloTensor(v.getType()))
+          held.insert(v);
+      }
+    if (held.empty())
+      continue;
+    // The anchor: of the values computed before the span that an op reading
+    // the recomputation also reads, the latest (not an argument or constant).
+    Value anchor;
+    for (Operation *op = last->getNextNode(); op; op = op->getNextNode()) {
+      if (llvm::none_of(op->getOperands(), [&](Value v) {
+            return v.getDefiningOp() && inSpan.contains(v.getDefiningOp());
+          }))
+        continue;
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && !inSpan.contains(def) && def->isBeforeInBlock(first) &&
+            !def->hasTrait<OpTrait::ConstantLike>() && isHloTensor(v.getType()) &&
+            (!anchor || anchor.getDefiningOp()->isBeforeInBlock(def)))
+          anchor = v;
+      }
+    }
+    // Else the op right before the span: the backward runs up to it.
+    if (!anchor)
+      anchor = latestValueBefore(first);
+    if (anchor)
+      held.insert(anchor);
+    OpBuilder b(first);
+    SmallVector<Value> operands = held.takeVector();
+    auto barrier = hlo::OptBarrierOp::create(
+        b, NameLoc::get(b.getStringAttr(layer.empty() ? "recompute" : layer + ".recompute"),
+                        first->getLoc()),
+        ValueRange(operands).getTypes(), operands);
+    for (auto [v, r] : llvm::zip(operands, barrier.getResults()))
+      v.replaceUsesWithIf(r, [&](OpOperand &use) { return inSpan.contains(use.getOwner()); });
+  }
+}
+
+/// The name (HLO metadata op_name) of a re-gather's barrier; a
+/// recomputation's is "<layer>.recompute".
+constexpr StringLiteral kRegatherBarrier = "regather";
+
+/// Puts one hlo.opt_barrier before each re-gather of a value already
+/// all-gathered (FSDP's gather for the backward after resharding after the
+/// forward).
+///
+/// Cross-replica collectives carry no channel id, so two all-gathers of
+/// the same shard over the same groups are identical instructions: CSE
+/// (MLIR's below, XLA's in neuronx-cc) would merge them and keep the whole
+/// parameter live from the forward to the backward, the memory
+/// reshard-after-forward saves. The re-gather reads the shard through a
+/// barrier that also holds the value computed right before it (a point in
+/// the backward), as torch-xla's FSDP does, so it is neither merged nor
+/// hoisted.
+void insertRegatherBarriers(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  llvm::DenseSet<std::pair<Value, Attribute>> gathered;
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    auto gather = dyn_cast<shard::AllGatherOp>(&op);
+    if (!gather)
+      continue;
+    // The same operand over the same axes along the same dimension.
+    Attribute key = ArrayAttr::get(
+        func.getContext(), {gather.getGridAxesAttr(), gather.getGatherAxisAttr()});
+    if (gathered.insert({gather.getInput(), key}).second)
+      continue;
+    SmallVector<Value> held{gather.getInput()};
+    if (Value anchor = latestValueBefore(gather, gather.getInput()))
+      held.push_back(anchor);
+    OpBuilder b(gather);
+    auto barrier = hlo::OptBarrierOp::create(
+        b, NameLoc::get(b.getStringAttr(kRegatherBarrier), gather.getLoc()),
+        ValueRange(held).getTypes(), held);
+    gather.getInputMutable().assign(barrier.getResult(0));
+  }
+}
+
+struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
+  using LowerToHloBase::LowerToHloBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!func) {
+      module.emitError() << "kiln-lower-to-hlo: no function @" << funcName << " to lower";
+      return signalPassFailure();
+    }
+    std::vector<int64_t> grid{1};
+    SmallVector<shard::GridOp> grids(module.getOps<shard::GridOp>());
+    if (!grids.empty())
+      grid.assign(grids.front().getShape().begin(), grids.front().getShape().end());
+    // The rank comes in as the last entry parameter, fed per rank: Neuron's
+    // proven flows pass it so (NxD's SPMDRank) rather than reading replica-id.
+    OpBuilder builder(&getContext());
+    if (failed(func.insertArgument(
+            func.getNumArguments(), RankedTensorType::get({}, builder.getI32Type()),
+            builder.getDictionaryAttr(
+                builder.getNamedAttr(kRankAttr, builder.getStringAttr(kRankParameter))),
+            func.getLoc())))
+      return signalPassFailure();
+    HloLoweringState state(grid, func.getArguments().back());
+
+    RewritePatternSet patterns(&getContext());
+    populateForwardToHlo(patterns, state);
+    populateBackwardToHlo(patterns, state);
+    populateLossAndOptimizerToHlo(patterns, state);
+    populateCollectivesAndKernelsToHlo(patterns, state);
+    populateMoeToHlo(patterns, state);
+    populateExpertDispatchToHlo(patterns, state);
+    if (failed(checkLowerable(func, patterns)))
+      return signalPassFailure();
+    insertRecomputeBarriers(func);
+    insertRegatherBarriers(func);
+
+    ConversionTarget target(getContext());
+    target.addLegalDialect<hlo::HloDialect, func::FuncDialect>();
+    target.addIllegalDialect<KilnDialect, shard::ShardDialect>();
+    if (failed(applyPartialConversion(func, target, std::move(patterns))))
+      return signalPassFailure();
+
+    for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+      if (&op != func.getOperation())
+        op.erase();
+    Builder b(&getContext());
+    module->setAttr("hlo.replica_count", b.getI64IntegerAttr(state.worldSize()));
+    module->setAttr("hlo.distinct_replica_groups",
+                    b.getI64IntegerAttr(int64_t(state.distinctGroupLists())));
+  }
+
+  /// Every op of `func` has a lowering, or an error names the first of each
+  /// kind that does not (with its fqn), and every CPU-only kernel call.
+  LogicalResult checkLowerable(func::FuncOp func, RewritePatternSet &patterns) {
+    llvm::DenseSet<OperationName> lowered;
+    for (const std::unique_ptr<RewritePattern> &p : patterns.getNativePatterns())
+      if (std::optional<OperationName> root = p->getRootKind())
+        lowered.insert(*root);
+    LogicalResult result = success();
+    llvm::DenseSet<OperationName> reported;
+    func.walk([&](Operation *op) {
+      if (isa<func::FuncOp, func::ReturnOp>(op) || isa<hlo::HloDialect>(op->getDialect()))
+        return;
+      auto fqn = op->getAttrOfType<StringAttr>("fqn");
+      StringRef module = fqn ? fqn.getValue() : "?";
+      if (const KernelSpec *spec = cpuOnlyKernel(op)) {
+        op->emitError() << "kiln-lower-to-hlo: kernel '" << spec->name() << "' (rule '"
+                        << op->getAttrOfType<StringAttr>("rule").getValue() << "', fqn '"
+                        << module << "') has no Neuron custom call: it runs on the CPU only";
+        result = failure();
+        return;
+      }
+      if (lowered.contains(op->getName()) || !reported.insert(op->getName()).second)
+        return;
+      op->emitError() << "kiln-lower-to-hlo: no HLO lowering for '" << op->getName()
+                      << "' (fqn '" << module << "') yet";
+      result = failure();
+    });
+    return result;
+  }
+};
+
+} // namespace
+} // namespace kiln

@@ -1,0 +1,608 @@
+//===- Partition.cpp - The per-rank program of an annotated @train_step ---===//
+//
+// Consumes kiln-shard's annotations and rebuilds the function on local
+// shapes. Each op is cloned on operands brought to the sharding its rule
+// needs; where a value's sharding differs from what its consumer needs, the
+// difference becomes explicit `shard` collectives on the grid's axes:
+//   pending sum -> split    reduce_scatter (sum)
+//   pending sum -> whole    all_reduce (sum)
+//   split -> whole          all_gather
+//   whole -> split          all_slice (local, no communication)
+// Ops whose meaning depends on the global shape get it explicitly: a mean
+// over split positions divides by the global count (total_positions), and a
+// norm over split tensors sums squares across ranks before the root.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Recomputed.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <map>
+
+namespace kiln {
+#define GEN_PASS_DEF_PARTITION
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!fn) {
+      module.emitError() << "kiln-partition: no function @" << funcName;
+      return signalPassFailure();
+    }
+    if (reshardAfterForward != "default" && reshardAfterForward != "always" &&
+        reshardAfterForward != "never") {
+      module.emitError() << "kiln-partition: reshard-after-forward must be default, always "
+                            "or never, got '"
+                         << reshardAfterForward << "'";
+      return signalPassFailure();
+    }
+    axisNames = gridAxisNames(module);
+    grid = module.lookupSymbol<shard::GridOp>("grid");
+    bool annotated = fn.getNumArguments() > 0 && fn.getArgAttr(0, kShardingAttr) &&
+                     llvm::all_of(fn.getBody().front().without_terminator(), [](Operation &op) {
+                       return op.hasAttr(kLoopShardingAttr);
+                     });
+    if (axisNames.empty() || !grid || !annotated) {
+      fn.emitError() << "kiln-partition: @" << funcName
+                     << " is not annotated for partitioning (run kiln-shard first; a "
+                        "partitioned program cannot be partitioned again)";
+      return signalPassFailure();
+    }
+    if (failed(partition(fn)))
+      return signalPassFailure();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Shardings of values of the new function
+  //===--------------------------------------------------------------------===//
+
+  FailureOr<Sharding> parse(Operation *where, Attribute attr, Type type) {
+    std::string error;
+    FailureOr<Sharding> s = Sharding::fromAttr(
+        attr ? attr : DictionaryAttr::get(where->getContext()),
+        cast<RankedTensorType>(type).getRank(), axisNames, error);
+    if (failed(s))
+      where->emitError() << "kiln-partition: " << error;
+    return s;
+  }
+
+  /// The local type of a value of global `type` sharded as `s`.
+  FailureOr<RankedTensorType> localType(Operation *where, Type type, const Sharding &s) {
+    auto tensor = cast<RankedTensorType>(type);
+    FailureOr<SmallVector<int64_t>> shape = s.localShape(tensor.getShape(), grid.getShape());
+    if (failed(shape)) {
+      where->emitError() << "kiln-partition: " << tensor << " does not split evenly as "
+                         << s.toAttr(where->getContext(), axisNames);
+      return failure();
+    }
+    return RankedTensorType::get(*shape, tensor.getElementType());
+  }
+
+  /// Brings `v` (sharded as `from`) to sharding `to` with collectives.
+  FailureOr<Value> reshard(OpBuilder &b, Location loc, Value v, Sharding from,
+                           const Sharding &to) {
+    if (from == to)
+      return v;
+    StringRef gridName = grid.getSymName();
+    Type global = globalTypes.lookup(v);
+    Operation *where = b.getBlock()->getParentOp();
+    auto typeFor = [&](const Sharding &s) { return localType(where, global, s); };
+    StringAttr fqn = b.getStringAttr("fsdp.padding");
+    // Whether `v` is pending a sum over every one of `axes`.
+    auto pendingOver = [&](ArrayRef<int16_t> axes) {
+      return llvm::all_of(axes, [&](int16_t a) { return llvm::is_contained(from.partial, a); });
+    };
+    // Reduce-scatters the pending sum over the axes `axes` adds to dimension
+    // d's current split into that split.
+    auto scatterInto = [&](size_t d, const GridAxes &axes) -> LogicalResult {
+      GridAxes extra(axes.begin() + from.dims[d].size(), axes.end());
+      Sharding next = from;
+      next.dims[d] = axes;
+      llvm::erase_if(next.partial, [&](int16_t a) { return llvm::is_contained(extra, a); });
+      FailureOr<RankedTensorType> type = typeFor(next);
+      if (failed(type))
+        return failure();
+      v = shard::ReduceScatterOp::create(
+          b, loc, *type, FlatSymbolRefAttr::get(b.getStringAttr(gridName)),
+          b.getDenseI16ArrayAttr(extra), v,
+          shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
+          b.getIndexAttr(d));
+      from = next;
+      return success();
+    };
+    // Uneven FSDP shards: pad each block of the split over all but the last
+    // wanted axis (the whole dimension, or a tp shard) before the last axis
+    // splits it (or a pending sum is scattered into it). A pending sum is
+    // first scattered into those blocks (a gradient of FSDP over
+    // [dp_shard, ep]: over dp_shard, padded, then over ep).
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      ArrayRef<int16_t> blockAxes = ArrayRef<int16_t>(to.dims[d]).drop_back();
+      ArrayRef<int16_t> have(from.dims[d]);
+      if (!to.padding(d) || from.padding(d) || have.size() >= blockAxes.size() ||
+          blockAxes.take_front(have.size()) != have)
+        continue;
+      if (pendingOver(blockAxes.drop_front(have.size())) &&
+          failed(scatterInto(d, GridAxes(blockAxes))))
+        return failure();
+    }
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      ArrayRef<int16_t> blockAxes = ArrayRef<int16_t>(to.dims[d]).drop_back();
+      if (!to.padding(d) || from.padding(d) || ArrayRef<int16_t>(from.dims[d]) != blockAxes)
+        continue;
+      Sharding next = from;
+      next.paddedTo.resize(to.dims.size(), 0);
+      next.paddedTo[d] = to.padding(d);
+      FailureOr<RankedTensorType> type = typeFor(next);
+      if (failed(type))
+        return failure();
+      v = PadOp::create(b, loc, v, b.getI64IntegerAttr(d),
+                        b.getI64IntegerAttr(type->getDimSize(d)), fqn);
+      from = next;
+    }
+    // Pending sums: scattered into the dimensions that want them, the rest
+    // reduced whole.
+    if (!from.partial.empty()) {
+      for (auto [d, axes] : llvm::enumerate(to.dims)) {
+        // The wanted split extends this dimension's current one (a dp_shard
+        // piece of a tp shard) by axes the value is pending over.
+        ArrayRef<int16_t> want(axes), have(from.dims[d]);
+        if (want.size() <= have.size() || want.take_front(have.size()) != have)
+          continue;
+        if (pendingOver(want.drop_front(have.size())) && failed(scatterInto(d, axes)))
+          return failure();
+      }
+      if (!from.partial.empty()) {
+        v = shard::AllReduceOp::create(b, loc, v, gridName, from.partial,
+                                       shard::ReductionKind::Sum);
+        from.partial.clear();
+      }
+    }
+    // An axis moving from the end of one dimension's split to the end of
+    // another's is one all-to-all (the dispatcher's buffer trading its token
+    // chunks for its expert blocks, and back).
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t src = 0; src < to.dims.size() && !moved; ++src) {
+        if (from.dims[src].empty() || from.padding(src))
+          continue;
+        int16_t axis = from.dims[src].back();
+        if (llvm::is_contained(to.dims[src], axis))
+          continue;
+        for (size_t dst = 0; dst < to.dims.size() && !moved; ++dst) {
+          ArrayRef<int16_t> want(to.dims[dst]), have(from.dims[dst]);
+          if (dst == src || to.padding(dst) || want.size() <= have.size() ||
+              want.take_front(have.size()) != have || want[have.size()] != axis)
+            continue;
+          Sharding next = from;
+          next.dims[src].pop_back();
+          next.dims[dst].push_back(axis);
+          FailureOr<RankedTensorType> type = typeFor(next);
+          if (failed(type))
+            return failure();
+          v = shard::AllToAllOp::create(b, loc, *type, gridName, {axis}, v, APInt(64, dst),
+                                        APInt(64, src));
+          from = next;
+          moved = true;
+        }
+      }
+    }
+    // Gathers first, then slices: an axis moving from one dimension to
+    // another must be gathered off the first before it splits the second.
+    for (auto [d, axes] : llvm::enumerate(to.dims)) {
+      ArrayRef<int16_t> want(axes), have(from.dims[d]);
+      if (have.empty() || (want.size() >= have.size() && want.take_front(have.size()) == have))
+        continue; // nothing to gather: the wanted split extends this one
+      // Gather only the minor axes when the wanted split is a prefix of this
+      // one (FSDP shards of a tensor-parallel shard).
+      GridAxes keep;
+      if (axes.size() < from.dims[d].size() &&
+          llvm::equal(axes, ArrayRef<int16_t>(from.dims[d]).take_front(axes.size())))
+        keep = axes;
+      auto gatherTo = [&](const GridAxes &remaining) -> LogicalResult {
+        GridAxes gathered(from.dims[d].begin() + remaining.size(), from.dims[d].end());
+        Sharding next = from;
+        next.dims[d] = remaining;
+        FailureOr<RankedTensorType> type = typeFor(next);
+        if (failed(type))
+          return failure();
+        v = shard::AllGatherOp::create(b, loc, *type, gridName, gathered, v, APInt(64, d));
+        from = next;
+        return success();
+      };
+      // A padded split is gathered over its last axis first: that leaves
+      // each padded block whole, and the padding is dropped before the
+      // blocks are gathered further (unless the target keeps it).
+      if (from.padding(d) && !to.padding(d)) {
+        GridAxes blockAxes(from.dims[d].begin(), from.dims[d].end() - 1);
+        if (failed(gatherTo(blockAxes)))
+          return failure();
+        int64_t size = cast<RankedTensorType>(global).getDimSize(d) /
+                       gridGroupSize(grid.getShape(), blockAxes);
+        v = NarrowOp::create(b, loc, v, b.getI64IntegerAttr(d), b.getI64IntegerAttr(size), fqn);
+        from.paddedTo[d] = 0;
+      }
+      if (from.dims[d] != keep && failed(gatherTo(keep)))
+        return failure();
+    }
+    for (auto [d, axes] : llvm::enumerate(to.dims)) {
+      if (from.dims[d] == axes)
+        continue;
+      GridAxes more(axes.begin() + from.dims[d].size(), axes.end());
+      Sharding next = from;
+      next.dims[d] = axes;
+      FailureOr<RankedTensorType> type = typeFor(next);
+      if (failed(type))
+        return failure();
+      v = shard::AllSliceOp::create(b, loc, *type, v, gridName, more, int64_t(d));
+      from = next;
+    }
+    return v;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The rewrite
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult partition(func::FuncOp fn) {
+    MLIRContext *context = fn.getContext();
+    Block &old = fn.getBody().front();
+    OpBuilder b(fn);
+
+    // The new signature: local argument and result types.
+    SmallVector<Type> argTypes, resultTypes;
+    SmallVector<Sharding> argShardings, resultShardings;
+    for (BlockArgument arg : old.getArguments()) {
+      FailureOr<Sharding> s = parse(fn, fn.getArgAttr(arg.getArgNumber(), kShardingAttr),
+                                    arg.getType());
+      if (failed(s))
+        return failure();
+      FailureOr<RankedTensorType> type = localType(fn, arg.getType(), *s);
+      if (failed(type))
+        return failure();
+      argShardings.push_back(*s);
+      argTypes.push_back(*type);
+    }
+    for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
+      FailureOr<Sharding> s = parse(fn, fn.getResultAttr(i, kShardingAttr), type);
+      if (failed(s))
+        return failure();
+      FailureOr<RankedTensorType> local = localType(fn, type, *s);
+      if (failed(local))
+        return failure();
+      resultShardings.push_back(*s);
+      resultTypes.push_back(*local);
+    }
+
+    b.setInsertionPoint(fn);
+    auto rank = func::FuncOp::create(b, fn.getLoc(), fn.getName(),
+                                     b.getFunctionType(argTypes, resultTypes));
+    rank.setAllArgAttrs(fn.getAllArgAttrs());
+    rank.setAllResultAttrs(fn.getAllResultAttrs());
+    Block *entry = rank.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+
+    DenseMap<Value, Value> local;       // old value -> new value
+    DenseMap<Value, Sharding> sharding; // new value -> its sharding
+    DenseSet<Value> params;
+    for (BlockArgument arg : old.getArguments())
+      if (fn.getArgAttr(arg.getArgNumber(), kParamAttr))
+        params.insert(arg);
+    for (BlockArgument arg : old.getArguments()) {
+      Value v = entry->getArgument(arg.getArgNumber());
+      local[arg] = v;
+      sharding[v] = argShardings[arg.getArgNumber()];
+      globalTypes[v] = arg.getType();
+    }
+    // Resharded values, reused by later consumers; parameters are gathered
+    // again at each use unless they stay gathered ("never"), or were gathered
+    // for a recomputed op: as FSDP2 does for a checkpointed block, one
+    // gather serves the recomputation and the backward after it.
+    DenseMap<std::pair<Value, Attribute>, Value> cache;
+    bool keepGathered = reshardAfterForward == "never";
+    // A parameter's mixed-precision kiln.cast is cast again at each use,
+    // from the parameter brought to that use, as FSDP2 casts the shard it
+    // all-gathers: one cast gathered once would hold the whole bf16
+    // parameter from the forward to the backward.
+    DenseMap<Value, CastOp> paramCasts; // old cast result -> its cast
+    for (auto castOp : old.getOps<CastOp>())
+      if (params.contains(castOp.getInput()))
+        paramCasts[castOp.getResult()] = castOp;
+
+    auto bring = [&](Value oldValue, const Sharding &want, Location loc,
+                     bool forRecompute = false) -> FailureOr<Value> {
+      Value v = local.lookup(oldValue);
+      CastOp paramCast = paramCasts.lookup(oldValue);
+      if (sharding[v] == want && !paramCast)
+        return v;
+      bool cacheable =
+          keepGathered || !(params.contains(oldValue) || paramCast) || forRecompute;
+      // A parameter's cast stands for the parameter (v) in its own entries.
+      auto key = std::make_pair(paramCast ? oldValue : v,
+                                Attribute(want.toAttr(context, axisNames)));
+      // A parameter is in the cache only if kept gathered or recomputed.
+      if (Value hit = cache.lookup(key))
+        return hit;
+      FailureOr<Value> moved = v;
+      if (!(sharding[v] == want))
+        moved = reshard(b, loc, v, sharding[v], want);
+      if (failed(moved))
+        return failure();
+      if (paramCast)
+        moved = CastOp::create(b, loc, *moved, paramCast.getToAttr(), paramCast.getFqnAttr())
+                    .getResult();
+      sharding[*moved] = want;
+      // Copy before inserting: operator[] may grow the map and move the
+      // entry a reference would point into (found by AddressSanitizer).
+      Type globalType = globalTypes.lookup(v);
+      globalTypes[*moved] = globalType;
+      if (cacheable)
+        cache[key] = *moved;
+      return moved;
+    };
+
+    for (Operation &op : old.without_terminator()) {
+      if (auto castOp = dyn_cast<CastOp>(op); castOp && paramCasts.count(castOp.getResult())) {
+        local[castOp.getResult()] = local.lookup(castOp.getInput()); // cast at each use
+        continue;
+      }
+      ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
+      FailureOr<LoopSharding> loops =
+          loopShardingFromAttr(op.getAttr(kLoopShardingAttr), axisNames);
+      auto visible = op.getAttrOfType<ArrayAttr>(kResultShardingAttr);
+      if (failed(loops) || loops->size() != rule.splittable.size() || !visible ||
+          visible.size() != op.getNumResults())
+        return op.emitOpError() << "kiln-partition: malformed '" << kLoopShardingAttr
+                                << "' / '" << kResultShardingAttr << "' annotation";
+
+      // Operands pending one sum pass through an op linear in them.
+      SmallVector<Sharding> operandShardings;
+      for (Value operand : op.getOperands())
+        operandShardings.push_back(sharding[local.lookup(operand)]);
+      std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
+
+      // A loop split over a padded dimension of an operand (an uneven FSDP
+      // shard) is padded alike everywhere it appears.
+      DenseMap<int64_t, int64_t> loopPadding;
+      for (auto [i, current] : llvm::enumerate(operandShardings)) {
+        for (auto [d, l] : llvm::enumerate(rule.operands[i]))
+          if (l >= 0 && current.padding(d) && current.dims[d] == (*loops)[l])
+            loopPadding[l] = current.padding(d);
+      }
+      auto padded = [&](Sharding s, ArrayRef<int64_t> map) {
+        for (auto [d, l] : llvm::enumerate(map))
+          if (l >= 0 && loopPadding.count(l)) {
+            s.paddedTo.resize(map.size(), 0);
+            s.paddedTo[d] = loopPadding[l];
+          }
+        return s;
+      };
+
+      // Results pending a sum they inherit (from every operand, or from the
+      // one they are linear in, which is then used as it is).
+      SmallVector<std::optional<Sharding>> inherited;
+      for (unsigned r = 0; r < op.getNumResults(); ++r)
+        inherited.push_back(pendingSum ? pendingSum
+                                       : pendingSumFromOperand(rule, *loops, operandShardings, r));
+      auto keptPending = [&](unsigned i) {
+        for (unsigned r = 0; r < op.getNumResults(); ++r)
+          if (inherited[r] && r < rule.pendingSumFrom.size() &&
+              rule.pendingSumFrom[r] == int64_t(i))
+            return true;
+        return false;
+      };
+
+      SmallVector<Value> operands;
+      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+        Sharding want = pendingSum       ? *pendingSum
+                        : keptPending(i) ? operandShardings[i]
+                                         : padded(requiredOperandSharding(rule, *loops, i),
+                                                  rule.operands[i]);
+        FailureOr<Value> v = bring(operand, want, op.getLoc(), isRecomputed(&op));
+        if (failed(v))
+          return failure();
+        operands.push_back(*v);
+      }
+
+      SmallVector<Sharding> produced;
+      SmallVector<Type> types;
+      for (OpResult result : op.getResults()) {
+        unsigned r = result.getResultNumber();
+        Sharding s = inherited[r] ? *inherited[r]
+                                  : padded(producedResultSharding(rule, *loops, r),
+                                           rule.results[r]);
+        FailureOr<RankedTensorType> type = localType(&op, result.getType(), s);
+        if (failed(type))
+          return failure();
+        produced.push_back(s);
+        types.push_back(*type);
+      }
+
+      SmallVector<Value> results;
+      if (failed(emit(b, op, operands, types, *loops, produced, results)))
+        return failure();
+
+      for (auto [i, result] : llvm::enumerate(op.getResults())) {
+        Value v = results[i];
+        sharding[v] = produced[i];
+        globalTypes[v] = result.getType();
+        FailureOr<Sharding> want = parse(&op, visible[i], result.getType());
+        if (failed(want))
+          return failure();
+        FailureOr<Value> seen = reshard(b, op.getLoc(), v, produced[i], *want);
+        if (failed(seen))
+          return failure();
+        sharding[*seen] = *want;
+        globalTypes[*seen] = result.getType();
+        local[result] = *seen;
+      }
+    }
+
+    auto ret = cast<func::ReturnOp>(old.getTerminator());
+    SmallVector<Value> returned;
+    for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
+      FailureOr<Value> v = bring(operand, resultShardings[i], ret.getLoc());
+      if (failed(v))
+        return failure();
+      returned.push_back(*v);
+    }
+    func::ReturnOp::create(b, ret.getLoc(), returned);
+    fn.erase();
+    return success();
+  }
+
+  /// Emits the local form of `op` with `operands`, producing `types`.
+  LogicalResult emit(OpBuilder &b, Operation &op, ValueRange operands, TypeRange types,
+                     const LoopSharding &loops, SmallVectorImpl<Sharding> &produced,
+                     SmallVectorImpl<Value> &results) {
+    bool split = llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
+    ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
+    // A norm over split tensors: local sums of squares, summed across the
+    // ranks that hold different pieces, then the root.
+    if (auto norm = dyn_cast<GlobalNormOp>(op); norm && split) {
+      // Operands split over the same axes share one sum of squares, summed
+      // over those axes only (a tensor replicated over tp counts once).
+      std::map<GridAxes, SmallVector<Value>> groups;
+      for (auto [i, operand] : llvm::enumerate(operands)) {
+        GridAxes axes;
+        for (int64_t l : rule.operands[i])
+          for (int16_t a : loops[l])
+            if (!llvm::is_contained(axes, a))
+              axes.push_back(a);
+        llvm::sort(axes);
+        groups[axes].push_back(operand);
+      }
+      Value total;
+      for (auto &[axes, group] : groups) {
+        Value squares = GlobalNormOp::create(b, op.getLoc(), group, norm.getFqnAttr(),
+                                             b.getUnitAttr());
+        if (!axes.empty())
+          squares = shard::AllReduceOp::create(b, op.getLoc(), squares, grid.getSymName(),
+                                               axes, shard::ReductionKind::Sum);
+        total = total ? AddOp::create(b, op.getLoc(), total, squares, norm.getFqnAttr())
+                            .getResult()
+                      : squares;
+      }
+      results.push_back(SqrtOp::create(b, op.getLoc(), total, norm.getFqnAttr()));
+      produced[0] = Sharding::replicated(0);
+      return success();
+    }
+    if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op)) {
+      const GridAxes &vocab = loops[rule.operands[0].back()];
+      if (!vocab.empty()) {
+        results.push_back(lossParallel(b, op, operands, types[0], vocab));
+        return success();
+      }
+    }
+    Operation *clone = b.clone(op);
+    clone->setOperands(operands);
+    for (auto [result, type] : llvm::zip(clone->getResults(), types))
+      result.setType(type);
+    clone->removeAttr(kLoopShardingAttr);
+    clone->removeAttr(kResultShardingAttr);
+    // A reshape's target shape is the local one.
+    if (auto reshape = dyn_cast<ReshapeOp>(clone))
+      reshape.setShape(cast<RankedTensorType>(types[0]).getShape());
+    // A lookup in (a gradient of) a vocabulary shard: ids held elsewhere
+    // give nothing.
+    if (isa<EmbeddingOp, EmbeddingBackwardOp>(op)) {
+      int64_t v = isa<EmbeddingOp>(op) ? rule.operands[0][0] : rule.results[0][0];
+      if (!loops[v].empty()) {
+        clone->setAttr("vocab_axes", b.getDenseI16ArrayAttr(loops[v]));
+        if (isa<EmbeddingBackwardOp>(op))
+          clone->setAttr("vocab_size",
+                         b.getI64IntegerAttr(cast<RankedTensorType>(types[0]).getDimSize(0)));
+      }
+    }
+    // Experts split over grid axes (expert parallelism): the op runs this
+    // rank's block of them; pairs routed elsewhere give nothing.
+    if (isa<GroupedExpertsOp, GroupedExpertsBackwardOp>(op)) {
+      unsigned w1 = isa<GroupedExpertsOp>(op) ? 3 : 4;
+      const GridAxes &experts = loops[rule.operands[w1][0]];
+      if (!experts.empty()) {
+        clone->setAttr("expert_axes", b.getDenseI16ArrayAttr(experts));
+        clone->setAttr("num_experts",
+                       b.getI64IntegerAttr(
+                           cast<RankedTensorType>(op.getOperand(w1).getType()).getDimSize(0)));
+      }
+    }
+    // The dispatcher's ops on a rank's token chunks.
+    if (isa<ExpertDispatchOp, ExpertCombineOp, ExpertDispatchBackwardOp,
+            ExpertCombineBackwardOp>(op)) {
+      const GridAxes &batch = loops[rule.operands[isa<ExpertCombineBackwardOp>(op) ? 1 : 0][0]];
+      int64_t chunks = op.getAttrOfType<IntegerAttr>("chunks").getInt(),
+              ranks = gridGroupSize(grid.getShape(), batch);
+      if (chunks % ranks)
+        return op.emitOpError() << "kiln-partition: its batch splits over " << ranks
+                                << " ranks, which do not divide its " << chunks
+                                << " token chunks (kiln-expert-dispatch's chunks must be a "
+                                   "multiple of the data-parallel degree)";
+      clone->setAttr("chunks", b.getI64IntegerAttr(chunks / ranks));
+    }
+    // A mean over split positions divides by the global count.
+    if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op) && split) {
+      Value labels = op.getOperand(1);
+      int64_t total = cast<RankedTensorType>(labels.getType()).getNumElements();
+      clone->setAttr("total_positions", b.getI64IntegerAttr(total));
+    }
+    // A kernel call adapts its own options (e.g. the fused loss's count).
+    if (isa<KernelOp, KernelBackwardOp>(op))
+      lookupKernelSpec(op.getAttrOfType<StringAttr>("kernel").getValue())
+          ->localize(clone, &op, split, loops);
+    results.append(clone->result_begin(), clone->result_end());
+    return success();
+  }
+
+  /// Loss parallel: a cross-entropy (or its backward) on logits split on the
+  /// vocabulary over `vocab`, as the vocab_parallel ops around all-reduces of
+  /// the rows' maxima and statistics (KilnVocabParallelOps.td). The
+  /// backward reuses the forward's statistics of the same logits.
+  Value lossParallel(OpBuilder &b, Operation &op, ValueRange operands, Type type,
+                     const GridAxes &vocab) {
+    Location loc = op.getLoc();
+    auto fqn = op.getAttrOfType<StringAttr>("fqn");
+    Value logits = operands[0], labels = operands[1];
+    DenseI16ArrayAttr axes = b.getDenseI16ArrayAttr(vocab);
+    auto [max, stats] = vocabStats.lookup(logits);
+    if (!max) {
+      max = VocabParallelMaxOp::create(b, loc, logits, fqn);
+      max = shard::AllReduceOp::create(b, loc, max, grid.getSymName(), vocab,
+                                       shard::ReductionKind::Max);
+      stats = VocabParallelStatsOp::create(b, loc, logits, max, labels, axes, fqn);
+      stats = shard::AllReduceOp::create(b, loc, stats, grid.getSymName(), vocab,
+                                         shard::ReductionKind::Sum);
+      vocabStats[logits] = {max, stats};
+    }
+    int64_t positions = cast<RankedTensorType>(op.getOperand(1).getType()).getNumElements();
+    IntegerAttr total = b.getI64IntegerAttr(positions);
+    if (isa<CrossEntropyOp>(op))
+      return VocabParallelLossOp::create(b, loc, max, stats, fqn, total);
+    return VocabParallelLossBackwardOp::create(b, loc, type, logits, labels, operands[2], max,
+                                               stats, axes, fqn, total);
+  }
+
+  SmallVector<std::string> axisNames;
+  shard::GridOp grid;
+  DenseMap<Value, Type> globalTypes;
+  /// Per vocabulary-split logits value: its rows' global maxima and summed
+  /// statistics.
+  DenseMap<Value, std::pair<Value, Value>> vocabStats;
+};
+
+} // namespace

@@ -1,0 +1,517 @@
+//===- Shard.cpp - Decide how every value of @train_step is split ---------===//
+//
+// From the parallel layout, annotates the training step completely: the
+// storage sharding of every argument and result (kiln.sharding), and for
+// every op the grid axes of each of its loops (kiln.loops, from the op's
+// ShardingRule) and the sharding its consumers see (kiln.shardings).
+//
+// Data parallelism (FSDP2 over dp_shard, replicas over dp_replicate):
+//  * data inputs are split on their batch dimension over both axes;
+//  * parameters and their AdamW moments are stored split on dim 0 over
+//    dp_shard; compute ops read parameters whole (kiln-partition gathers
+//    them), the update writes them in their storage layout;
+//  * a loop follows the first operand that splits it, so activations stay
+//    batch-split and reductions over the batch become partial sums;
+//  * a partial sum is resolved into the layout its in-place consumer (the
+//    AdamW of its parameter) needs, so every other reader (the gradient
+//    norm) sees the gradient shards, as FSDP2 reduce-scatters them.
+// Expert parallelism (ep, borrowed from dp_shard as torchtitan does): the
+// grid splits dp_shard into [dp_shard / ep, ep]; non-expert parameters stay
+// FSDP-sharded over both, batch inputs are split over both. Stacked expert
+// weights are split on their expert dimension over ep for compute (never
+// gathered over it) and FSDP-sharded over the rest of dp_shard. A grouped
+// experts op then splits its expert loop over ep: its tokens are gathered
+// over ep (an axis cannot split both the tokens and the experts they are
+// summed over) and its output is a partial sum over ep, reduce-scattered
+// back onto the tokens' ranks: the all-gather token dispatcher, static in
+// shape and exact (Neuron's expert parallelism exchanges tokens this way).
+// Tensor parallelism (tp): parameters whose
+// module matches a `tp-plan` glob are split colwise (weight dim 0, the
+// output features) or rowwise (dim 1, the input features) over tp; compute
+// follows them, so a colwise linear's output is split on its features, the
+// heads after it too, and a rowwise linear's output is a partial sum over
+// tp, all-reduced before the residual add. With sequence parallelism the
+// residual stream is split on its sequence over tp from the embedding on:
+// colwise linears all-gather it, rowwise outputs reduce-scatter into it.
+// The sharded program is the differentiated one (@train_step): collectives
+// need no VJPs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/ParameterUses.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/GlobPattern.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_SHARD
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+constexpr int16_t kDpReplicate = 0, kDpShard = 1;
+
+struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
+  using ShardBase::ShardBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!gridAxisNames(module).empty()) {
+      module.emitError() << "kiln-shard: the module is already sharded (it has '"
+                         << kGridAxesAttr << "')";
+      return signalPassFailure();
+    }
+    if (dpReplicate < 1 || dpShard < 1 || tp < 1 || ep < 1) {
+      module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp and ep must be >= 1";
+      return signalPassFailure();
+    }
+    if (dpShard % ep) {
+      module.emitError() << "kiln-shard: ep=" << int64_t(ep) << " must divide dp-shard="
+                         << int64_t(dpShard) << " (expert parallelism borrows dp_shard's ranks)";
+      return signalPassFailure();
+    }
+    SmallVector<StringRef> names = {"dp_replicate", "dp_shard", "tp"};
+    gridShape = {dpReplicate, dpShard, tp};
+    if (ep > 1) {
+      names = {"dp_replicate", "dp_shard", "ep", "tp"};
+      gridShape = {dpReplicate, dpShard / ep, ep, tp};
+      kEp = 2;
+      kTp = 3;
+    }
+    if (failed(parsePlan(module)))
+      return signalPassFailure();
+    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!fn) {
+      module.emitError() << "kiln-shard: no function @" << funcName;
+      return signalPassFailure();
+    }
+    FailureOr<Layout> layout = layoutOf(fn);
+    if (failed(layout))
+      return signalPassFailure();
+
+    OpBuilder b(module.getBodyRegion());
+    shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
+                          b.getDenseI64ArrayAttr(gridShape));
+    SmallVector<Attribute> nameAttrs;
+    for (StringRef name : names)
+      nameAttrs.push_back(b.getStringAttr(name));
+    module->setAttr(kGridAxesAttr, b.getArrayAttr(nameAttrs));
+    axisNames = gridAxisNames(module);
+
+    if (failed(annotate(fn, *layout)))
+      return signalPassFailure();
+  }
+
+  enum class Style { Replicated, Colwise, Rowwise };
+  struct PlanEntry {
+    std::string text; ///< the glob; the pattern below refers to its bytes
+    Style style;
+    std::optional<llvm::GlobPattern> glob;
+    bool used = false;
+  };
+  std::vector<PlanEntry> plan;
+
+  LogicalResult parsePlan(ModuleOp module) {
+    for (const std::string &entry : tpPlan) {
+      size_t eq = entry.rfind('=');
+      std::string style = eq == std::string::npos ? "" : entry.substr(eq + 1);
+      if (style != "colwise" && style != "rowwise")
+        return module.emitError() << "kiln-shard: tp-plan entry '" << entry
+                                  << "' must be <module glob>=colwise or =rowwise";
+      plan.push_back({entry.substr(0, eq), style == "colwise" ? Style::Colwise : Style::Rowwise,
+                      std::nullopt});
+    }
+    for (PlanEntry &entry : plan) { // the texts no longer move
+      auto pattern = llvm::GlobPattern::create(entry.text);
+      if (!pattern) {
+        std::string message = llvm::toString(pattern.takeError());
+        return module.emitError() << "kiln-shard: tp-plan glob '" << entry.text
+                                  << "': " << message;
+      }
+      entry.glob = std::move(*pattern);
+    }
+    return success();
+  }
+
+  /// The tensor-parallel style of a parameter: that of the first plan entry
+  /// matching its path (kiln::parameterPath).
+  Style styleOf(Value param) {
+    if (tp == 1)
+      return Style::Replicated;
+    std::string module = parameterPath(param);
+    for (PlanEntry &entry : plan)
+      if (entry.glob->match(module)) {
+        entry.used = true;
+        return entry.style;
+      }
+    return Style::Replicated;
+  }
+
+  /// The axes of `axes` whose size is above 1 (splitting over 1 is a no-op;
+  /// a negative axis is absent from the grid).
+  GridAxes nonTrivial(std::initializer_list<int16_t> axes) {
+    GridAxes out;
+    for (int16_t a : axes)
+      if (a >= 0 && gridShape[a] > 1)
+        out.push_back(a);
+    return out;
+  }
+  /// The ranks in a group over `axes`.
+  int64_t degree(ArrayRef<int16_t> axes) { return gridGroupSize(gridShape, axes); }
+
+  /// A stack of experts' weights that can split its experts: a weight
+  /// operand (w1, w3, w2: the last three) of a grouped experts op, or of a
+  /// kernel call in its place whose rule lets the expert loop split.
+  static bool isExpertStack(Value param) {
+    return llvm::any_of(parameterUses(param), [](OpOperand *use) {
+      Operation *user = use->getOwner();
+      auto call = dyn_cast<KernelOp>(user);
+      bool experts = isa<GroupedExpertsOp>(user) ||
+                     (call && call.getTarget() == GroupedExpertsOp::getOperationName());
+      if (!experts || use->getOperandNumber() + 3 < user->getNumOperands())
+        return false;
+      ShardingRule rule = cast<ShardingRuleOpInterface>(user).getShardingRule();
+      return rule.splittable[rule.operands[use->getOperandNumber()][0]];
+    });
+  }
+
+  /// A parameter and the arguments stored as it is (its AdamW moments in a
+  /// training step), each with the result that returns it updated.
+  struct StoredParam {
+    std::string key;
+    unsigned arg;
+    SmallVector<std::pair<unsigned, std::optional<unsigned>>> stored;
+  };
+  struct Layout {
+    SmallVector<StoredParam> params;
+    SmallVector<Signature::Slot> inputs;
+  };
+
+  /// The parameters and inputs of a training step, or of a forward-only
+  /// function such as @loss (its parameters then stored alone, as in the
+  /// step, so both read the same per-rank slices).
+  FailureOr<Layout> layoutOf(func::FuncOp fn) {
+    FailureOr<Signature> base = Signature::get(fn);
+    if (failed(base))
+      return failure();
+    Layout layout;
+    layout.inputs.assign(base->inputs().begin(), base->inputs().end());
+    if (base->state().empty()) {
+      for (const Signature::Slot &p : base->params())
+        layout.params.push_back({p.name, p.index, {{p.index, std::nullopt}}});
+      return layout;
+    }
+    FailureOr<TrainStepSignature> sig = TrainStepSignature::get(fn);
+    if (failed(sig))
+      return failure();
+    for (const TrainStepSignature::Param &p : sig->params)
+      layout.params.push_back(
+          {p.key, p.arg, {{p.arg, p.result}, {p.expAvgArg, p.expAvgResult},
+                          {p.expAvgSqArg, p.expAvgSqResult}}});
+    return layout;
+  }
+
+  LogicalResult annotate(func::FuncOp fn, const Layout &sig) {
+    MLIRContext *context = fn.getContext();
+    Block &body = fn.getBody().front();
+    auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
+
+    // Storage of every argument, and how compute ops read each parameter:
+    // its tensor-parallel layout (colwise: the output features over tp,
+    // rowwise: the input features),
+    // with FSDP splitting dim 0 of that further over dp_shard.
+    DenseMap<Value, Sharding> storage, visible, compute;
+    for (BlockArgument arg : body.getArguments())
+      storage[arg] = Sharding::replicated(rankOf(arg));
+    GridAxes fsdp = nonTrivial({kDpShard, kEp}),
+             batch = nonTrivial({kDpReplicate, kDpShard, kEp}), tpAxes = nonTrivial({kTp}),
+             epAxes = nonTrivial({kEp}), expertFsdp = nonTrivial({kDpShard});
+    for (const StoredParam &p : sig.params) {
+      Value param = body.getArgument(p.arg);
+      Sharding tpLayout = Sharding::replicated(rankOf(param));
+      Style style = styleOf(param);
+      if (style != Style::Replicated) {
+        // The last two dimensions are [out, in]; a stack of experts' weights
+        // has its expert dimension in front of them. An embedding table
+        // [vocab, dim] splits as torchtitan splits nn.Embedding: rowwise on
+        // the vocabulary, colwise on the features.
+        bool table = llvm::any_of(parameterUses(param), [](OpOperand *use) {
+          auto embedding = dyn_cast<EmbeddingOp>(use->getOwner());
+          return embedding && use->getOperandNumber() ==
+                                  embedding.getTableMutable().getOperandNumber();
+        });
+        int64_t dim = rankOf(param) - (style == Style::Colwise ? 2 : 1);
+        if (table)
+          dim = style == Style::Colwise ? 1 : 0;
+        if (dim < 0 ||
+            cast<RankedTensorType>(param.getType()).getDimSize(dim) % tp)
+          return fn.emitError() << "kiln-shard: parameter '" << p.key << "' cannot be split "
+                                << (style == Style::Colwise ? "colwise" : "rowwise")
+                                << " over tp=" << int64_t(tp);
+        tpLayout.dims[dim] = tpAxes;
+      }
+      bool experts = !epAxes.empty() && isExpertStack(param);
+      if (experts) {
+        if (cast<RankedTensorType>(param.getType()).getDimSize(0) % ep)
+          return fn.emitError() << "kiln-shard: expert stack '" << p.key
+                                << "' cannot split its experts over ep=" << int64_t(ep);
+        tpLayout.dims[0] = epAxes;
+      }
+      compute[param] = tpLayout;
+      const GridAxes &shardAxes = experts ? expertFsdp : fsdp;
+      for (auto [index, result] : p.stored) {
+        Value arg = body.getArgument(index);
+        storage[arg] = tpLayout;
+        if (rankOf(arg) == 0)
+          continue;
+        int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
+        int64_t tpDim0 = degree(tpLayout.dims[0]), shards = degree(shardAxes);
+        if (!shardAxes.empty() && (dim0 / tpDim0) % shards) {
+          // Uneven shards: FSDP2 pads dim 0 (of each tp or ep shard) to a
+          // multiple of the degree. A padded split pads each block of its
+          // axes but the last: FSDP over [dp_shard, ep] pads each dp_shard
+          // block to a multiple of ep, so it must divide over dp_shard.
+          int64_t last = degree(ArrayRef<int16_t>(shardAxes).take_back());
+          int64_t outer = shards / last, block = dim0 / tpDim0;
+          if (block % outer)
+            return fn.emitError()
+                   << "kiln-shard: parameter '" << p.key << "' has " << block << " rows"
+                   << (tpDim0 > 1 ? " per tp shard" : "") << ", not divisible by the "
+                   << outer << " ranks of dp_shard outside its expert-parallel group";
+          int64_t inner = block / outer;
+          storage[arg].paddedTo.assign(rankOf(arg), 0);
+          storage[arg].paddedTo[0] = tpDim0 * outer * ((inner + last - 1) / last * last);
+        }
+        storage[arg].dims[0].append(shardAxes.begin(), shardAxes.end());
+      }
+    }
+    for (PlanEntry &entry : plan)
+      if (!entry.used && tp > 1)
+        return fn.emitError() << "kiln-shard: tp-plan entry '" << entry.text
+                              << "' matches no parameter's module";
+    for (const Signature::Slot &input : sig.inputs) {
+      Value arg = body.getArgument(input.index);
+      int64_t rows = cast<RankedTensorType>(arg.getType()).getDimSize(0);
+      if (rows % (dpReplicate * dpShard))
+        return fn.emitError() << "kiln-shard: input '" << input.name << "' has " << rows
+                              << " rows, not divisible by the data-parallel degree "
+                              << int64_t(dpReplicate) * int64_t(dpShard);
+      storage[arg].dims[0] = batch;
+    }
+    for (BlockArgument arg : body.getArguments())
+      fn.setArgAttr(arg.getArgNumber(), kShardingAttr,
+                    storage[arg].toAttr(context, axisNames));
+
+    // Compute ops read parameters in their tensor-parallel layout (gathered
+    // over dp_shard); other arguments as stored.
+    DenseSet<Value> params;
+    for (const StoredParam &p : sig.params)
+      params.insert(body.getArgument(p.arg));
+    for (BlockArgument arg : body.getArguments())
+      visible[arg] = params.contains(arg) ? compute[arg] : storage[arg];
+
+    // Partial gradients resolve into the layout their update needs.
+    DenseMap<Value, Sharding> target;
+    for (auto adamw : body.getOps<AdamWOp>())
+      target[adamw.getGrad()] = storage.lookup(adamw.getParam());
+    // Sequence parallelism: the residual stream, from the token embedding
+    // on, is split on its sequence dimension over tp; norms and residual
+    // adds follow it, colwise linears gather it, rowwise ones scatter into it.
+    if (sequenceParallel && tp > 1)
+      for (auto embedding : body.getOps<EmbeddingOp>()) {
+        if (!isa<BlockArgument>(embedding.getIds()) || rankOf(embedding.getResult()) != 3)
+          continue;
+        Sharding s = Sharding::replicated(3);
+        s.dims[0] = batch;
+        s.dims[1] = tpAxes;
+        target[embedding.getResult()] = s;
+      }
+
+    // The layouts wanted of values: the chosen ones, and through sums of
+    // partials (a tied embedding's two gradients) to their operands.
+    DenseMap<Value, Sharding> wanted = target;
+    for (Operation &op : llvm::reverse(body.without_terminator())) {
+      auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!ruled || op.getNumResults() != 1 || !ruled.getShardingRule().sumsPartials)
+        continue;
+      if (auto it = wanted.find(op.getResult(0)); it != wanted.end()) {
+        Sharding s = it->second;
+        for (Value operand : op.getOperands())
+          wanted.try_emplace(operand, s);
+      }
+    }
+
+    for (Operation &op : body.without_terminator()) {
+      auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!ruled)
+        return op.emitOpError() << "has no sharding rule; kiln-shard cannot place it";
+      ShardingRule rule = ruled.getShardingRule();
+      auto tied = dyn_cast<TiedOperandOpInterface>(op);
+      LoopSharding loops(rule.splittable.size());
+      // An axis may split only one loop of any one tensor, and a result
+      // cannot be split over an axis it is pending a sum over (a split
+      // dimension and a reduction loop on one axis); reduction loops may
+      // share an axis (they sum together).
+      auto usesAxis = [&](ArrayRef<int64_t> map, int64_t except, const GridAxes &axes) {
+        return llvm::any_of(map, [&](int64_t other) {
+          return other >= 0 && other != except && llvm::any_of(axes, [&](int16_t a) {
+                   return llvm::is_contained(loops[other], a);
+                 });
+        });
+      };
+      auto clashes = [&](int64_t l, const GridAxes &axes) {
+        for (const SmallVector<int64_t> &map : rule.operands)
+          if (llvm::is_contained(map, l) && usesAxis(map, l, axes))
+            return true;
+        for (auto [r, map] : llvm::enumerate(rule.results)) {
+          ArrayRef<int64_t> reduced =
+              r < rule.reductions.size() ? ArrayRef<int64_t>(rule.reductions[r]) : ArrayRef<int64_t>();
+          if (llvm::is_contained(map, l) && (usesAxis(map, l, axes) || usesAxis(reduced, l, axes)))
+            return true;
+          if (llvm::is_contained(reduced, l) && usesAxis(map, l, axes))
+            return true;
+        }
+        return false;
+      };
+      // A result with a wanted layout (a gradient, stored as its parameter)
+      // takes its tensor-parallel split before the operands' splits are
+      // placed: those are gathered instead, as Megatron and torchtitan do
+      // (a rowwise weight's gradient from the gathered sequence-parallel
+      // output gradient and the local input features; the vocabulary-
+      // parallel embedding's gradient on the rank's rows). A loop that only
+      // a result follows (a scatter's destination) then also takes the
+      // wanted data-parallel axes where nothing clashes (FSDP2
+      // reduce-scatters gradients, so they mostly clash).
+      auto followWanted = [&](bool tensorParallelOnly) {
+        for (auto [r, map] : llvm::enumerate(rule.results)) {
+          auto it = wanted.find(op.getResult(r));
+          if (it == wanted.end())
+            continue;
+          for (auto [d, l] : llvm::enumerate(map)) {
+            if (l < 0 || !rule.splittable[l] ||
+                (!tensorParallelOnly &&
+                 llvm::any_of(rule.operands,
+                              [&](ArrayRef<int64_t> m) { return llvm::is_contained(m, l); })))
+              continue;
+            ArrayRef<int16_t> want(it->second.dims[d]);
+            if (want.take_front(loops[l].size()) != ArrayRef<int16_t>(loops[l]))
+              continue;
+            GridAxes axes = loops[l];
+            for (int16_t a : want.drop_front(loops[l].size())) {
+              GridAxes more = axes;
+              more.push_back(a);
+              if ((tensorParallelOnly && a != kTp) || clashes(l, more))
+                break;
+              axes = more;
+            }
+            loops[l] = axes;
+          }
+        }
+      };
+      // Parameters first: a weight's tensor-parallel split wins over an
+      // activation's, which is then gathered (sequence parallelism's
+      // all-gather before a colwise linear); then the wanted layouts of the
+      // results, then the other operands, those pending a sum last (a sum is
+      // scattered into the layout of a resolved operand rather than both
+      // gathered: the experts' input gradient under expert parallelism
+      // joins the router's on the tokens' ranks).
+      auto followOperands = [&](bool ofParams, bool pending = false) {
+        for (unsigned i = 0; i < op.getNumOperands(); ++i) {
+          Value operand = op.getOperand(i);
+          if (params.contains(operand) != ofParams ||
+              (!ofParams && visible[operand].partial.empty() == pending))
+            continue;
+          // An op writing a parameter in place works on its storage.
+          bool inPlace = tied && ofParams && i == *tied.getTiedOperand(0);
+          const Sharding &s = inPlace ? storage[operand] : visible[operand];
+          for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
+            if (l < 0 || s.dims[d].empty() || !rule.splittable[l] || !loops[l].empty())
+              continue;
+            // The longest leading part of the operand's split that clashes
+            // with nothing; the operand is gathered over the rest (tokens
+            // over ep, for experts split over ep).
+            GridAxes axes = s.dims[d];
+            while (!axes.empty() && clashes(l, axes))
+              axes.pop_back();
+            loops[l] = axes;
+          }
+        }
+      };
+      followOperands(/*ofParams=*/true);
+      followWanted(/*tensorParallelOnly=*/true);
+      followOperands(/*ofParams=*/false);
+      followOperands(/*ofParams=*/false, /*pending=*/true);
+      followWanted(/*tensorParallelOnly=*/false);
+      // Operands pending one sum, into an op linear in them: the sum stays
+      // pending (no loop is split; kiln-partition clones the op as is).
+      SmallVector<Sharding> operandShardings;
+      for (Value operand : op.getOperands())
+        operandShardings.push_back(visible[operand]);
+      std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
+      if (pendingSum)
+        loops.assign(rule.splittable.size(), GridAxes());
+      SmallVector<Attribute> results;
+      for (OpResult result : op.getResults()) {
+        unsigned r = result.getResultNumber();
+        std::optional<Sharding> inherited =
+            pendingSum ? pendingSum : pendingSumFromOperand(rule, loops, operandShardings, r);
+        Sharding s = inherited ? *inherited : producedResultSharding(rule, loops, r);
+        // A layout chosen for the value (a gradient's update layout, the SP
+        // stream) wins; otherwise a pending sum is resolved where it stands,
+        // its splits kept, unless only sums of partials read it.
+        if (auto it = target.find(result); it != target.end()) {
+          s = it->second;
+        } else if (!s.partial.empty()) {
+          // A single reader resolves the sum itself, into the layout its
+          // loops need (a reduce-scatter into a sequence-parallel norm's
+          // shards rather than an all-reduce); several readers share one
+          // resolution here.
+          bool onlySums = llvm::all_of(result.getUsers(), [](Operation *user) {
+            auto r = dyn_cast<ShardingRuleOpInterface>(user);
+            return r && r.getShardingRule().sumsPartials;
+          });
+          bool oneReader = result.hasOneUse() &&
+                           isa<ShardingRuleOpInterface>(*result.getUsers().begin());
+          if ((!onlySums && !oneReader) || result.use_empty())
+            s.partial.clear();
+        }
+        visible[result] = s;
+        results.push_back(s.toAttr(context, axisNames));
+      }
+      // A parameter's mixed-precision cast is read as the parameter is: its
+      // tensor-parallel split wins over activations' (kiln-partition casts
+      // it again at each use).
+      if (auto castOp = dyn_cast<CastOp>(op); castOp && params.contains(castOp.getInput()))
+        params.insert(castOp.getResult());
+      op.setAttr(kLoopShardingAttr, loopShardingToAttr(context, loops, axisNames));
+      op.setAttr(kResultShardingAttr, ArrayAttr::get(context, results));
+    }
+
+    // Results: updated state as stored, outputs whole.
+    for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+      fn.setResultAttr(i, kShardingAttr,
+                       Sharding::replicated(cast<RankedTensorType>(fn.getResultTypes()[i]).getRank())
+                           .toAttr(context, axisNames));
+    for (const StoredParam &p : sig.params)
+      for (auto [arg, result] : p.stored)
+        if (result)
+          fn.setResultAttr(*result, kShardingAttr,
+                           storage[body.getArgument(arg)].toAttr(context, axisNames));
+    return success();
+  }
+
+  SmallVector<std::string> axisNames;
+  SmallVector<int64_t> gridShape;
+  int16_t kEp = -1, kTp = 2; ///< grid axes (no ep axis without expert parallelism)
+};
+
+} // namespace
