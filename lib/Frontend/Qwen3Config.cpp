@@ -1,6 +1,7 @@
 //===- Qwen3Config.cpp - Qwen3 model hyper-parameters ---------------------===//
 
 #include "kiln/Frontend/Qwen3Config.h"
+#include "HfConfigFields.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
@@ -187,7 +188,7 @@ std::string Qwen3Config::toHfConfigJson() const {
 namespace {
 /// config.json settings that change the model Kiln would build: refused by
 /// name rather than silently giving the plain Qwen3's numbers.
-void rejectUnsupported(const JsonObject &config, bool llama) {
+void rejectUnsupported(const JsonObject &config) {
   const nlohmann::json &j = config.json();
   auto unsupported = [&](const char *field, const std::string &why) {
     fail("{}: '{}' = {} is not supported: {}", config.source(), field,
@@ -197,8 +198,6 @@ void rejectUnsupported(const JsonObject &config, bool llama) {
     unsupported("attention_bias", "Kiln's attention projections have no bias (false)");
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     unsupported("hidden_act", "Kiln's MLPs are SwiGLU (\"silu\")");
-  if (!llama && j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    unsupported("rope_scaling", "Kiln implements plain RoPE (null) for Qwen3");
   if (j.contains("mlp_bias") && j["mlp_bias"] != false)
     unsupported("mlp_bias", "Kiln's MLP projections have no bias (false)");
   if (j.contains("pretraining_tp") && j["pretraining_tp"] != 1)
@@ -208,46 +207,6 @@ void rejectUnsupported(const JsonObject &config, bool llama) {
   if (j.contains("attention_dropout") &&
       !(j["attention_dropout"].is_number() && j["attention_dropout"].get<double>() == 0))
     unsupported("attention_dropout", "Kiln trains without dropout (0.0)");
-}
-/// A Llama config's `rope_scaling`: null, or Llama 3's (rope_type "llama3";
-/// older files say "type").
-Llama3RopeScaling readLlama3RopeScaling(const JsonObject &config) {
-  const nlohmann::json &j = config.json();
-  Llama3RopeScaling s;
-  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null())
-    return s;
-  const nlohmann::json &r = j["rope_scaling"];
-  auto field = [&](const char *name) -> const nlohmann::json & {
-    if (!r.is_object() || !r.contains(name))
-      fail("{}: 'rope_scaling' must be null or an object with '{}'", config.source(), name);
-    return r[name];
-  };
-  const nlohmann::json &type = r.is_object() && r.contains("rope_type") ? r["rope_type"]
-                                                                        : field("type");
-  if (type != "llama3")
-    fail("{}: 'rope_scaling.rope_type' = {} is not supported: Kiln implements \"llama3\" "
-         "scaling (or null)",
-         config.source(), briefJson(type));
-  auto positive = [&](const char *name) {
-    const nlohmann::json &v = field(name);
-    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-      fail("{}: 'rope_scaling.{}' must be a finite positive number, got {}", config.source(),
-           name, briefJson(v));
-    return v.get<double>();
-  };
-  s.factor = positive("factor");
-  s.lowFreqFactor = positive("low_freq_factor");
-  s.highFreqFactor = positive("high_freq_factor");
-  const nlohmann::json &original = field("original_max_position_embeddings");
-  if (!original.is_number_integer() || original.get<int64_t>() <= 0)
-    fail("{}: 'rope_scaling.original_max_position_embeddings' must be a positive integer, "
-         "got {}",
-         config.source(), briefJson(original));
-  s.originalMaxPositionEmbeddings = original.get<int64_t>();
-  if (!(s.highFreqFactor > s.lowFreqFactor))
-    fail("{}: 'rope_scaling.high_freq_factor' ({}) must exceed 'low_freq_factor' ({})",
-         config.source(), s.highFreqFactor, s.lowFreqFactor);
-  return s;
 }
 } // namespace
 
@@ -259,7 +218,7 @@ Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &
          source, modelType);
   Qwen3Config c;
   c.llama = modelType == "llama";
-  rejectUnsupported(config, c.llama);
+  rejectUnsupported(config);
   c.name = source;
   c.hiddenSize = config.getInt("hidden_size");
   c.numLayers = config.getInt("num_hidden_layers");
@@ -278,11 +237,13 @@ Qwen3Config Qwen3Config::fromHfJson(const std::string &text, const std::string &
   c.intermediateSize = config.getInt("intermediate_size");
   c.vocabSize = config.getInt("vocab_size");
   c.rmsNormEps = config.getNumber("rms_norm_eps");
-  c.ropeTheta = config.getNumber("rope_theta");
+  RopeParameters rope = readRopeParameters(config, c.llama);
+  c.ropeTheta = rope.theta;
   c.tieWordEmbeddings = config.getBool("tie_word_embeddings");
   c.maxPositionEmbeddings = config.getInt("max_position_embeddings");
-  if (c.llama)
-    c.ropeScaling = readLlama3RopeScaling(config);
+  c.ropeScaling = rope.scaling;
+  checkLayerTypes(config, c.numLayers);
+  checkDtypeFields(config);
   if (modelType == "qwen3_moe") {
     c.numExperts = config.getInt("num_experts");
     c.numExpertsPerTok = config.getInt("num_experts_per_tok");

@@ -397,6 +397,7 @@ Checkpoint Checkpoint::open(const std::string &path) {
     fail("{}: {}", path, std::strerror(ENOENT));
   if (S_ISREG(st.st_mode)) {
     addAll(path);
+    ckpt.readFusedExperts();
     return ckpt;
   }
   if (!S_ISDIR(st.st_mode))
@@ -416,31 +417,54 @@ Checkpoint Checkpoint::open(const std::string &path) {
              indexPath, name, shard->path());
       ckpt.byName_[name] = shard;
     }
+    ckpt.readFusedExperts();
     return ckpt;
   }
   if (statPath(singlePath, ignored)) {
     addAll(singlePath);
+    ckpt.readFusedExperts();
     return ckpt;
   }
   fail("{}: no model.safetensors or model.safetensors.index.json", path);
+}
+
+void Checkpoint::readFusedExperts() {
+  std::vector<std::string> stored;
+  for (const auto &kv : byName_)
+    stored.push_back(kv.first);
+  fusedMembers_ = fusedExpertMembers(
+      stored, [&](const std::string &name) { return byName_.at(name)->get(name); }, path_);
+  for (const auto &[member, location] : fusedMembers_) {
+    auto it = byName_.find(location.fusedName);
+    if (it == byName_.end())
+      continue; // moved already, for an earlier member
+    fused_.insert(*it);
+    byName_.erase(it);
+  }
 }
 
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   for (const auto &kv : byName_)
     out.push_back(kv.first);
+  for (const auto &kv : fusedMembers_)
+    out.push_back(kv.first);
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 bool Checkpoint::contains(const std::string &name) const {
-  return byName_.count(name) != 0;
+  return byName_.count(name) != 0 || fusedMembers_.count(name) != 0;
 }
 
 Tensor Checkpoint::get(const std::string &name) const {
-  auto it = byName_.find(name);
-  if (it == byName_.end())
+  if (auto it = byName_.find(name); it != byName_.end())
+    return it->second->get(name);
+  auto member = fusedMembers_.find(name);
+  if (member == fusedMembers_.end())
     fail("{}: no tensor named '{}'", path_, name);
-  return it->second->get(name);
+  const std::string &fused = member->second.fusedName;
+  return fusedExpertView(fused_.at(fused)->get(fused), member->second);
 }
 
 } // namespace kiln

@@ -289,4 +289,98 @@ TEST(FrontendTest, LlamaConfigsReadTheirOwnFields) {
               {"q.json", "'rope_scaling'", "not supported", "plain RoPE"});
 }
 
+TEST(FrontendTest, TransformersV5ConfigsReadAsTheirV4Originals) {
+  // test/data/*-v5/config.json: the fixtures' configs as Transformers v5
+  // writes them (rope_parameters, dtype, layer_types for the dense one).
+  for (const char *name : {"qwen3-dense-tiny", "qwen3-moe-tiny"}) {
+    Qwen3Config v4 = Qwen3Config::fromHfDirectory(dataPath(name));
+    Qwen3Config v5 = Qwen3Config::fromHfDirectory(dataPath(std::string(name) + "-v5"));
+    EXPECT_EQ(v5.toHfConfigJson(), v4.toHfConfigJson()) << name;
+  }
+  // Llama 3's scaling in rope_parameters reads as in rope_scaling.
+  std::string llama = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+    "vocab_size": 512, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,
+    "max_position_embeddings": 256, "dtype": "bfloat16",
+    "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}})";
+  Qwen3Config c = Qwen3Config::fromHfJson(llama, "l.json");
+  EXPECT_EQ(c.ropeTheta, 5e5);
+  EXPECT_EQ(c.ropeScaling.factor, 8);
+  EXPECT_EQ(c.ropeScaling.lowFreqFactor, 1);
+  EXPECT_EQ(c.ropeScaling.highFreqFactor, 4);
+  EXPECT_EQ(c.ropeScaling.originalMaxPositionEmbeddings, 64);
+  auto replaced = [](std::string text, const std::string &from, const std::string &to) {
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  expectError([&] { Qwen3Config::fromHfJson(replaced(llama, "\"factor\": 8.0,", ""), "l.json"); },
+              {"l.json", "'rope_parameters' lacks 'factor', which rope_type \"llama3\" needs"});
+  expectError([&] { Qwen3Config::fromHfJson(replaced(llama, "\"llama3\"", "\"yarn\""), "l.json"); },
+              {"l.json", "'rope_parameters.rope_type' = \"yarn\" is not supported", "llama3"});
+}
+
+TEST(FrontendTest, TransformersV5ConfigErrorsNameTheFields) {
+  std::string v5 = readFile(dataPath("qwen3-dense-tiny-v5/config.json"));
+  auto with = [&](const std::string &from, const std::string &to) {
+    std::string text = v5;
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    return text;
+  };
+  auto read = [](const std::string &text) { Qwen3Config::fromHfJson(text, "c.json"); };
+  const std::string rope = R"("rope_parameters": {
+    "rope_theta": 1000000.0,
+    "rope_type": "default"
+  })";
+  // Stated in both forms: they must agree.
+  read(with(rope, rope + R"(, "rope_theta": 1e6, "rope_scaling": null, "torch_dtype": "float32")"));
+  expectError([&] { read(with(rope, rope + R"(, "rope_theta": 10000.0)")); },
+              {"c.json", "'rope_theta' = 10000.0 and 'rope_parameters.rope_theta' = 1000000.0 "
+                         "disagree"});
+  expectError([&] { read(with(rope, rope + R"(, "torch_dtype": "bfloat16")")); },
+              {"c.json", "'torch_dtype' = \"bfloat16\" and 'dtype' = \"float32\" disagree"});
+  // Neither form.
+  expectError([&] { read(with(rope, R"("rope_parameters": {"rope_type": "default"})")); },
+              {"c.json", "missing field 'rope_theta'", "'rope_parameters.rope_theta'"});
+  expectError([&] { read(with(rope, R"("rope_parameters": [1000000.0])")); },
+              {"c.json", "'rope_parameters' must be null or an object"});
+  expectError([&] { read(with("\"rope_theta\": 1000000.0", "\"rope_theta\": -1")); },
+              {"c.json", "'rope_parameters.rope_theta' must be a finite positive number"});
+  // RoPE variants Kiln does not build, by name.
+  expectError([&] { read(with("\"default\"", "\"yarn\"")); },
+              {"c.json", "'rope_parameters.rope_type' = \"yarn\" is not supported",
+               "plain RoPE (\"default\") for Qwen3"});
+  expectError([&] { read(with(rope, R"("rope_parameters": {"type": "linear", "rope_theta": 1e6})")); },
+              {"c.json", "'rope_parameters.type' = \"linear\" is not supported"});
+  expectError([&] {
+    read(with("\"rope_type\": \"default\"", R"("rope_type": "default", "partial_rotary_factor": 0.5)"));
+  }, {"c.json", "'rope_parameters.partial_rotary_factor' = 0.5 is not supported"});
+  // One dict per layer type: the full-attention one is read.
+  std::string perType = with(rope, R"("rope_parameters": {"full_attention":
+    {"rope_type": "default", "rope_theta": 1000000.0}})");
+  EXPECT_EQ(Qwen3Config::fromHfJson(perType, "c.json").ropeTheta, 1e6);
+  expectError([&] {
+    read(with(rope, R"("rope_parameters": {"sliding_attention": {"rope_theta": 1e4}})"));
+  }, {"c.json", "'rope_parameters' has no 'full_attention' entry"});
+  expectError([&] {
+    read(with(rope, R"("rope_parameters": {"full_attention": {"rope_theta": 1e6}, "rope_theta": 1e6})"));
+  }, {"c.json", "per-layer-type entries and 'rope_theta'"});
+  // layer_types: full attention on every layer, and one entry per layer.
+  expectError([&] {
+    read(with(R"("full_attention",
+    "full_attention",
+    "full_attention")", R"("full_attention", "sliding_attention", "full_attention")"));
+  }, {"c.json", "'layer_types[1]' = \"sliding_attention\" is not supported",
+      "full causal attention"});
+  expectError([&] {
+    read(with(R"("full_attention",
+    "full_attention",
+    "full_attention")", R"("full_attention")"));
+  }, {"c.json", "'layer_types' has 1 entries but 'num_hidden_layers' is 3"});
+  expectError([&] { read(with("\"layer_types\": [", "\"layer_types\": \"full_attention\", \"x\": [")); },
+              {"c.json", "'layer_types' must be an array"});
+}
+
 } // namespace

@@ -18,6 +18,7 @@
 #ifndef KILN_RUNTIME_SAFETENSORS_H
 #define KILN_RUNTIME_SAFETENSORS_H
 
+#include "kiln/Runtime/FusedExperts.h"
 #include "kiln/Runtime/Tensor.h"
 
 #include <map>
@@ -74,6 +75,8 @@ void writeSafeTensors(const std::string &path, const TensorMap &tensors,
 
 /// A Hugging Face checkpoint directory (or a single .safetensors file):
 /// resolves `model.safetensors.index.json` shards, or `model.safetensors`.
+/// Experts stored fused (Transformers v5's layout, FusedExperts.h) are named
+/// and read as the per-expert keys they hold, never by their fused keys.
 class Checkpoint {
 public:
   /// `path` is a directory or a .safetensors file; throws kiln::Error. Files
@@ -88,8 +91,13 @@ public:
   const std::string &path() const { return path_; }
 
 private:
+  /// Moves the fused expert tensors out of byName_, naming their members.
+  void readFusedExperts();
+
   std::string path_;
   std::map<std::string, std::shared_ptr<SafeTensorsFile>> byName_;
+  std::map<std::string, std::shared_ptr<SafeTensorsFile>> fused_; ///< by fused key
+  std::map<std::string, FusedExpertMember> fusedMembers_;         ///< by member key
 };
 
 } // namespace kiln
