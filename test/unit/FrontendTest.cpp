@@ -318,6 +318,14 @@ TEST(FrontendTest, TransformersV5ConfigsReadAsTheirV4Originals) {
               {"l.json", "'rope_parameters' lacks 'factor', which rope_type \"llama3\" needs"});
   expectError([&] { Qwen3Config::fromHfJson(replaced(llama, "\"llama3\"", "\"yarn\""), "l.json"); },
               {"l.json", "'rope_parameters.rope_type' = \"yarn\" is not supported", "llama3"});
+  // v4's rope_scaling beside v5's rope_parameters: the same scaling, or an error.
+  std::string both = replaced(llama, "\"dtype\"", R"("rope_scaling": {"type": "llama3", "factor": 8,
+    "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}, "dtype")");
+  EXPECT_EQ(Qwen3Config::fromHfJson(both, "l.json").ropeScaling.factor, 8);
+  expectError([&] { Qwen3Config::fromHfJson(replaced(both, "\"factor\": 8,", "\"factor\": 4,"), "l.json"); },
+              {"l.json", "'rope_scaling.factor' = 4 and 'rope_parameters.factor' = 8.0 disagree"});
+  expectError([&] { Qwen3Config::fromHfJson(replaced(llama, "\"dtype\"", R"("rope_scaling": 8, "dtype")"), "l.json"); },
+              {"l.json", "'rope_scaling' must be null or an object, got 8"});
 }
 
 TEST(FrontendTest, TransformersV5ConfigErrorsNameTheFields) {
@@ -361,6 +369,8 @@ TEST(FrontendTest, TransformersV5ConfigErrorsNameTheFields) {
   std::string perType = with(rope, R"("rope_parameters": {"full_attention":
     {"rope_type": "default", "rope_theta": 1000000.0}})");
   EXPECT_EQ(Qwen3Config::fromHfJson(perType, "c.json").ropeTheta, 1e6);
+  expectError([&] { read(with(rope, R"("rope_parameters": {"full_attention": 1e6})")); },
+              {"c.json", "'rope_parameters.full_attention' must be an object, got 1000000.0"});
   expectError([&] {
     read(with(rope, R"("rope_parameters": {"sliding_attention": {"rope_theta": 1e4}})"));
   }, {"c.json", "'rope_parameters' has no 'full_attention' entry"});

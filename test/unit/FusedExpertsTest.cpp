@@ -2,6 +2,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Runtime/SafeTensors.h"
+#include "kiln/Support/Json.h"
 
 #include <cstring>
 
@@ -54,6 +55,22 @@ TEST(FusedExperts, MembersAreTheDocumentedBlocks) {
   Tensor down2 = ckpt.get("model.layers.0.mlp.experts.2.down_proj.weight");
   EXPECT_EQ(down2.shape(), (Shape{4, 2}));
   EXPECT_EQ(down2.data<float>()[0], 1000 + 16);
+}
+
+TEST(FusedExperts, APairSplitOverShardsReads) {
+  TempDir tmp;
+  const std::string gateUpKey = "model.layers.0.mlp.experts.gate_up_proj",
+                    downKey = "model.layers.0.mlp.experts.down_proj";
+  Tensor gateUp = iota({2, 4, 3}, 0), down = iota({2, 3, 2}, 100);
+  writeSafeTensors(tmp.file("model-00001-of-00002.safetensors"), {{gateUpKey, gateUp}});
+  writeSafeTensors(tmp.file("model-00002-of-00002.safetensors"), {{downKey, down}});
+  writeFileAtomic(tmp.file("model.safetensors.index.json"),
+            R"({"weight_map": {")" + gateUpKey + R"(": "model-00001-of-00002.safetensors", ")" +
+                downKey + R"(": "model-00002-of-00002.safetensors"}})");
+  Checkpoint ckpt = Checkpoint::open(tmp.path());
+  EXPECT_EQ(ckpt.names().size(), 6u);
+  EXPECT_EQ(ckpt.get("model.layers.0.mlp.experts.1.down_proj.weight").data<float>()[5], 111);
+  EXPECT_EQ(ckpt.get("model.layers.0.mlp.experts.1.gate_proj.weight").data<float>()[0], 12);
 }
 
 TEST(FusedExperts, BadLayoutsNameTheKeys) {
