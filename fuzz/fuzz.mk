@@ -24,7 +24,8 @@ CXXFLAGS := -std=gnu++17 -O1 -g -fsanitize=fuzzer-no-link $(SANITIZE) -DNDEBUG \
 LDFLAGS := -fsanitize=fuzzer $(SANITIZE)
 
 SUPPORT := lib/Support/Json.cpp
-RUNTIME_IO := lib/Runtime/Tensor.cpp lib/Runtime/SafeTensors.cpp lib/Runtime/TokenBatch.cpp
+RUNTIME_IO := lib/Runtime/Tensor.cpp lib/Runtime/SafeTensors.cpp lib/Runtime/FusedExperts.cpp \
+  lib/Runtime/TokenBatch.cpp
 # The dialect with every registered kernel (KernelSpec verifiers). The kernels'
 # CPU implementations pull in the runtime's kernels, never called here;
 # KernelCheck.cpp (kiln check-kernel) would pull in the CPU executor and passes.
@@ -36,6 +37,7 @@ RUNTIME_KERNELS := lib/Runtime/ForwardKernels.cpp lib/Runtime/BackwardKernels.cp
 
 SOURCES_safetensors := fuzz/SafeTensorsFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_config := fuzz/ConfigFuzzer.cpp lib/Driver/TrainConfig.cpp lib/Frontend/Qwen3Config.cpp \
+  lib/Frontend/HfConfigFields.cpp \
   lib/Config/OverrideRules.cpp lib/Config/SelectiveAcOption.cpp $(SUPPORT)
 SOURCES_tokens := fuzz/TokensFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_tokenizer := fuzz/TokenizerFuzzer.cpp lib/Data/Tokenizer.cpp $(SUPPORT)
