@@ -27,8 +27,7 @@ SUPPORT := lib/Support/Json.cpp
 RUNTIME_IO := lib/Runtime/Tensor.cpp lib/Runtime/SafeTensors.cpp lib/Runtime/FusedExperts.cpp \
   lib/Runtime/TokenBatch.cpp
 # The dialect with every registered kernel (KernelSpec verifiers). The kernels'
-# CPU implementations pull in the runtime's kernels, never called here;
-# KernelCheck.cpp (kiln check-kernel) would pull in the CPU executor and passes.
+# CPU implementations pull in the runtime's kernels, never called here.
 DIALECT := $(wildcard lib/Dialect/Kiln/IR/*.cpp)
 KERNELS := $(wildcard lib/CustomKernels/*.cpp)
 RUNTIME_KERNELS := lib/Runtime/ForwardKernels.cpp lib/Runtime/BackwardKernels.cpp \

@@ -1,6 +1,7 @@
 //===- PipelineConfig.cpp - A run config as pipeline options --------------===//
 
 #include "kiln/Driver/PipelineConfig.h"
+#include "kiln/CustomKernels/Registry.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Support/Diagnostics.h"
@@ -56,6 +57,9 @@ double learningRateAt(const KilnPipelineOptions &o, int64_t step) {
 
 void runKilnPipeline(mlir::ModuleOp module, const KilnPipelineOptions &options, PipelineStage to,
                      PipelineStage from, const std::string &what) {
+  // The override rules name kernels: their specs must be registered first.
+  if (options.hasKernelRules())
+    registerCustomKernels();
   mlir::PassManager pm(module.getContext());
   buildKilnPipeline(pm, options, to, from);
   succeedOrFail(*module.getContext(), what, [&] { return pm.run(module); });

@@ -1,7 +1,6 @@
 //===- KilnPipeline.cpp - The compile, as one pass pipeline ---------------===//
 
 #include "kiln/Pipeline/KilnPipeline.h"
-#include "kiln/CustomKernels/Registry.h"
 #include "kiln/Conversion/KilnToHlo/Passes.h"
 #include "kiln/Dialect/Hlo/Transforms/Passes.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
@@ -43,7 +42,6 @@ void buildForwardPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
     pm.addPass(createExpertDispatch(dispatch));
   }
   if (o.hasKernelRules()) {
-    registerCustomKernels();
     SubstituteKernelsOptions substitute;
     substitute.ruleFiles.assign(o.ruleFiles.begin(), o.ruleFiles.end());
     substitute.targetName = o.target;

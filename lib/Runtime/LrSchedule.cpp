@@ -16,10 +16,6 @@ LrPhases lrPhases(int64_t steps, int64_t warmupSteps, std::optional<double> deca
   return p;
 }
 
-bool isKnownDecayType(const std::string &t) {
-  return t == "linear" || t == "sqrt" || t == "cosine";
-}
-
 double lrFactor(int64_t step, const LrPhases &p, const std::string &decayType,
                 double minLrFactor) {
   if (step < p.warmup)

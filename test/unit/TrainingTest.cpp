@@ -11,6 +11,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
+#include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Runtime/TokenBatch.h"
 
 #include "kiln/Support/Json.h"

@@ -1,7 +1,7 @@
 //===- CheckKernelCommand.cpp - kiln check-kernel -------------------------===//
 //
 // A registered kernel's CPU implementation against the op(s) it replaces,
-// forward and backward, on random inputs (kiln/Kernels/KernelCheck.h).
+// forward and backward, on random inputs (kiln/Driver/KernelCheck.h).
 //
 //===----------------------------------------------------------------------===//
 

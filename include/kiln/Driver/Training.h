@@ -16,12 +16,10 @@
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/PipelineConfig.h"
 #include "kiln/Planner/MemoryPlan.h"
-#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Frontend/Qwen3Naming.h"
-#include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Runtime/SafeTensors.h"
 
 #include "mlir/IR/MLIRContext.h"

@@ -1,7 +1,7 @@
 //===- KilnPipeline.h - The compile, as one pass pipeline -------*- C++ -*-===//
 //
 // Every tool and test assembles the compile here: one options struct (the
-// run config fills it in one place, lib/Driver/PipelineOptions.cpp; kiln-opt
+// run config fills it in one place, lib/Driver/PipelineConfig.cpp; kiln-opt
 // takes it as pipeline options) and one builder that adds the passes from
 // one stage of the program to a later one.
 //
@@ -115,6 +115,9 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
 /// kiln-mixed-precision, kiln-autodiff, kiln-activation-checkpoint, kiln-optimizer,
 /// kiln-shard and kiln-partition (PerRank); kiln-lower-to-hlo,
 /// kiln-hlo-sink-converts (bf16), kiln-hlo-narrow-int64 and cse (Hlo).
+/// Kernel rules need the kernels registered first (registerCustomKernels();
+/// the driver's runKilnPipeline and kiln-opt do it), so this library does
+/// not link the kernels' CPU implementations.
 void buildKilnPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
                        PipelineStage to, PipelineStage from = PipelineStage::Captured);
 

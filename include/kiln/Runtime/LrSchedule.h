@@ -24,9 +24,6 @@ LrPhases lrPhases(int64_t steps, int64_t warmupSteps, std::optional<double> deca
 double lrFactor(int64_t step, const LrPhases &phases, const std::string &decayType,
                 double minLrFactor);
 
-/// True for the decay types lrFactor knows.
-bool isKnownDecayType(const std::string &decayType);
-
 } // namespace kiln
 
 #endif // KILN_RUNTIME_LRSCHEDULE_H

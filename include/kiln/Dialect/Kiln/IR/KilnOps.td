@@ -332,6 +332,6 @@ include "kiln/Dialect/Kiln/IR/KilnMoeOps.td"
 include "kiln/Dialect/Kiln/IR/KilnExpertDispatchOps.td"
 include "kiln/Dialect/Kiln/IR/KilnOptimizerOps.td"
 include "kiln/Dialect/Kiln/IR/KilnVocabParallelOps.td"
+include "kiln/Dialect/Kiln/IR/KilnKernelOps.td"
 
 #endif // KILN_OPS_TD
-include "kiln/Dialect/Kiln/IR/KilnKernelOps.td"
