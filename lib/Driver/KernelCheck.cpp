@@ -15,8 +15,8 @@
 #include "kiln/Config/OverrideRules.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
-#include "kiln/Dialect/Kiln/Transforms/ReverseMode.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Passes/Kiln/ReverseMode.h"
+#include "kiln/Passes/Kiln/Passes.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 

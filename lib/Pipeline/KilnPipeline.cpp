@@ -1,9 +1,9 @@
 //===- KilnPipeline.cpp - The compile, as one pass pipeline ---------------===//
 
 #include "kiln/Pipeline/KilnPipeline.h"
-#include "kiln/Conversion/KilnToHlo/Passes.h"
-#include "kiln/Dialect/Hlo/Transforms/Passes.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Passes/KilnToHlo/Passes.h"
+#include "kiln/Passes/Hlo/Passes.h"
+#include "kiln/Passes/Kiln/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"

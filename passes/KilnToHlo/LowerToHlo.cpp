@@ -17,7 +17,7 @@
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
-#include "kiln/Conversion/KilnToHlo/Passes.h"
+#include "kiln/Passes/KilnToHlo/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -28,7 +28,7 @@
 
 namespace kiln {
 #define GEN_PASS_DEF_LOWERTOHLO
-#include "kiln/Conversion/KilnToHlo/Passes.h.inc"
+#include "kiln/Passes/KilnToHlo/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Passes/Kiln/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -20,7 +20,7 @@
 
 namespace kiln {
 #define GEN_PASS_DEF_EXPERTDISPATCH
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

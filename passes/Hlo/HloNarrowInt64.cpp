@@ -8,13 +8,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
-#include "kiln/Dialect/Hlo/Transforms/Passes.h"
+#include "kiln/Passes/Hlo/Passes.h"
 
 #include <limits>
 
 namespace kiln {
 #define GEN_PASS_DEF_HLONARROWINT64
-#include "kiln/Dialect/Hlo/Transforms/Passes.h.inc"
+#include "kiln/Passes/Hlo/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

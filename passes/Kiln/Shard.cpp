@@ -41,7 +41,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/ParameterUses.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Passes/Kiln/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -50,7 +50,7 @@
 
 namespace kiln {
 #define GEN_PASS_DEF_SHARD
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

@@ -19,7 +19,7 @@ namespace kiln {
 struct OverrideRule;
 
 #define GEN_PASS_DECL
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 
 /// kiln-substitute-kernels with rules given as data (the driver's, from the
 /// run config), in addition to any rule files `options` name.
@@ -27,7 +27,7 @@ std::unique_ptr<mlir::Pass> createSubstituteKernels(std::vector<OverrideRule> ru
                                                     const SubstituteKernelsOptions &options);
 
 #define GEN_PASS_REGISTRATION
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 
 } // namespace kiln
 

@@ -2,7 +2,7 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Passes/Kiln/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -11,7 +11,7 @@
 
 namespace kiln {
 #define GEN_PASS_DEF_OPTIMIZER
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

@@ -14,10 +14,10 @@
 namespace kiln {
 
 #define GEN_PASS_DECL
-#include "kiln/Conversion/KilnToHlo/Passes.h.inc"
+#include "kiln/Passes/KilnToHlo/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "kiln/Conversion/KilnToHlo/Passes.h.inc"
+#include "kiln/Passes/KilnToHlo/Passes.h.inc"
 
 } // namespace kiln
 

@@ -2,15 +2,15 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
-#include "kiln/Dialect/Kiln/Transforms/ReverseMode.h"
+#include "kiln/Passes/Kiln/Passes.h"
+#include "kiln/Passes/Kiln/ReverseMode.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_AUTODIFF
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

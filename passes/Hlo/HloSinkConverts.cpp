@@ -7,14 +7,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
-#include "kiln/Dialect/Hlo/Transforms/Passes.h"
+#include "kiln/Passes/Hlo/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_HLOSINKCONVERTS
-#include "kiln/Dialect/Hlo/Transforms/Passes.h.inc"
+#include "kiln/Passes/Hlo/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

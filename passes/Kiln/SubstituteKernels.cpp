@@ -9,7 +9,7 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Config/OverrideRules.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Passes/Kiln/Passes.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Glob.h"
 
@@ -24,7 +24,7 @@
 
 namespace kiln {
 #define GEN_PASS_DEF_SUBSTITUTEKERNELS
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

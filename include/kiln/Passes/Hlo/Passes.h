@@ -14,10 +14,10 @@
 namespace kiln {
 
 #define GEN_PASS_DECL
-#include "kiln/Dialect/Hlo/Transforms/Passes.h.inc"
+#include "kiln/Passes/Hlo/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "kiln/Dialect/Hlo/Transforms/Passes.h.inc"
+#include "kiln/Passes/Hlo/Passes.h.inc"
 
 } // namespace kiln
 

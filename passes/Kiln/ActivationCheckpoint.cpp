@@ -12,7 +12,7 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
-#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Passes/Kiln/Passes.h"
 #include "kiln/Config/SelectiveAcOption.h"
 
 #include "mlir/IR/Builders.h"
@@ -22,7 +22,7 @@
 
 namespace kiln {
 #define GEN_PASS_DEF_ACTIVATIONCHECKPOINT
-#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+#include "kiln/Passes/Kiln/Passes.h.inc"
 } // namespace kiln
 
 using namespace mlir;

@@ -13,7 +13,7 @@
 // RUN: kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-nothing.json" 2>&1 >/dev/null | FileCheck %s --check-prefix=NOTHING
 // RUN: kiln-opt %s --kiln-substitute-kernels="rules=%S/Inputs/rules-nothing.json log=false" 2>&1 >/dev/null | count 0
 
-// kiln-substitute-kernels (lib/Dialect/Kiln/Transforms/SubstituteKernels.cpp) with rule files read
+// kiln-substitute-kernels (passes/Kiln/SubstituteKernels.cpp) with rule files read
 // by lib/Config/OverrideRules.cpp (Inputs/rules-*.json).
 
 // One attention block and the loss: q and k get RoPE, then causal GQA
