@@ -1,24 +1,13 @@
 # -*- Python -*-
-# lit configuration for Kiln's IR and CLI tests.
+# lit run on the source tree (`lit test/CLI/eval.test`): the build's site
+# configuration holds the tool paths and loads lit.common.py. The build is
+# ./build unless KILN_BUILD_DIR names another.
 import os
-import lit.formats
 
-config.name = "Kiln"
-config.test_format = lit.formats.ShTest(not lit.util.which("bash") is None)
-config.suffixes = [".mlir", ".test"]
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "unit", "data",
-                   "Inputs"]
-config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
-
-# Kiln's tools first, then LLVM 22's FileCheck/not/count (LLVM 14 is also on
-# PATH on Debian, so never rely on unqualified names resolving there).
-config.environment["PATH"] = os.pathsep.join(
-    [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
-config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, "data")))
-config.substitutions.append(("%configs", os.path.join(os.path.dirname(config.test_source_root), "configs")))
-# MPICH's launcher, by its own name (an Open MPI mpiexec may also be on PATH).
-config.substitutions.append(("%mpiexec", config.mpiexec))
-# The Qwen3 tokenizer fetched by scripts/fetch-assets.sh (make test runs it).
-config.substitutions.append(
-    ("%tokenizer", os.path.join(config.kiln_asset_dir, "qwen3", "tokenizer.json")))
+_repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_build = os.environ.get("KILN_BUILD_DIR") or os.path.join(_repo, "build")
+_site = os.path.join(_build, "test", "lit.site.cfg.py")
+if not os.path.exists(_site):
+    lit_config.fatal(f"{_site} does not exist: build Kiln first (make build), or set "
+                     "KILN_BUILD_DIR to its build directory")
+lit_config.load_config(config, _site)
