@@ -161,8 +161,11 @@ std::string formatPlan(const StepPlan &plan) {
       out += fmt::format("    {:>10}  {:<18} {}\n", gib(c.bytes), memoryCategoryName(c.category),
                          c.what);
   }
-  out += fmt::format("step: {} (compute {}, communication {}, exposed {})\n",
-                     seconds(plan.stepSeconds), seconds(plan.schedule.computeSeconds),
+  // A step that does not fit never runs: its time is what the layout would
+  // take with the memory, and it has no throughput, MFU or price to compare.
+  out += fmt::format("step: {}{} (compute {}, communication {}, exposed {})\n",
+                     plan.fits ? "" : "would take ", seconds(plan.stepSeconds),
+                     seconds(plan.schedule.computeSeconds),
                      seconds(plan.schedule.communicationSeconds),
                      seconds(plan.exposedCommunicationSeconds));
   if (plan.schedule.recomputeFlops > 0)
@@ -170,12 +173,19 @@ std::string formatPlan(const StepPlan &plan) {
                        "per rank)\n",
                        seconds(plan.schedule.recomputeSeconds),
                        plan.schedule.recomputeFlops);
-  out += fmt::format("throughput: {:.1f} tokens/s per device, {:.1f} TFLOPS per device, "
-                     "MFU {:.1f}% ({:.4g} FLOPs/token, {} tokens per step)\n",
-                     plan.tokensPerSecondPerDevice, plan.tflopsPerDevice, 100 * plan.mfu,
-                     s.flopsPerToken, s.tokensPerStep);
-  out += fmt::format("cost: ${:.2f}/hour x {} -> ${:.3f} per million tokens\n", t.pricePerHourUsd,
-                     s.nodes, plan.usdPerMillionTokens);
+  if (plan.fits) {
+    out += fmt::format("throughput: {:.1f} tokens/s per device, {:.1f} TFLOPS per device, "
+                       "MFU {:.1f}% ({:.4g} FLOPs/token, {} tokens per step)\n",
+                       plan.tokensPerSecondPerDevice, plan.tflopsPerDevice, 100 * plan.mfu,
+                       s.flopsPerToken, s.tokensPerStep);
+    out += fmt::format("cost: ${:.2f}/hour x {} -> ${:.3f} per million tokens\n",
+                       t.pricePerHourUsd, s.nodes, plan.usdPerMillionTokens);
+  } else {
+    out += fmt::format("throughput, MFU and cost: none, the step does not fit ({:.4g} "
+                       "FLOPs/token, {} tokens per step; kiln plan --search finds layouts "
+                       "that fit)\n",
+                       s.flopsPerToken, s.tokensPerStep);
+  }
   if (!plan.collectives.empty()) {
     out += "collectives per rank and step:\n";
     for (const auto &[key, totals] : plan.collectives)
