@@ -1,6 +1,6 @@
 //===- CompileCommand.cpp - kiln compile ----------------------------------===//
 //
-// kiln compile --config run.json [--model <dir|flavor>] --target trn2 -o DIR
+// kiln compile --config run.json [--model <dir|flavor>] [--target trn2|trn1] -o DIR
 //              [--section.key=value ...]
 // The run's options parse as `kiln train` parses them (TrainConfig); --target
 // sets target.name and --model the model section.

@@ -20,17 +20,19 @@ constexpr const char *kUsage = R"(usage: kiln <command> [options]
 
 commands:
   capture --model <dir|flavor> [--batch B] [--seq S] [-o out.mlir] [--summary]
-          [--train-step [--config run.json]]
+          [--train-step [--config run.json] [--section.key=value ...]
+           [--rank R | --dump-ranks DIR]]
           capture a Qwen3 model as kiln dialect IR (@forward and @loss; with
-          --train-step also @loss_grad and @train_step)
+          --train-step also @loss_grad and @train_step; --rank R: rank R's
+          program, --dump-ranks: every rank's)
   capture --list-flavors
           list the built-in Qwen3 flavors with their parameter counts
-  compile --config <run.json> [--model <dir|flavor>] --target trn2 -o DIR
+  compile --config <run.json> [--model <dir|flavor>] [--target trn2|trn1] -o DIR
           [--section.key=value ...]
           the per-rank training step as XLA HLO for neuronx-cc (model.hlo.pb,
           model.hlo.txt, manifest.json, compile.sh); see docs/neuron.md
-  check-hlo DIR --config <run.json> [--tolerance T] [--save-io IO_DIR]
-          [--section.key=value ...]
+  check-hlo DIR --config <run.json> [--model <dir>] [--tolerance T]
+          [--save-io IO_DIR] [--section.key=value ...]
   check-hlo --neuron DIR
           evaluate DIR/model.hlo.pb on every rank on the CPU and compare one
           step (loss, grad norm, weights) with the CPU runtime's; --neuron:
