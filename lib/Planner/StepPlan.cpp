@@ -180,12 +180,13 @@ std::string formatPlan(const StepPlan &plan) {
                        s.flopsPerToken, s.tokensPerStep);
     // What AWS users compare: a chip (several ranks on Trainium) and an instance.
     double perDevice = plan.tokensPerSecondPerDevice;
+    std::string perChip;
+    if (t.ranksPerDevice > 1)
+      perChip = fmt::format(" per chip {:.1f} ({} ranks),", perDevice * t.ranksPerDevice,
+                            t.ranksPerDevice);
     out += fmt::format("  tokens/s{} per instance {:.1f} ({} ranks), for the job {:.1f}\n",
-                       t.ranksPerDevice > 1
-                           ? fmt::format(" per chip {:.1f} ({} ranks),", perDevice * t.ranksPerDevice,
-                                         t.ranksPerDevice)
-                           : std::string(),
-                       perDevice * t.ranksPerNode, t.ranksPerNode, perDevice * plan.worldSize);
+                       perChip, perDevice * t.ranksPerNode, t.ranksPerNode,
+                       perDevice * plan.worldSize);
     out += fmt::format("cost: ${:.2f}/hour x {} -> ${:.3f} per million tokens\n",
                        t.pricePerHourUsd, s.nodes, plan.usdPerMillionTokens);
   } else {

@@ -8,6 +8,8 @@ option one side lists and the other does not.
 import re
 import sys
 
+from doc_blocks import fenced_blocks
+
 OPTION = re.compile(r"(?<![\w.-])(--[a-z][a-z-]*|-o)(?![\w.-]*\.)")
 
 
@@ -17,19 +19,17 @@ def options(text):
 
 def docs_usage(path):
     """command -> options, from the fenced usage blocks (```, not ```sh)."""
-    by_command, command, in_block, usage = {}, None, False, False
-    for line in open(path, encoding="utf-8"):
-        if line.startswith("```"):
-            in_block, usage = not in_block, not in_block and line.strip() == "```"
-            command = None
+    by_command = {}
+    for info, lines in fenced_blocks(path):
+        if info:
             continue
-        if not usage:
-            continue
-        m = re.match(r"kiln ([a-z-]+)", line)
-        if m:
-            command = m.group(1)
-        if command:
-            by_command.setdefault(command, set()).update(options(line[len("kiln ") :]))
+        command = None
+        for line in lines:
+            m = re.match(r"kiln ([a-z-]+)", line)
+            if m:
+                command = m.group(1)
+            if command:
+                by_command.setdefault(command, set()).update(options(line))
     return by_command
 
 
@@ -40,14 +40,12 @@ def help_usage(text):
         m = re.match(r"  ([a-z-]+)\b", line)
         if m and not line.startswith("   "):
             command = m.group(1)
-        elif not line.startswith("          "):
+        elif not (command and line.startswith("          ")):
             command = None
-        if command:
-            usage = line.split("  ", 2)[-1] if line.startswith("          ") else line
-            # Continuation lines that describe rather than list options start lower-case words.
-            if line.startswith("          ") and not line.strip().startswith(("[", "-")):
-                continue
-            by_command.setdefault(command, set()).update(options(usage[len("  ") :]))
+            continue
+        elif not line.strip().startswith(("[", "-")):
+            continue  # a description, not more options
+        by_command.setdefault(command, set()).update(options(line))
     return by_command
 
 

@@ -12,18 +12,11 @@ import shlex
 import subprocess
 import sys
 
+from doc_blocks import fenced_blocks
+
 readme, repo = sys.argv[1:3]
-blocks, block = [], None
-for line in open(readme, encoding="utf-8"):
-    line = line.rstrip("\n")
-    if line.startswith("```"):
-        if block:
-            blocks.append(block)
-        block = [] if block is None else None
-        continue
-    if block is not None:
-        block.append(line)
-blocks = [b for b in blocks if b and b[0].startswith("$ build/tools/kiln/kiln ")]
+blocks = [lines for _, lines in fenced_blocks(readme)
+          if lines and lines[0].startswith("$ build/tools/kiln/kiln ")]
 
 checked = 0
 for block in blocks:

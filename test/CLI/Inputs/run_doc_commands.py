@@ -18,25 +18,26 @@ import shlex
 import subprocess
 import sys
 
+from doc_blocks import fenced_blocks
+
 repo, work = sys.argv[1:3]
 PLACEHOLDERS = re.compile(r"<|\[|run\.json|\bDIR\b|path/to|\.\.\.")
 KILN = re.compile(r"^(?:build/tools/kiln/)?kiln (?!--help)")
 
 
 def sh_lines(path):
-    in_block, sh, pending = False, False, ""
-    for line in open(path, encoding="utf-8"):
-        if line.startswith("```"):
-            in_block, sh = not in_block, not in_block and line.strip() == "```sh"
-            continue
-        if not sh:
-            continue
-        text = pending + " " + line.strip() if pending else line.strip()
-        if text.endswith("\\"):
-            pending = text[:-1].strip()
+    """The command lines of the ```sh blocks, continuations joined."""
+    for info, lines in fenced_blocks(path):
+        if info != "sh":
             continue
         pending = ""
-        yield re.sub(r"\s+#.*$", "", text)
+        for line in lines:
+            text = pending + " " + line.strip() if pending else line.strip()
+            if text.endswith("\\"):
+                pending = text[:-1].strip()
+                continue
+            pending = ""
+            yield re.sub(r"\s+#.*$", "", text)
 
 
 commands = []
