@@ -23,7 +23,7 @@ LAYERS = [
     ["Analysis"],
     ["Backend/CPU"],
     ["CustomKernels"],
-    ["Passes/Kiln", "Passes/KilnToHlo", "Passes/Hlo"],
+    ["Passes/Kiln", "Passes/KilnToHlo", "Passes/Hlo", "Passes/HloToLinalg"],
     ["Backend/Neuron"],
     ["Frontend"],
     ["Planner"],

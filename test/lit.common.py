@@ -23,3 +23,9 @@ config.substitutions.append(("%mpiexec", config.mpiexec))
 # The Qwen3 tokenizer fetched by scripts/fetch-assets.sh (make test runs it).
 config.substitutions.append(
     ("%tokenizer", os.path.join(config.kiln_asset_dir, "qwen3", "tokenizer.json")))
+# MLIR's runtime libraries (printMemrefF32, ...) for mlir-runner: the
+# compiled-mode lit tests run the lowered IR and check the numbers printed.
+config.substitutions.append(
+    ("%mlir_runner_utils",
+     ",".join(os.path.join(os.path.dirname(config.llvm_tools_dir), "lib", lib)
+              for lib in ("libmlir_runner_utils.so", "libmlir_c_runner_utils.so"))))

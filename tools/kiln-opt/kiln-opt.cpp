@@ -1,6 +1,7 @@
 //===- kiln-opt.cpp - MLIR optimizer driver for the kiln dialect ----------===//
 //
-// Kiln's passes and pipelines (kiln-training, kiln-to-hlo, kiln-per-rank-to-hlo), plus the upstream passes
+// Kiln's passes and pipelines (kiln-training, kiln-to-hlo, kiln-per-rank-to-hlo,
+// kiln-hlo-to-llvm), plus the upstream passes
 // people reach for when reading or reducing IR (--canonicalize, --cse,
 // --symbol-dce, --inline, ...).
 
@@ -9,7 +10,16 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -37,6 +47,12 @@ void *run(void *opaque) {
   mlir::DialectRegistry registry;
   registry.insert<kiln::KilnDialect, kiln::hlo::HloDialect, mlir::func::FuncDialect,
                   mlir::shard::ShardDialect>();
+  // Compiled mode's lowering (kiln-hlo-to-llvm) and the IR it prints.
+  registry.insert<mlir::arith::ArithDialect, mlir::bufferization::BufferizationDialect,
+                  mlir::cf::ControlFlowDialect, mlir::linalg::LinalgDialect,
+                  mlir::LLVM::LLVMDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
+  kiln::registerCompiledModeInterfaces(registry);
   // A failing pass names the op in its message; MLIR would also print the
   // whole module after it ("see current operation"), thousands of lines for
   // a captured model. Off unless asked for on the command line.

@@ -10,6 +10,11 @@
 //             (what `kiln capture` prints)
 //   PerRank   + @loss_grad and the per-rank @train_step (kiln dialect)
 //   Hlo      the per-rank @train_step in the hlo dialect, for the exporter
+//   Linalg   compiled mode: that @train_step in linalg on tensors
+//   Llvm     compiled mode: in the LLVM dialect, for the JIT (Backend/Compiled)
+//
+// From Hlo on, the module must hold the hlo @train_step alone (bufferization
+// runs over the whole module): kiln compile's model.hlo.mlir.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_PIPELINE_KILNPIPELINE_H
@@ -23,12 +28,13 @@
 #include <vector>
 
 namespace mlir {
+class DialectRegistry;
 class OpPassManager;
 } // namespace mlir
 
 namespace kiln {
 
-enum class PipelineStage { Captured, Forward, PerRank, Hlo };
+enum class PipelineStage { Captured, Forward, PerRank, Hlo, Linalg, Llvm };
 
 /// The options of every pass of the pipeline, named as the run config names
 /// them. Defaults: torchtitan's, one rank, float32, no kernels.
@@ -114,12 +120,17 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
 /// so an experts rule replaces the experts over its buffer) (Forward);
 /// kiln-mixed-precision, kiln-autodiff, kiln-activation-checkpoint, kiln-optimizer,
 /// kiln-shard and kiln-partition (PerRank); kiln-lower-to-hlo,
-/// kiln-hlo-sink-converts (bf16), kiln-hlo-narrow-int64 and cse (Hlo).
+/// kiln-hlo-sink-converts (bf16), kiln-hlo-narrow-int64 and cse (Hlo);
+/// kiln-convert-hlo-to-linalg (Linalg); bufferization and the LLVM lowering (Llvm).
 /// Kernel rules need the kernels registered first (registerCustomKernels();
 /// the driver's runKilnPipeline and kiln-opt do it), so this library does
 /// not link the kernels' CPU implementations.
 void buildKilnPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
                        PipelineStage to, PipelineStage from = PipelineStage::Captured);
+
+/// The bufferization models of the upstream dialects the Llvm stage
+/// bufferizes; a context that runs that stage needs them.
+void registerCompiledModeInterfaces(mlir::DialectRegistry &registry);
 
 /// kiln-shard and kiln-partition of function `funcName` under the layout of
 /// `options` (nothing on one rank): buildKilnPipeline's per-rank step, and

@@ -1,0 +1,35 @@
+//===- Passes.td - hlo to linalg (compiled mode) ------------*- tablegen -*-===//
+
+#ifndef KILN_PASSES_HLOTOLINALG_PASSES_TD
+#define KILN_PASSES_HLOTOLINALG_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
+  let summary = "Lower the hlo dialect to linalg on tensors, for the CPU JIT of compiled mode";
+  let description = [{
+    Every hlo op becomes upstream MLIR on tensors: elementwise ops,
+    broadcasts, transposes, iota, gather and reductions become linalg ops
+    (`linalg.generic`, `linalg.transpose`, `linalg.reduce`; `linalg.matmul`
+    and `linalg.batch_matmul` where a dot_general has their form), slices,
+    reshapes, concatenation and padding become `tensor` ops, scatter an
+    `scf.for` over the updates, an opt-barrier its operands. The result is
+    what one-shot bufferization and the LLVM lowering of compiled mode take
+    (docs/compiled.md). XLA's semantics are kept where they differ from the
+    obvious: dynamic-slice and gather clamp their start indices into the
+    operand, scatter skips updates whose window leaves the operand, maximum
+    and minimum propagate NaN. ui32 values become signless i32 with their
+    unsigned meaning kept by compare, convert, divide and the rest.
+
+    An hlo op without a lowering (collectives and custom calls, until
+    compiled mode has them) is an error naming the op; its location is the
+    kiln fqn it came from.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+#endif // KILN_PASSES_HLOTOLINALG_PASSES_TD

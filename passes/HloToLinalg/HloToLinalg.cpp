@@ -1,0 +1,171 @@
+//===- HloToLinalg.cpp - kiln-convert-hlo-to-linalg ------------------------===//
+//
+// The pass (no hlo op may remain; other dialects are left alone), its type converter,
+// the builders the op families share, and the patterns that refuse the ops
+// compiled mode does not lower yet with a message naming them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HloToLinalg.h"
+#include "kiln/Passes/HloToLinalg/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_CONVERTHLOTOLINALG
+#include "kiln/Passes/HloToLinalg/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace kiln::hlo_to_linalg {
+
+HloTypeConverter::HloTypeConverter() {
+  addConversion([](Type type) { return type; });
+  addConversion([](RankedTensorType type) -> Type {
+    auto integer = dyn_cast<IntegerType>(type.getElementType());
+    if (integer && !integer.isSignless())
+      return type.clone(IntegerType::get(type.getContext(), integer.getWidth()));
+    return type;
+  });
+}
+
+RankedTensorType convertedType(const TypeConverter *converter, Value value) {
+  return cast<RankedTensorType>(converter->convertType(value.getType()));
+}
+
+bool isUnsignedElement(Type type) {
+  auto integer = dyn_cast<IntegerType>(getElementTypeOrSelf(type));
+  return integer && integer.isUnsigned();
+}
+
+Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType type, ValueRange inputs,
+                       const ScalarFn &fn) {
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  unsigned rank = type.getRank();
+  AffineMap identity = b.getMultiDimIdentityMap(rank);
+  SmallVector<AffineMap> maps;
+  for (Value in : inputs)
+    maps.push_back(cast<RankedTensorType>(in.getType()).getRank() == 0
+                       ? AffineMap::get(rank, 0, {}, b.getContext())
+                       : identity);
+  maps.push_back(identity);
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, inputs, ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        linalg::YieldOp::create(nb, nl, fn(nb, nl, args.drop_back()));
+      });
+  return generic.getResult(0);
+}
+
+Value buildFilled(OpBuilder &b, Location loc, RankedTensorType type, Value value) {
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  return linalg::FillOp::create(b, loc, ValueRange{value}, ValueRange{init}).getResult(0);
+}
+
+Value extractScalar(OpBuilder &b, Location loc, Value tensor) {
+  return tensor::ExtractOp::create(b, loc, tensor, ValueRange{});
+}
+
+Value combineScalars(OpBuilder &b, Location loc, hlo::Combiner combiner, Value acc, Value x,
+                     bool isUnsigned) {
+  Type type = acc.getType();
+  if (isa<FloatType>(type)) {
+    switch (combiner) {
+    case hlo::Combiner::add:
+      return arith::AddFOp::create(b, loc, acc, x);
+    case hlo::Combiner::mul:
+      return arith::MulFOp::create(b, loc, acc, x);
+    case hlo::Combiner::max: // XLA's max and min propagate NaN
+      return arith::MaximumFOp::create(b, loc, acc, x);
+    case hlo::Combiner::min:
+      return arith::MinimumFOp::create(b, loc, acc, x);
+    }
+  }
+  if (type.isInteger(1)) {
+    bool any = combiner == hlo::Combiner::add || combiner == hlo::Combiner::max;
+    return any ? Value(arith::OrIOp::create(b, loc, acc, x))
+               : Value(arith::AndIOp::create(b, loc, acc, x));
+  }
+  switch (combiner) {
+  case hlo::Combiner::add:
+    return arith::AddIOp::create(b, loc, acc, x);
+  case hlo::Combiner::mul:
+    return arith::MulIOp::create(b, loc, acc, x);
+  case hlo::Combiner::max:
+    return isUnsigned ? Value(arith::MaxUIOp::create(b, loc, acc, x))
+                      : Value(arith::MaxSIOp::create(b, loc, acc, x));
+  case hlo::Combiner::min:
+    return isUnsigned ? Value(arith::MinUIOp::create(b, loc, acc, x))
+                      : Value(arith::MinSIOp::create(b, loc, acc, x));
+  }
+  llvm_unreachable("every combiner is handled");
+}
+
+Value clampedIndex(OpBuilder &b, Location loc, Value value, bool isUnsigned, int64_t upper) {
+  Value index = isUnsigned ? Value(arith::IndexCastUIOp::create(b, loc, b.getIndexType(), value))
+                           : Value(arith::IndexCastOp::create(b, loc, b.getIndexType(), value));
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value top = arith::ConstantIndexOp::create(b, loc, std::max<int64_t>(upper, 0));
+  return arith::MinSIOp::create(b, loc, arith::MaxSIOp::create(b, loc, index, zero), top);
+}
+
+} // namespace kiln::hlo_to_linalg
+
+namespace {
+
+using namespace kiln::hlo_to_linalg;
+
+/// The hlo ops compiled mode does not lower yet: an error naming the op and
+/// what is missing (the location names the kiln fqn it came from).
+struct RefuseUnlowered : ConversionPattern {
+  RefuseUnlowered(const TypeConverter &converter, MLIRContext *context)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/0, context) {}
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value>,
+                                ConversionPatternRewriter &) const override {
+    if (!isa<hlo::HloDialect>(op->getDialect()))
+      return failure();
+    StringRef why =
+        isa<hlo::AllGatherOp, hlo::ReduceScatterOp, hlo::AllReduceOp, hlo::AllToAllOp,
+            hlo::ReplicaIdOp>(op)
+            ? "collectives and the replica id are not lowered yet: compiled mode runs one "
+              "rank"
+        : isa<hlo::CustomCallOp>(op) ? "custom calls (NKI kernels) are not lowered yet: compile "
+                                       "without override rules"
+                                     : "no lowering";
+    InFlightDiagnostic error = op->emitError() << "compiled mode cannot lower '" << op->getName()
+                                               << "'";
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+      error << " (from " << name.getName().getValue() << ")";
+    return error << ": " << why;
+  }
+};
+
+struct ConvertHloToLinalgPass
+    : kiln::impl::ConvertHloToLinalgBase<ConvertHloToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    HloTypeConverter converter;
+    RewritePatternSet patterns(context);
+    populateElementwisePatterns(converter, patterns);
+    populateShapePatterns(converter, patterns);
+    populateContractionPatterns(converter, patterns);
+    populateIndexingPatterns(converter, patterns);
+    patterns.add<RefuseUnlowered>(converter, context);
+    ConversionTarget target(*context);
+    target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect, math::MathDialect,
+                           scf::SCFDialect, tensor::TensorDialect, func::FuncDialect>();
+    target.addIllegalDialect<hlo::HloDialect>();
+    if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
