@@ -24,7 +24,7 @@ LAYERS = [
     ["Backend/CPU"],
     ["CustomKernels"],
     ["Passes/Kiln", "Passes/KilnToHlo", "Passes/Hlo", "Passes/HloToLinalg"],
-    ["Backend/Neuron"],
+    ["Backend/Neuron", "Backend/Compiled"],
     ["Frontend"],
     ["Planner"],
     ["Pipeline"],

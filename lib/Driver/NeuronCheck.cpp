@@ -9,6 +9,7 @@
 
 #include "kiln/Driver/NeuronCheck.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/CompiledStep.h"
 #include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Backend/Neuron/HloEvaluator.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
@@ -240,10 +241,34 @@ void saveRankIo(const std::string &dir, const std::vector<std::vector<HloArray>>
   writeFileAtomic(dir + "/io.json", io.dump(1) + "\n");
 }
 
+
+/// Rank 0's results of the module compiled for the CPU (one rank only).
+std::vector<HloArray> runCompiled(const std::string &dir,
+                                  const std::vector<std::vector<HloArray>> &args) {
+  if (args.size() != 1)
+    fail("check-hlo --backend compiled: {}/model.hlo.pb is a {}-rank program; compiled mode "
+         "runs one rank until its collectives are lowered",
+         dir, args.size());
+  CompiledStep step = compileHloStep(dir + "/model.hlo.mlir");
+  std::vector<Tensor> inputs;
+  for (const HloArray &a : args[0])
+    inputs.push_back(tensorOf(a));
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Tensor> outputs = (*step.function)(inputs);
+  double run = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("compiled {}/model.hlo.mlir for the CPU: lowering {:.2f} s, LLVM {:.2f} s; one "
+             "step ran in {:.3f} s\n",
+             dir, step.lowerSeconds, step.function->compileSeconds(), run);
+  std::vector<HloArray> results;
+  for (const Tensor &t : outputs)
+    results.push_back(arrayOf(t));
+  return results;
+}
+
 } // namespace
 
 bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance,
-                          const std::string &saveIo) {
+                          const std::string &saveIo, HloBackend backend) {
   // The reference is one rank's dropless step: a capacity that drops pairs
   // (which ones depends on the ranks' token chunks) would differ from it.
   if (config.parallelism.expertDispatch == "all_to_all" &&
@@ -319,7 +344,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
     for (int64_t r = 0; r < world; ++r)
       args[r].push_back(sliceFor(whole, p, grid, axisNames, r));
   }
-  std::vector<std::vector<HloArray>> results = neuron::evaluateHlo(module, args, customCalls);
+  std::vector<std::vector<HloArray>> results =
+      backend == HloBackend::Compiled ? std::vector<std::vector<HloArray>>{runCompiled(dir, args)}
+                                      : neuron::evaluateHlo(module, args, customCalls);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -355,8 +382,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   }
   double lossDiff = std::fabs(loss - metrics.loss),
          normDiff = std::fabs(gradNorm - metrics.gradNorm);
-  fmt::print("evaluated {}/model.hlo.pb on {} rank{} in {:.1f} s\n", dir, world,
-             world > 1 ? "s" : "", seconds);
+  if (backend == HloBackend::Evaluator)
+    fmt::print("evaluated {}/model.hlo.pb on {} rank{} in {:.1f} s\n", dir, world,
+               world > 1 ? "s" : "", seconds);
   fmt::print("loss       HLO {:.8f}  CPU {:.8f}  |diff| {:.2e}\n", loss, metrics.loss, lossDiff);
   fmt::print("grad_norm  HLO {:.8f}  CPU {:.8f}  |diff| {:.2e}\n", gradNorm, metrics.gradNorm,
              normDiff);

@@ -211,6 +211,18 @@ done
                      neuronxHead(config.target.name, config.target.lnc), kNeuronxTail);
 }
 
+/// The hlo @train_step alone in a module, printed with its locations (the
+/// kiln fqn of each instruction): what compiled mode compiles.
+std::string printHloStep(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  OwningOpRef<ModuleOp> alone = ModuleOp::create(module.getLoc());
+  alone->push_back(step.clone());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  alone->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));
+  return text;
+}
+
 std::string readme(const TrainConfig &config, const ParallelLayout &layout) {
   return fmt::format(R"(Kiln's Neuron artifacts of one training step (kiln compile)
 
@@ -219,6 +231,9 @@ model.hlo.pb   xla.HloModuleProto of the per-rank training step (the SPMD progra
                AdamW, with all-gather / reduce-scatter / all-reduce over the
                replica groups of the device grid)
 model.hlo.txt  the same module in XLA's HLO text syntax
+model.hlo.mlir the same module in Kiln's hlo dialect, with each instruction's
+               kiln fqn as its location (kiln check-hlo --backend compiled
+               compiles it for the CPU)
 manifest.json  world size, grid axes and the replica groups of each axis;
                every entry parameter (Hugging Face key, optimizer state name
                or data input), its per-rank shape and which block of the whole
@@ -341,6 +356,7 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   });
   std::string bytes = proto->SerializeAsString();
   std::string text = neuron::printHloText(*proto);
+  std::string mlirText = printHloStep(*module);
   neuron::HloStats stats = neuron::HloStats::of(*proto);
   describeEntry(*proto, manifest["parameters"], manifest["outputs"]);
   std::vector<neuron::ConformanceViolation> violations = neuron::checkConformance(
@@ -403,6 +419,7 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
     fail("compile: cannot create the output directory '{}': {}", outDir, ec.message());
   writeFileAtomic(outDir + "/model.hlo.pb", bytes);
   writeFileAtomic(outDir + "/model.hlo.txt", text);
+  writeFileAtomic(outDir + "/model.hlo.mlir", mlirText);
   writeFileAtomic(outDir + "/manifest.json", manifest.dump(2) + "\n");
   writeFileAtomic(outDir + "/compile.sh", compileScript(config, stats.replicaGroupLists.size()));
   ::chmod((outDir + "/compile.sh").c_str(), 0755);
@@ -468,7 +485,8 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   fmt::print("time: capture+passes {:.2f} s, plan {:.2f} s, lower {:.2f} s, export {:.2f} s, "
              "write {:.2f} s\n",
              captureSeconds, planSeconds, lowerSeconds, exportSeconds, writeSeconds);
-  fmt::print("wrote {}/{{model.hlo.pb, model.hlo.txt, manifest.json, compile.sh, README.txt}}\n",
+  fmt::print("wrote {}/{{model.hlo.pb, model.hlo.txt, model.hlo.mlir, manifest.json, compile.sh, "
+             "README.txt}}\n",
              outDir);
   fmt::print("on a machine with the Neuron SDK: {}/compile.sh  ({})\n", outDir,
              neuronxCommand(config.target.name, config.target.lnc));

@@ -164,7 +164,24 @@ struct ConvertHloToLinalgPass
                            scf::SCFDialect, tensor::TensorDialect, func::FuncDialect>();
     target.addIllegalDialect<hlo::HloDialect>();
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
-      signalPassFailure();
+      return signalPassFailure();
+    // The kiln.* argument and result attributes name the Neuron artifact's
+    // parameters and outputs; bufferization turns results into arguments,
+    // where the same names would repeat. The manifest keeps them.
+    getOperation().walk([](func::FuncOp func) {
+      auto strip = [&](DictionaryAttr attrs) {
+        SmallVector<NamedAttribute> kept;
+        if (attrs)
+          for (NamedAttribute a : attrs)
+            if (!a.getName().getValue().starts_with("kiln."))
+              kept.push_back(a);
+        return DictionaryAttr::get(func.getContext(), kept);
+      };
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        func.setArgAttrs(i, strip(func.getArgAttrDict(i)));
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        func.setResultAttrs(i, strip(func.getResultAttrDict(i)));
+    });
   }
 };
 

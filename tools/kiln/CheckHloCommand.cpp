@@ -1,7 +1,8 @@
 //===- CheckHloCommand.cpp - kiln check-hlo -------------------------------===//
 //
 // kiln check-hlo DIR --config run.json [--model ...] [--tolerance T]
-//                [--save-io IO_DIR] [--section.key=value ...]
+//                [--save-io IO_DIR] [--backend evaluator|compiled]
+//                [--section.key=value ...]
 // kiln check-hlo --neuron DIR
 // DIR holds what `kiln compile` wrote for the same run; the run needs
 // data.tokens_file (the batch evaluated). Exit status 1 on a mismatch, or
@@ -17,7 +18,7 @@
 namespace kiln {
 
 int runCheckHlo(const std::vector<std::string> &args) {
-  std::optional<std::string> dir, configPath, model, tolerance, saveIo;
+  std::optional<std::string> dir, configPath, model, tolerance, saveIo, backend;
   std::vector<std::string> overrides;
   bool neuronRules = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -30,6 +31,7 @@ int runCheckHlo(const std::vector<std::string> &args) {
                                        : a == "--model"     ? &model
                                        : a == "--tolerance" ? &tolerance
                                        : a == "--save-io"   ? &saveIo
+                                       : a == "--backend"   ? &backend
                                                             : nullptr;
     if (slot) {
       if (i + 1 >= args.size())
@@ -46,7 +48,7 @@ int runCheckHlo(const std::vector<std::string> &args) {
   if (!dir)
     fail("check-hlo: the directory kiln compile wrote is required");
   if (neuronRules) {
-    if (configPath || model || tolerance || saveIo || !overrides.empty())
+    if (configPath || model || tolerance || saveIo || backend || !overrides.empty())
       fail("check-hlo: --neuron checks DIR alone; it takes no run options");
     return checkNeuronConformance(*dir) ? 0 : 1;
   }
@@ -64,8 +66,15 @@ int runCheckHlo(const std::vector<std::string> &args) {
     if (!std::isfinite(tol) || tol < 0)
       fail("check-hlo: --tolerance must be a finite number >= 0, got '{}'", *tolerance);
   }
+  HloBackend runner = HloBackend::Evaluator;
+  if (backend && *backend == "compiled")
+    runner = HloBackend::Compiled;
+  else if (backend && *backend != "evaluator")
+    fail("check-hlo: --backend is 'evaluator' (the reference evaluator) or 'compiled' (the "
+         "module compiled for the CPU), not '{}'",
+         *backend);
   return checkNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides), *dir, tol,
-                              saveIo.value_or(""))
+                              saveIo.value_or(""), runner)
              ? 0
              : 1;
 }

@@ -30,13 +30,16 @@ commands:
   compile --config <run.json> [--model <dir|flavor>] [--target trn2|trn1] -o DIR
           [--section.key=value ...]
           the per-rank training step as XLA HLO for neuronx-cc (model.hlo.pb,
-          model.hlo.txt, manifest.json, compile.sh); see docs/neuron.md
+          model.hlo.txt, model.hlo.mlir, manifest.json, compile.sh); see
+          docs/neuron.md
   check-hlo DIR --config <run.json> [--model <dir>] [--tolerance T]
-          [--save-io IO_DIR] [--section.key=value ...]
+          [--save-io IO_DIR] [--backend evaluator|compiled] [--section.key=value ...]
   check-hlo --neuron DIR
-          evaluate DIR/model.hlo.pb on every rank on the CPU and compare one
-          step (loss, grad norm, weights) with the CPU runtime's; --neuron:
-          check the module against the Neuron conformance rules alone
+          evaluate DIR/model.hlo.pb on every rank on the CPU (--backend
+          compiled: DIR/model.hlo.mlir compiled to native code, one rank; see
+          docs/compiled.md) and compare one step (loss, grad norm, weights)
+          with the CPU runtime's; --neuron: check the module against the
+          Neuron conformance rules alone
   eval    --model <dir> --tokens <tokens.json> [--json]
           mean next-token loss of a token batch under a checkpoint
   train   --config <run.json> [--section.key=value ...]

@@ -2,7 +2,8 @@
 //
 // `kiln check-hlo DIR --config run.json`: evaluates the model.hlo.pb that
 // `kiln compile` wrote for a run (every rank, with the reference evaluator)
-// on the run's first token batch and initial weights, and compares the
+// (or, with --backend compiled, model.hlo.mlir compiled for the CPU) on the
+// run's first token batch and initial weights, and compares the
 // loss, the gradient norm and every updated weight with one step of the CPU
 // runtime (kiln train's Trainer on one rank). `kiln check-hlo --neuron DIR`
 // checks the Neuron conformance rules alone. See docs/neuron.md.
@@ -17,13 +18,19 @@
 
 namespace kiln {
 
+/// What runs the module: the reference evaluator (every rank, in one
+/// process) or compiled mode (DIR/model.hlo.mlir compiled for the CPU by
+/// MLIR's JIT; one rank until collectives are lowered).
+enum class HloBackend { Evaluator, Compiled };
+
 /// Prints the figures; returns false when a difference exceeds `tolerance`
 /// (absolute, relative to values above 1). With `saveIo`, also writes every
 /// rank's arguments and the evaluated results there (io.json and
 /// rank<r>.bin: float32 or int32, little-endian) for another XLA
 /// implementation to run the module on (scripts/check-hlo-xla.py).
 bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, double tolerance,
-                          const std::string &saveIo = "");
+                          const std::string &saveIo = "",
+                          HloBackend backend = HloBackend::Evaluator);
 
 /// Checks DIR/model.hlo.pb against every Neuron conformance rule
 /// (NeuronConformance.h), with the world size and communicator limit of

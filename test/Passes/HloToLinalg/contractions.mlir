@@ -1,7 +1,7 @@
 // kiln-convert-hlo-to-linalg, contractions and reductions: dot_general as
 // linalg.matmul, linalg.batch_matmul or (other dimension numbers, bf16
 // operands of a float32 dot) a linalg.generic; reduce as linalg.reduce
-// from its init value. The IR is checked, then run (mlir-runner) against
+// from its init value (float sums accumulated in f64). The IR is checked, then run (mlir-runner) against
 // values worked out by hand.
 // RUN: kiln-opt %s --kiln-convert-hlo-to-linalg | FileCheck %s
 // RUN: kiln-opt %s --kiln-hlo-to-llvm | mlir-runner -e main -entry-point-result=void \
@@ -75,7 +75,10 @@ func.func @main() {
   %zero = hlo.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
   %ten = hlo.constant {value = dense<10.0> : tensor<f32>} : tensor<f32>
   %ninf = hlo.constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
-  // CHECK: linalg.reduce { arith.addf } {{.*}} dimensions = [1]
+  // A float sum accumulates in f64, then rounds once.
+  // CHECK: linalg.reduce ins(%{{.*}} : tensor<2x3xf32>) outs(%{{.*}} : tensor<2xf64>) dimensions = [1]
+  // CHECK: arith.extf %{{.*}} : f32 to f64
+  // CHECK: arith.truncf %{{.*}} : f64 to f32
   // OUT: sizes = [2]
   // OUT-NEXT: [6, 15]
   %rows = hlo.reduce %x, %zero {dimensions = array<i64: 1>, combiner = #hlo<combiner add>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>

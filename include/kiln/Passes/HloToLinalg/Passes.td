@@ -21,6 +21,11 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
     and minimum propagate NaN. ui32 values become signless i32 with their
     unsigned meaning kept by compare, convert, divide and the rest.
 
+    The functions' `kiln.*` argument and result attributes (the Neuron
+    artifact's parameter and output names, which the manifest keeps) are
+    dropped: bufferization turns results into arguments, where they would
+    repeat.
+
     An hlo op without a lowering (collectives and custom calls, until
     compiled mode has them) is an error naming the op; its location is the
     kiln fqn it came from.

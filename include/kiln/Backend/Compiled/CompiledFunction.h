@@ -1,0 +1,75 @@
+//===- CompiledFunction.h - A lowered function JIT-compiled for the CPU -*- C++ -*-===//
+//
+// Compiled mode's runner: one function of a module that the pipeline's
+// Llvm stage lowered (buildKilnPipeline: hlo -> linalg -> buffers -> the
+// LLVM dialect), compiled to native code by MLIR's ExecutionEngine (ORC
+// JIT for the host CPU) and called on Kiln tensors. The
+// lowering turned the function's results into trailing out-parameters
+// (buffer-results-to-out-params), so the caller allocates them and the
+// function writes them. See docs/compiled.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_BACKEND_COMPILED_COMPILEDFUNCTION_H
+#define KILN_BACKEND_COMPILED_COMPILEDFUNCTION_H
+
+#include "kiln/Runtime/Tensor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+namespace func {
+class FuncOp;
+} // namespace func
+} // namespace mlir
+
+namespace kiln {
+
+/// The element type and shape of one argument or result.
+struct TensorSignature {
+  DType dtype;
+  Shape shape;
+};
+
+/// The tensor arguments and results of `func` (tensor level, before
+/// lowering), as Kiln tensors hold them: ui32 as I32. Throws kiln::Error
+/// naming the first one a Kiln tensor cannot hold (a predicate).
+struct FunctionSignature {
+  std::vector<TensorSignature> arguments, results;
+  static FunctionSignature of(mlir::func::FuncOp func);
+};
+
+class CompiledFunction {
+public:
+  /// Compiles function `name` of `llvmModule` (the LLVM dialect), whose
+  /// signature before lowering was `signature`, with LLVM's optimizer at
+  /// `optLevel` (0: code generation alone). Throws kiln::Error when the
+  /// module does not translate or compile, naming the function.
+  CompiledFunction(mlir::ModuleOp llvmModule, const std::string &name,
+                   FunctionSignature signature, int optLevel = 0);
+  ~CompiledFunction();
+  CompiledFunction(const CompiledFunction &) = delete;
+  CompiledFunction &operator=(const CompiledFunction &) = delete;
+
+  /// Calls it. Each argument must have its signature's dtype and shape (an
+  /// error names the first that does not); each is copied first, since the
+  /// compiled code may write into its argument buffers.
+  std::vector<Tensor> operator()(const std::vector<Tensor> &arguments) const;
+
+  const FunctionSignature &signature() const { return signature_; }
+  /// Seconds spent translating to LLVM IR, optimizing and generating code.
+  double compileSeconds() const { return compileSeconds_; }
+
+private:
+  struct Engine;
+  std::unique_ptr<Engine> engine_;
+  std::string name_;
+  FunctionSignature signature_;
+  double compileSeconds_ = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_BACKEND_COMPILED_COMPILEDFUNCTION_H

@@ -1,0 +1,33 @@
+//===- CompiledStep.h - The hlo training step compiled for the CPU -*- C++ -*-===//
+//
+// Compiled mode's front door: the hlo @train_step that kiln compile wrote
+// (DIR/model.hlo.mlir, the module exported to model.hlo.pb) through the
+// pipeline's Linalg and Llvm stages and MLIR's JIT, ready to run on Kiln
+// tensors. See docs/compiled.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_COMPILEDSTEP_H
+#define KILN_DRIVER_COMPILEDSTEP_H
+
+#include "kiln/Backend/Compiled/CompiledFunction.h"
+
+#include <memory>
+#include <string>
+
+namespace kiln {
+
+struct CompiledStep {
+  std::unique_ptr<CompiledFunction> function;
+  /// Parsing and the pipeline (hlo -> linalg -> LLVM dialect); the JIT's
+  /// own time is function->compileSeconds().
+  double lowerSeconds = 0;
+};
+
+/// Compiles the @train_step of `path` (an hlo module in MLIR text). Throws
+/// kiln::Error naming the file when it is missing or does not parse, and the
+/// op (with its kiln fqn) that compiled mode cannot lower.
+CompiledStep compileHloStep(const std::string &path);
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_COMPILEDSTEP_H
