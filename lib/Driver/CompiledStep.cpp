@@ -17,6 +17,34 @@
 
 namespace kiln {
 
+mlir::OwningOpRef<mlir::ModuleOp> extractHloStep(mlir::ModuleOp module) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
+  mlir::OwningOpRef<mlir::ModuleOp> alone = mlir::ModuleOp::create(module.getLoc());
+  alone->push_back(step.clone());
+  return alone;
+}
+
+CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what) {
+  auto start = std::chrono::steady_clock::now();
+  auto step = hloStep.lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!step)
+    fail("compiled mode: {} has no func.func @train_step", what);
+  FunctionSignature signature = FunctionSignature::of(step);
+  // Bufferization needs the upstream dialects' models on the module's context.
+  mlir::DialectRegistry registry;
+  registerCompiledModeInterfaces(registry);
+  hloStep->getContext()->appendDialectRegistry(registry);
+  KilnPipelineOptions options;
+  runKilnPipeline(hloStep, options, PipelineStage::Llvm, PipelineStage::Hlo,
+                  "compiled mode: lowering @train_step of " + what + " failed");
+  CompiledStep compiled;
+  compiled.lowerSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  compiled.function =
+      std::make_unique<CompiledFunction>(hloStep, "train_step", std::move(signature));
+  return compiled;
+}
+
 CompiledStep compileHloStep(const std::string &path) {
   auto start = std::chrono::steady_clock::now();
   if (!std::filesystem::exists(path))
@@ -32,18 +60,10 @@ CompiledStep compileHloStep(const std::string &path) {
     module = mlir::parseSourceFile<mlir::ModuleOp>(path, &context);
     return mlir::failure(!module);
   });
-  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
-  if (!step)
-    fail("compiled mode: '{}' has no func.func @train_step", path);
-  FunctionSignature signature = FunctionSignature::of(step);
-  KilnPipelineOptions options;
-  runKilnPipeline(*module, options, PipelineStage::Llvm, PipelineStage::Hlo,
-                  "compiled mode: lowering @train_step of '" + path + "' failed");
-  CompiledStep compiled;
+  CompiledStep compiled = compileHloStep(*module, "'" + path + "'");
   compiled.lowerSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  compiled.function =
-      std::make_unique<CompiledFunction>(*module, "train_step", std::move(signature));
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+      compiled.function->compileSeconds();
   return compiled;
 }
 

@@ -13,6 +13,7 @@
 
 #include "kiln/Driver/NeuronCompile.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/CompiledStep.h"
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/HloStats.h"
 #include "kiln/Backend/Neuron/NeuronConformance.h"
@@ -214,9 +215,7 @@ done
 /// The hlo @train_step alone in a module, printed with its locations (the
 /// kiln fqn of each instruction): what compiled mode compiles.
 std::string printHloStep(ModuleOp module) {
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  OwningOpRef<ModuleOp> alone = ModuleOp::create(module.getLoc());
-  alone->push_back(step.clone());
+  OwningOpRef<ModuleOp> alone = extractHloStep(module);
   std::string text;
   llvm::raw_string_ostream os(text);
   alone->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));

@@ -269,6 +269,9 @@ const std::vector<Field> &fields() {
       field("target", "neuron_max_communicators", &C::target,
             &C::Target::neuronMaxCommunicators, positive()),
 
+      field("compile", "enable", &C::compile, &C::Compile::enable),
+      field("compile", "backend", &C::compile, &C::Compile::backend, oneOf({"cpu"})),
+
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
       field("debug", "kill_during_save", &C::debug, &C::Debug::killDuringSave, nonNegative()),
   };

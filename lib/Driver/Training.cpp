@@ -1,6 +1,7 @@
 //===- Training.cpp - Capture and run whole training steps ----------------===//
 
 #include "kiln/Driver/Training.h"
+#include "kiln/Driver/CompiledStep.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Frontend/Qwen3Naming.h"
@@ -164,6 +165,9 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
       signature_ = std::move(*sig);
     return LogicalResult(sig);
   });
+
+  if (config.compile.enable)
+    compileStep();
 
   // Refuse before allocating anything if the plan cannot fit in this
   // machine's memory (the plan is exact for the executor's live tensors;
@@ -336,6 +340,52 @@ double Trainer::flopsPerToken() const {
   return torchtitanFlopsPerToken(model_, config_.training.seqLen);
 }
 
+Trainer::~Trainer() = default;
+
+void Trainer::compileStep() {
+  if (layout_.worldSize() > 1)
+    fail("compile.enable: compiled mode runs one rank until its collectives are lowered "
+         "(this run has {}); train these ranks eagerly (compile.enable=false)",
+         layout_.worldSize());
+  OwningOpRef<ModuleOp> copy = module_->clone();
+  runKilnPipeline(*copy, *pipeline_, PipelineStage::Hlo, PipelineStage::PerRank,
+                  "compile.enable: lowering @train_step of " + model_.name + " to HLO failed");
+  OwningOpRef<ModuleOp> step = extractHloStep(*copy);
+  compiled_ = std::make_unique<CompiledStep>(
+      compileHloStep(*step, "the training step of " + model_.name));
+  // The HLO step takes @train_step's arguments and then the rank, and
+  // returns @train_step's results.
+  const FunctionSignature &hlo = compiled_->function->signature();
+  FunctionSignature kiln = FunctionSignature::of(trainStep_);
+  if (hlo.arguments.size() != kiln.arguments.size() + 1 ||
+      hlo.results.size() != kiln.results.size())
+    fail("compile.enable: the HLO step of {} takes {} arguments and returns {} results, where "
+         "@train_step takes {} (and the rank) and returns {}",
+         model_.name, hlo.arguments.size(), hlo.results.size(), kiln.arguments.size(),
+         kiln.results.size());
+  for (const TensorSignature &r : kiln.results)
+    resultDTypes_.push_back(r.dtype);
+}
+
+std::pair<double, double> Trainer::compileSeconds() const {
+  if (!compiled_)
+    return {0, 0};
+  return {compiled_->lowerSeconds, compiled_->function->compileSeconds()};
+}
+
+std::vector<Tensor> Trainer::runCompiled(const std::vector<Tensor> &args) const {
+  const std::vector<TensorSignature> &params = compiled_->function->signature().arguments;
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < args.size(); ++i)
+    inputs.push_back(args[i].dtype() == params[i].dtype ? args[i] : args[i].to(params[i].dtype));
+  inputs.push_back(Tensor(params.back().dtype, {})); // the rank: 0
+  std::vector<Tensor> results = (*compiled_->function)(inputs);
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].dtype() != resultDTypes_[i])
+      results[i] = results[i].to(resultDTypes_[i]);
+  return results;
+}
+
 StepMetrics Trainer::step(const Tensor &tokens) {
   checkState();
   checkTokens(tokens);
@@ -353,8 +403,13 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   try {
     std::vector<Tensor> unused;
     try {
-      results = runFunction(trainStep_, std::move(args), &stats, execution_, &unused);
+      if (compiled_)
+        results = runCompiled(args); // reads the state, does not consume it
+      else
+        results = runFunction(trainStep_, std::move(args), &stats, execution_, &unused);
     } catch (const Error &) {
+      if (compiled_)
+        unused = std::move(args);
       // The step failed before its first update if every piece of state is
       // intact: keep it, so the run can go on or be saved.
       bool intact = true;
@@ -400,7 +455,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   m.tokensPerSecond = tokensPerStep / m.seconds;
   m.tflops = flopsPerToken() * m.tokensPerSecond / 1e12;
   m.mfu = m.tflops * 1e12 / peakFlops();
-  m.memLivePeakBytes = stats.peakLiveBytes;
+  m.memLivePeakBytes = compiled_ ? -1 : stats.peakLiveBytes;
   m.collectiveSeconds = stats.collectiveSeconds;
   if (grid_)
     for (const auto &[axes, bytes] : grid_->bytesSent())

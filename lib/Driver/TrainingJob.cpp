@@ -206,11 +206,17 @@ void printPlannedVsMeasured(const StepPlan &plan, std::vector<double> seconds,
   auto error = [](double planned, double measured) {
     return fmt::format("{:+.1f}%", 100 * (planned / measured - 1));
   };
+  std::string memory =
+      measuredPeak < 0
+          ? fmt::format("{} planned (compiled mode does not count live tensors)",
+                        megabytes(plan.memory.peakBytes))
+          : fmt::format("{} vs {} ({})", megabytes(plan.memory.peakBytes),
+                        megabytes(measuredPeak),
+                        error(double(plan.memory.peakBytes), double(measuredPeak)));
   fmt::print("planned vs measured: step {:.4f} s vs {:.4f} s ({}; the fastest of {} step{}, "
-             "median {:.4f} s), peak memory {} vs {} ({})\n",
+             "median {:.4f} s), peak memory {}\n",
              plan.stepSeconds, fastest, error(plan.stepSeconds, fastest), seconds.size(),
-             seconds.size() == 1 ? "" : "s", median, megabytes(plan.memory.peakBytes),
-             megabytes(measuredPeak), error(double(plan.memory.peakBytes), double(measuredPeak)));
+             seconds.size() == 1 ? "" : "s", median, memory);
 }
 
 void printStep(const StepMetrics &m, double peakFlops) {
@@ -221,7 +227,8 @@ void printStep(const StepMetrics &m, double peakFlops) {
              "tflops {:.4f}  mfu {}  mem_live_peak {}  rss_peak {}  ({:.2f} s)\n",
              m.step, m.loss, metrics, m.gradNorm, m.lr, m.tokensPerSecond, m.tflops,
              describeMfu(m.mfu, peakFlops),
-             megabytes(m.memLivePeakBytes), megabytes(m.rssPeakBytes), m.seconds);
+             m.memLivePeakBytes < 0 ? "-" : megabytes(m.memLivePeakBytes),
+             megabytes(m.rssPeakBytes), m.seconds);
   std::fflush(stdout);
 }
 
@@ -234,7 +241,8 @@ nlohmann::json stepJson(const StepMetrics &m) {
           {"tokens_per_s", m.tokensPerSecond},
           {"tflops", m.tflops},
           {"mfu", m.mfu},
-          {"mem_live_peak_bytes", m.memLivePeakBytes},
+          {"mem_live_peak_bytes", m.memLivePeakBytes < 0 ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(m.memLivePeakBytes)},
           {"rss_peak_bytes", m.rssPeakBytes},
           {"collective_s", m.collectiveSeconds},
           {"bytes_sent", m.bytesSent}};
@@ -315,6 +323,12 @@ int runTrainingJob(const TrainConfig &config) {
   fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
              model.parameterCount(), trainer.config().training.localBatchSize,
              trainer.config().training.seqLen, steps);
+  if (trainer.compiled()) {
+    auto [lower, llvm] = trainer.compileSeconds();
+    fmt::print("compile: the step compiled for the CPU in {:.1f} s (lowering {:.1f} s, LLVM "
+               "{:.1f} s), apart from the step times\n",
+               lower + llvm, lower, llvm);
+  }
   if (resumeDir) {
     fmt::print("resumed from checkpoint {} at step {} (weights, optimizer state, learning-rate "
                "schedule{}){}\n",
@@ -424,7 +438,7 @@ int runTrainingJob(const TrainConfig &config) {
   int64_t lastLogged = first;
   // This process's steps after its first (which also faults in buffers).
   std::vector<double> measuredSeconds;
-  int64_t measuredPeak = 0;
+  int64_t measuredPeak = trainer.compiled() ? -1 : 0;
   for (int64_t s = first + 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
     StepMetrics m = trainer.step(data.train(s - 1));
     done = s;

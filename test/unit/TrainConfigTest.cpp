@@ -121,6 +121,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
                     "fsdp_reshard_after_forward": "default", "world_size": 0},
     "override": {"rules": [], "files": []},
     "target": {"name": "trn2", "lnc": 2, "neuron_max_communicators": 16},
+    "compile": {"enable": false, "backend": "cpu"},
     "debug": {"save_grads": "", "kill_during_save": 0}
   })");
   EXPECT_EQ(c.toJson(), expected);

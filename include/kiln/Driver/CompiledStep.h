@@ -11,6 +11,9 @@
 
 #include "kiln/Backend/Compiled/CompiledFunction.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
 #include <memory>
 #include <string>
 
@@ -23,10 +26,18 @@ struct CompiledStep {
   double lowerSeconds = 0;
 };
 
+/// The hlo @train_step of `module` (after the pipeline's Hlo stage) alone in
+/// a module of its own: what model.hlo.mlir holds and compiled mode compiles.
+mlir::OwningOpRef<mlir::ModuleOp> extractHloStep(mlir::ModuleOp module);
+
 /// Compiles the @train_step of `path` (an hlo module in MLIR text). Throws
 /// kiln::Error naming the file when it is missing or does not parse, and the
 /// op (with its kiln fqn) that compiled mode cannot lower.
 CompiledStep compileHloStep(const std::string &path);
+
+/// Compiles the @train_step of `hloStep` (extractHloStep's module; lowered in
+/// place); `what` names it in errors.
+CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what);
 
 } // namespace kiln
 

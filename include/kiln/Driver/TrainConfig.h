@@ -159,6 +159,13 @@ struct TrainConfig {
   /// kiln::Error naming the file or option and the rule.
   std::vector<OverrideRule> overrideRules() const;
 
+  /// torchtitan's [compile]: with `enable`, the step runs as the per-rank
+  /// HLO module compiled for the CPU (docs/compiled.md) instead of eagerly.
+  struct Compile {
+    bool enable = false;
+    std::string backend = "cpu"; ///< the only one: MLIR's JIT for this CPU
+  } compile;
+
   struct Debug {
     std::string saveGrads; ///< write the first step's gradients here, if set
     /// A crash test: SIGKILL this process while it saves the checkpoint of

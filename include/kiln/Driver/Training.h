@@ -28,6 +28,8 @@
 
 namespace kiln {
 
+struct CompiledStep;
+
 /// Captures @loss for `shape` and runs the Kiln pipeline on it up to `stage`
 /// (PerRank: + @loss_grad and the per-rank @train_step; Forward: the @loss
 /// with its kernels substituted). Throws kiln::Error with the diagnostics if
@@ -63,7 +65,9 @@ struct StepMetrics {
   /// Metric outputs of the step by name (a MoE model's "aux_loss").
   std::vector<std::pair<std::string, double>> metrics;
   double seconds = 0, tokensPerSecond = 0, tflops = 0, mfu = 0;
-  int64_t memLivePeakBytes = 0; ///< executor's live-tensor peak during the step
+  /// The executor's live-tensor peak during the step; -1 in compiled mode,
+  /// which does not count them.
+  int64_t memLivePeakBytes = 0;
   double collectiveSeconds = 0; ///< this rank's time in collectives
   /// Bytes this rank sent in the step's collectives, by grid axes.
   std::map<std::string, int64_t> bytesSent;
@@ -80,6 +84,7 @@ public:
   /// restoreOptimizerState follows), else checkpoint.initial_load_path, else
   /// drawn (training.seed).
   explicit Trainer(const TrainConfig &config, const std::string &resumeDir = "");
+  ~Trainer();
   /// The run's configuration, with what the Trainer filled in (the batch and
   /// sequence length a token file implies).
   const TrainConfig &config() const { return config_; }
@@ -89,6 +94,12 @@ public:
   /// weight was updated, the state is kept and the Trainer stays usable;
   /// otherwise every later call fails with an error naming the lost step.
   StepMetrics step(const Tensor &tokens);
+  /// With compile.enable, step() runs @train_step lowered to HLO and
+  /// compiled for the CPU (docs/compiled.md); the weights, optimizer state,
+  /// evaluation and checkpoints are the eager Trainer's. The compile's
+  /// seconds: lowering to LLVM, and LLVM's own (0, 0 when eager).
+  bool compiled() const { return compiled_ != nullptr; }
+  std::pair<double, double> compileSeconds() const;
   /// Makes step() time every op of @train_step (StepMetrics::opSeconds).
   void timeOps(bool on) { timeOps_ = on; }
   /// Mean loss of `tokens` at the current weights.
@@ -143,6 +154,13 @@ private:
   /// plan), measured once per machine.
   double measureMachine();
   void checkTokens(const Tensor &tokens) const;
+  /// compile.enable: @train_step through the pipeline to HLO (on a copy of
+  /// the module), then to native code.
+  void compileStep();
+  /// The compiled step on @train_step's arguments `args` (their dtypes
+  /// converted where the HLO narrowed them to int32), with the rank last;
+  /// returns @train_step's results in its dtypes.
+  std::vector<Tensor> runCompiled(const std::vector<Tensor> &args) const;
   /// The whole weights by parameter key (experts stacked), gathered.
   TensorMap parameterState() const;
   void checkState() const;
@@ -181,6 +199,8 @@ private:
   std::map<unsigned, Shape> globalShapes_; ///< whole shape of each state argument
   /// How each @train_step argument is split (none: whole on every rank).
   std::vector<std::optional<Sharding>> argShardings_;
+  std::unique_ptr<CompiledStep> compiled_; ///< compile.enable's step; null: eager
+  std::vector<DType> resultDTypes_;         ///< @train_step's, for the compiled step
   int64_t updates_ = 0;
   double peakFlops_ = 0;
   bool timeOps_ = false;
