@@ -1,21 +1,89 @@
 //===- CompiledStep.cpp - The hlo training step compiled for the CPU ------===//
 
 #include "kiln/Driver/CompiledStep.h"
+#include "kiln/CustomKernels/Registry.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Driver/PipelineConfig.h"
+#include "kiln/Passes/HloToLinalg/CustomCalls.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 namespace kiln {
+namespace {
+
+/// The step running on this thread, and the first error of one of its
+/// kernels: exceptions must not unwind through the JIT's frames, so the
+/// host function records the error and returns.
+struct ActiveStep {
+  const CompiledStep *step;
+  std::string error;
+};
+thread_local ActiveStep *active = nullptr;
+
+Tensor viewOf(const TensorSignature &signature, int64_t pointer) {
+  return Tensor(signature.dtype, signature.shape, nullptr,
+                reinterpret_cast<const void *>(pointer));
+}
+
+/// kiln_custom_call's C interface (kiln/Passes/HloToLinalg/CustomCalls.h):
+/// the operands' buffers, then the results' to write.
+extern "C" void kilnCustomCall(int64_t site, StridedMemRefType<int64_t, 1> *pointers) {
+  ActiveStep *running = active;
+  if (!running || !running->error.empty())
+    return;
+  const CompiledKernelCall &kernel = running->step->kernelCalls.at(size_t(site));
+  try {
+    const int64_t *table = pointers->data + pointers->offset;
+    std::vector<Tensor> operands;
+    for (size_t i = 0; i < kernel.operands.size(); ++i)
+      operands.push_back(viewOf(kernel.operands[i], table[i]));
+    std::vector<Tensor> results = kernel.call.run(std::move(operands));
+    if (results.size() != kernel.results.size())
+      fail("{}: the kernel returned {} results, the call has {}", kernel.call.instruction,
+           results.size(), kernel.results.size());
+    for (size_t r = 0; r < results.size(); ++r) {
+      const TensorSignature &want = kernel.results[r];
+      Tensor result = results[r].dtype() == want.dtype ? results[r] : results[r].to(want.dtype);
+      if (result.shape() != want.shape)
+        fail("{}: result {} of the kernel is {}, the call's is {}", kernel.call.instruction, r,
+             shapeToString(result.shape()), shapeToString(want.shape));
+      std::memcpy(reinterpret_cast<void *>(table[kernel.operands.size() + r]),
+                  result.rawData(), result.nbytes());
+    }
+  } catch (const std::exception &e) {
+    running->error = kernel.call.instruction + ": " + e.what();
+  }
+}
+
+} // namespace
+
+std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor> &arguments) const {
+  ActiveStep running{this, ""};
+  ActiveStep *outer = active;
+  active = &running;
+  std::vector<Tensor> results;
+  try {
+    results = (*function)(arguments);
+  } catch (...) {
+    active = outer;
+    throw;
+  }
+  active = outer;
+  if (!running.error.empty())
+    fail("compiled mode: {}", running.error);
+  return results;
+}
 
 mlir::OwningOpRef<mlir::ModuleOp> extractHloStep(mlir::ModuleOp module) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
@@ -30,6 +98,21 @@ CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what) {
   if (!step)
     fail("compiled mode: {} has no func.func @train_step", what);
   FunctionSignature signature = FunctionSignature::of(step);
+  CompiledStep compiled;
+  registerCustomKernels();
+  for (mlir::Operation *op : numberCustomCallSites(hloStep)) {
+    auto call = mlir::cast<hlo::CustomCallOp>(op);
+    std::string where = "the custom call at site " + std::to_string(compiled.kernelCalls.size());
+    if (auto name = mlir::dyn_cast<mlir::NameLoc>(call.getLoc()))
+      where = name.getName().str();
+    CompiledKernelCall kernel{
+        HloKernelCall::parse(where, call.getBackendConfig().str(), *call.getContext()), {}, {}};
+    for (mlir::Value v : call.getInputs())
+      kernel.operands.push_back(FunctionSignature::signatureOf(v.getType(), where));
+    for (mlir::Value v : call.getResults())
+      kernel.results.push_back(FunctionSignature::signatureOf(v.getType(), where));
+    compiled.kernelCalls.push_back(std::move(kernel));
+  }
   // Bufferization needs the upstream dialects' models on the module's context.
   mlir::DialectRegistry registry;
   registerCompiledModeInterfaces(registry);
@@ -37,11 +120,12 @@ CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what) {
   KilnPipelineOptions options;
   runKilnPipeline(hloStep, options, PipelineStage::Llvm, PipelineStage::Hlo,
                   "compiled mode: lowering @train_step of " + what + " failed");
-  CompiledStep compiled;
   compiled.lowerSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  compiled.function =
-      std::make_unique<CompiledFunction>(hloStep, "train_step", std::move(signature));
+  compiled.function = std::make_unique<CompiledFunction>(
+      hloStep, "train_step", std::move(signature),
+      std::vector<std::pair<std::string, void *>>{
+          {"_mlir_ciface_" + kCustomCallFunction.str(), reinterpret_cast<void *>(&kilnCustomCall)}});
   return compiled;
 }
 
@@ -54,13 +138,15 @@ CompiledStep compileHloStep(const std::string &path) {
   mlir::DialectRegistry registry;
   registry.insert<hlo::HloDialect, mlir::func::FuncDialect>();
   registerCompiledModeInterfaces(registry);
-  mlir::MLIRContext context(registry);
+  auto context = std::make_unique<mlir::MLIRContext>(registry);
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  succeedOrFail(context, "compiled mode: '" + path + "' is not an hlo module", [&] {
-    module = mlir::parseSourceFile<mlir::ModuleOp>(path, &context);
+  succeedOrFail(*context, "compiled mode: '" + path + "' is not an hlo module", [&] {
+    module = mlir::parseSourceFile<mlir::ModuleOp>(path, context.get());
     return mlir::failure(!module);
   });
   CompiledStep compiled = compileHloStep(*module, "'" + path + "'");
+  module = nullptr;
+  compiled.context = std::move(context);
   compiled.lowerSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
       compiled.function->compileSeconds();

@@ -10,6 +10,7 @@
 #include "kiln/Driver/NeuronCheck.h"
 #include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Driver/CompiledStep.h"
+#include "kiln/Driver/HloKernelCall.h"
 #include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Backend/Neuron/HloEvaluator.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
@@ -78,31 +79,17 @@ Tensor tensorOf(const HloArray &a) {
 }
 
 /// Custom calls run the CPU implementation of the kernel their
-/// backend_config names (kiln_kernel, kiln_direction, kiln_options).
+/// backend_config names (HloKernelCall).
 neuron::HloCustomCall kernelCalls(mlir::MLIRContext &context) {
   return [&context](const xla::HloInstructionProto &inst,
                     const std::vector<const HloArray *> &in) {
-    json config = parseJson(inst.backend_config(), inst.name() + " backend_config");
-    std::string kernel = config.value("kiln_kernel", "");
-    const KernelSpec *spec = lookupKernelSpec(kernel);
-    auto *impl = dynamic_cast<const CpuKernelImpl *>(spec);
-    if (!impl)
-      fail("check-hlo: {} calls kernel '{}', which has no CPU implementation", inst.name(),
-           kernel);
-    auto options = llvm::dyn_cast_or_null<mlir::DictionaryAttr>(
-        mlir::parseAttribute(config.value("kiln_options", "{}"), &context));
-    if (!options)
-      fail("check-hlo: {}: kiln_options is not an MLIR dictionary", inst.name());
+    HloKernelCall call =
+        HloKernelCall::parse("check-hlo: " + inst.name(), inst.backend_config(), context);
     std::vector<Tensor> operands;
     for (const HloArray *a : in)
       operands.push_back(tensorOf(*a));
-    llvm::SmallVector<Tensor> results;
-    if (config.value("kiln_direction", "") == "backward")
-      impl->runBackward(options, operands, results);
-    else
-      impl->runForward(options, operands, results);
     std::vector<HloArray> out;
-    for (const Tensor &t : results)
+    for (const Tensor &t : call.run(std::move(operands)))
       out.push_back(arrayOf(t));
     return out;
   };
@@ -254,7 +241,7 @@ std::vector<HloArray> runCompiled(const std::string &dir,
   for (const HloArray &a : args[0])
     inputs.push_back(tensorOf(a));
   auto start = std::chrono::steady_clock::now();
-  std::vector<Tensor> outputs = (*step.function)(inputs);
+  std::vector<Tensor> outputs = step(inputs);
   double run = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("compiled {}/model.hlo.mlir for the CPU: lowering {:.2f} s, LLVM {:.2f} s; one "
              "step ran in {:.3f} s\n",

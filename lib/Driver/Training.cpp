@@ -329,6 +329,17 @@ void Trainer::checkTokens(const Tensor &tokens) const {
              ? fmt::format(" x data-parallel degree {}", layout_.dataParallelDegree())
              : "",
          seq, batch, seq + 1);
+  // The eager kernels refuse an id outside the vocabulary; compiled code
+  // follows XLA, whose gather clamps it and whose one-hot misses it.
+  if (compiled_) {
+    Tensor ids = tokens.to(DType::I64);
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      int64_t id = ids.data<int64_t>()[i];
+      if (id < 0 || id >= model_.vocabSize)
+        fail("token id {} at [{}, {}] of the batch is outside the vocabulary [0, {})", id,
+             i / tokens.dim(1), i % tokens.dim(1), model_.vocabSize);
+    }
+  }
 }
 
 double torchtitanFlopsPerToken(const Qwen3Config &m, int64_t seqLen) {
@@ -348,6 +359,9 @@ void Trainer::compileStep() {
          "(this run has {}); train these ranks eagerly (compile.enable=false)",
          layout_.worldSize());
   OwningOpRef<ModuleOp> copy = module_->clone();
+  // A CPU-only kernel (chunked_cross_entropy) is a custom call compiled mode
+  // runs; the Trainer's own pipeline runs are done by now.
+  pipeline_->cpuKernelCalls = true;
   runKilnPipeline(*copy, *pipeline_, PipelineStage::Hlo, PipelineStage::PerRank,
                   "compile.enable: lowering @train_step of " + model_.name + " to HLO failed");
   OwningOpRef<ModuleOp> step = extractHloStep(*copy);
@@ -379,7 +393,7 @@ std::vector<Tensor> Trainer::runCompiled(const std::vector<Tensor> &args) const 
   for (size_t i = 0; i < args.size(); ++i)
     inputs.push_back(args[i].dtype() == params[i].dtype ? args[i] : args[i].to(params[i].dtype));
   inputs.push_back(Tensor(params.back().dtype, {})); // the rank: 0
-  std::vector<Tensor> results = (*compiled_->function)(inputs);
+  std::vector<Tensor> results = (*compiled_)(inputs);
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i].dtype() != resultDTypes_[i])
       results[i] = results[i].to(resultDTypes_[i]);

@@ -100,7 +100,9 @@ void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
 
 /// The per-rank @train_step -> the hlo module.
 void buildHloPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
-  pm.addPass(createLowerToHlo());
+  LowerToHloOptions lower;
+  lower.cpuKernels = o.cpuKernelCalls;
+  pm.addPass(createLowerToHlo(lower));
   if (o.paramDtype != "float32")
     pm.addPass(createHloSinkConverts());
   pm.addPass(createHloNarrowInt64());

@@ -7,10 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "HloToLinalg.h"
+#include "kiln/Passes/HloToLinalg/CustomCalls.h"
 #include "kiln/Passes/HloToLinalg/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -132,14 +135,11 @@ struct RefuseUnlowered : ConversionPattern {
                                 ConversionPatternRewriter &) const override {
     if (!isa<hlo::HloDialect>(op->getDialect()))
       return failure();
-    StringRef why =
-        isa<hlo::AllGatherOp, hlo::ReduceScatterOp, hlo::AllReduceOp, hlo::AllToAllOp,
-            hlo::ReplicaIdOp>(op)
-            ? "collectives and the replica id are not lowered yet: compiled mode runs one "
-              "rank"
-        : isa<hlo::CustomCallOp>(op) ? "custom calls (NKI kernels) are not lowered yet: compile "
-                                       "without override rules"
-                                     : "no lowering";
+    StringRef why = isa<hlo::AllGatherOp, hlo::ReduceScatterOp, hlo::AllReduceOp,
+                        hlo::AllToAllOp, hlo::ReplicaIdOp>(op)
+                        ? "collectives and the replica id are not lowered yet: compiled mode "
+                          "runs one rank"
+                        : "no lowering";
     InFlightDiagnostic error = op->emitError() << "compiled mode cannot lower '" << op->getName()
                                                << "'";
     if (auto name = dyn_cast<NameLoc>(op->getLoc()))
@@ -152,16 +152,20 @@ struct ConvertHloToLinalgPass
     : kiln::impl::ConvertHloToLinalgBase<ConvertHloToLinalgPass> {
   void runOnOperation() override {
     MLIRContext *context = &getContext();
+    if (!numberCustomCallSites(getOperation()).empty())
+      declareCustomCallFunction(getOperation());
     HloTypeConverter converter;
     RewritePatternSet patterns(context);
     populateElementwisePatterns(converter, patterns);
     populateShapePatterns(converter, patterns);
     populateContractionPatterns(converter, patterns);
     populateIndexingPatterns(converter, patterns);
+    populateCustomCallPatterns(converter, patterns);
     patterns.add<RefuseUnlowered>(converter, context);
     ConversionTarget target(*context);
-    target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect, math::MathDialect,
-                           scf::SCFDialect, tensor::TensorDialect, func::FuncDialect>();
+    target.addLegalDialect<arith::ArithDialect, bufferization::BufferizationDialect,
+                           func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
+                           memref::MemRefDialect, scf::SCFDialect, tensor::TensorDialect>();
     target.addIllegalDialect<hlo::HloDialect>();
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
       return signalPassFailure();

@@ -10,6 +10,7 @@
 
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -36,6 +37,12 @@ void populateShapePatterns(const mlir::TypeConverter &converter,
 /// dot_general and reduce (ContractionToLinalg.cpp).
 void populateContractionPatterns(const mlir::TypeConverter &converter,
                                  mlir::RewritePatternSet &patterns);
+/// custom_call as a call of the host (CustomCallToHost.cpp; the ABI in
+/// kiln/Passes/HloToLinalg/CustomCalls.h).
+void populateCustomCallPatterns(const mlir::TypeConverter &converter,
+                                mlir::RewritePatternSet &patterns);
+/// Adds the external function custom calls call to `module`, once.
+void declareCustomCallFunction(mlir::ModuleOp module);
 /// gather and scatter (IndexingToLinalg.cpp).
 void populateIndexingPatterns(const mlir::TypeConverter &converter,
                               mlir::RewritePatternSet &patterns);

@@ -266,17 +266,23 @@ llvm::json::Value toJson(Attribute attr) {
   return text;
 }
 
+/// The custom-call target of a CPU-only kernel (cpu-kernels): compiled mode
+/// runs its CPU implementation; no Neuron compiler knows it.
+constexpr llvm::StringLiteral kCpuKernelTarget = "KilnCpuKernel";
+
 template <typename OpT>
 FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder &b,
                                           HloLoweringState &state, bool backward) {
   std::optional<NeuronKernel> neuron = op.getSpec().neuron();
-  if (!neuron) // refused with a message by checkLowerable
+  if (!neuron && !state.cpuKernels) // refused with a message by checkLowerable
     return failure();
+  std::string kernel = neuron ? (backward ? neuron->backward : neuron->forward)
+                              : op.getKernel().str();
   // The options twice: as JSON for readers, as MLIR attribute text so that
   // Kiln's HLO evaluator runs the kernel's CPU implementation with them.
   std::string optionsText;
   llvm::raw_string_ostream(optionsText) << op.getOptions();
-  llvm::json::Object config{{"kernel", backward ? neuron->backward : neuron->forward},
+  llvm::json::Object config{{"kernel", kernel},
                             {"kiln_kernel", op.getKernel().str()},
                             {"kiln_direction", backward ? "backward" : "forward"},
                             {"kiln_options", optionsText},
@@ -292,7 +298,8 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
     operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
   auto call = hlo::CustomCallOp::create(b.builder(), b.location(), op->getResultTypes(), operands,
-                                        neuron->customCallTarget, text, DenseI64ArrayAttr());
+                                        neuron ? neuron->customCallTarget : kCpuKernelTarget.str(),
+                                        text, DenseI64ArrayAttr());
   return SmallVector<Value>(call.getResults());
 }
 
@@ -504,6 +511,7 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
             func.getLoc())))
       return signalPassFailure();
     HloLoweringState state(grid, func.getArguments().back());
+    state.cpuKernels = cpuKernels;
 
     RewritePatternSet patterns(&getContext());
     populateForwardToHlo(patterns, state);
@@ -546,7 +554,7 @@ struct LowerToHloPass : impl::LowerToHloBase<LowerToHloPass> {
         return;
       auto fqn = op->getAttrOfType<StringAttr>("fqn");
       StringRef module = fqn ? fqn.getValue() : "?";
-      if (const KernelSpec *spec = cpuOnlyKernel(op)) {
+      if (const KernelSpec *spec = cpuKernels ? nullptr : cpuOnlyKernel(op)) {
         op->emitError() << "kiln-lower-to-hlo: kernel '" << spec->name() << "' (rule '"
                         << op->getAttrOfType<StringAttr>("rule").getValue() << "', fqn '"
                         << module << "') has no Neuron custom call: it runs on the CPU only";

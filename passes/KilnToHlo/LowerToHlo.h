@@ -27,6 +27,10 @@ public:
   HloLoweringState(std::vector<int64_t> gridShape, mlir::Value rank)
       : grid(std::move(gridShape)), rank(rank) {}
 
+  /// kiln-lower-to-hlo's cpu-kernels: CPU-only kernels become KilnCpuKernel
+  /// custom calls (compiled mode) instead of errors.
+  bool cpuKernels = false;
+
   int64_t worldSize() const;
   /// The replica groups of a collective over `axes`: `[groups, size]` global
   /// rank ids, members ordered by their coordinates along `axes` (DeviceGrid's

@@ -10,6 +10,7 @@
 #define KILN_DRIVER_COMPILEDSTEP_H
 
 #include "kiln/Backend/Compiled/CompiledFunction.h"
+#include "kiln/Driver/HloKernelCall.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -19,11 +20,25 @@
 
 namespace kiln {
 
+/// One custom call of the step: its kernel and its operand and result types.
+struct CompiledKernelCall {
+  HloKernelCall call;
+  std::vector<TensorSignature> operands, results;
+};
+
 struct CompiledStep {
+  /// Owns the kernels' options when the step was read from a file.
+  std::unique_ptr<mlir::MLIRContext> context;
   std::unique_ptr<CompiledFunction> function;
+  /// By call site (numberCustomCallSites).
+  std::vector<CompiledKernelCall> kernelCalls;
   /// Parsing and the pipeline (hlo -> linalg -> LLVM dialect); the JIT's
   /// own time is function->compileSeconds().
   double lowerSeconds = 0;
+
+  /// Runs the step; its custom calls run their kernels' CPU implementations.
+  /// A kernel's error is rethrown here, naming the call.
+  std::vector<Tensor> operator()(const std::vector<Tensor> &arguments) const;
 };
 
 /// The hlo @train_step of `module` (after the pipeline's Hlo stage) alone in

@@ -94,6 +94,10 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
   Option<double> loadBalanceCoeff{*this, "load-balance-coeff", llvm::cl::init(0.0),
                                   llvm::cl::desc("the model's expert-bias step (0: off)")};
 
+  // kiln-lower-to-hlo.
+  Option<bool> cpuKernelCalls{
+      *this, "cpu-kernel-calls", llvm::cl::init(false),
+      llvm::cl::desc("compiled mode: CPU-only kernels become KilnCpuKernel custom calls")};
   // kiln-shard and kiln-partition (only with more than one rank).
   Option<int64_t> dpReplicate{*this, "dp-replicate", llvm::cl::init(1),
                               llvm::cl::desc("data_parallel_replicate_degree")};

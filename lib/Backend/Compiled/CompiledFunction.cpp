@@ -35,7 +35,9 @@ struct CompiledFunction::Engine {
 
 namespace {
 
-TensorSignature signatureOf(mlir::Type type, const std::string &what) {
+} // namespace
+
+TensorSignature FunctionSignature::signatureOf(mlir::Type type, const std::string &what) {
   auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type);
   if (!tensor)
     fail("compiled mode: {} is not a ranked tensor", what);
@@ -62,6 +64,8 @@ TensorSignature signatureOf(mlir::Type type, const std::string &what) {
   return {dtype, Shape(tensor.getShape().begin(), tensor.getShape().end())};
 }
 
+namespace {
+
 std::string describe(const TensorSignature &s) {
   return std::string(dtypeName(s.dtype)) + shapeToString(s.shape);
 }
@@ -79,8 +83,9 @@ FunctionSignature FunctionSignature::of(mlir::func::FuncOp func) {
   return signature;
 }
 
-CompiledFunction::CompiledFunction(mlir::ModuleOp llvmModule, const std::string &name,
-                                   FunctionSignature signature, int optLevel)
+CompiledFunction::CompiledFunction(
+    mlir::ModuleOp llvmModule, const std::string &name, FunctionSignature signature,
+    const std::vector<std::pair<std::string, void *>> &hostSymbols, int optLevel)
     : engine_(std::make_unique<Engine>()), name_(name), signature_(std::move(signature)) {
   auto start = std::chrono::steady_clock::now();
   static std::once_flag targets;
@@ -108,11 +113,15 @@ CompiledFunction::CompiledFunction(mlir::ModuleOp llvmModule, const std::string 
     fail("compiled mode: @{} does not compile: {}", name,
          llvm::toString(created.takeError()));
   engine_->engine = std::move(*created);
-  // memref.copy of a strided view calls MLIR's runtime helper.
-  engine_->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+  // memref.copy of a strided view calls MLIR's runtime helper; the caller's
+  // symbols (a custom call's host function) are bound here too.
+  engine_->engine->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap symbols;
     symbols[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
                                        llvm::JITSymbolFlags::Exported};
+    for (const auto &[symbol, address] : hostSymbols)
+      symbols[interner(symbol)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                   llvm::JITSymbolFlags::Exported};
     return symbols;
   });
   engine_->engine->initialize();

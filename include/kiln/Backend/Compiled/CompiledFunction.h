@@ -16,10 +16,12 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir {
 class ModuleOp;
+class Type;
 namespace func {
 class FuncOp;
 } // namespace func
@@ -39,16 +41,21 @@ struct TensorSignature {
 struct FunctionSignature {
   std::vector<TensorSignature> arguments, results;
   static FunctionSignature of(mlir::func::FuncOp func);
+  /// One tensor type; `what` names it in the error.
+  static TensorSignature signatureOf(mlir::Type type, const std::string &what);
 };
 
 class CompiledFunction {
 public:
   /// Compiles function `name` of `llvmModule` (the LLVM dialect), whose
   /// signature before lowering was `signature`, with LLVM's optimizer at
-  /// `optLevel` (0: code generation alone). Throws kiln::Error when the
-  /// module does not translate or compile, naming the function.
+  /// `optLevel` (0: code generation alone); the code's external symbols
+  /// resolve to `hostSymbols` (name, address) first. Throws kiln::Error
+  /// when the module does not translate or compile, naming the function.
   CompiledFunction(mlir::ModuleOp llvmModule, const std::string &name,
-                   FunctionSignature signature, int optLevel = 0);
+                   FunctionSignature signature,
+                   const std::vector<std::pair<std::string, void *>> &hostSymbols = {},
+                   int optLevel = 0);
   ~CompiledFunction();
   CompiledFunction(const CompiledFunction &) = delete;
   CompiledFunction &operator=(const CompiledFunction &) = delete;

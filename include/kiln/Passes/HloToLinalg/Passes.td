@@ -13,7 +13,9 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
     (`linalg.generic`, `linalg.transpose`, `linalg.reduce`; `linalg.matmul`
     and `linalg.batch_matmul` where a dot_general has their form), slices,
     reshapes, concatenation and padding become `tensor` ops, scatter an
-    `scf.for` over the updates, an opt-barrier its operands. The result is
+    `scf.for` over the updates, an opt-barrier its operands, a custom call a
+    call of the host's `kiln_custom_call` with its site and the pointers of
+    its operand and result buffers (kiln/Passes/HloToLinalg/CustomCalls.h). The result is
     what one-shot bufferization and the LLVM lowering of compiled mode take
     (docs/compiled.md). XLA's semantics are kept where they differ from the
     obvious: dynamic-slice and gather clamp their start indices into the
@@ -26,14 +28,15 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
     dropped: bufferization turns results into arguments, where they would
     repeat.
 
-    An hlo op without a lowering (collectives and custom calls, until
-    compiled mode has them) is an error naming the op; its location is the
+    An hlo op without a lowering (the collectives and the replica id, until
+    compiled mode runs many ranks) is an error naming the op; its location is the
     kiln fqn it came from.
   }];
   let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
-    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect"
+    "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
   ];
 }
 

@@ -34,6 +34,10 @@ def LowerToHlo : Pass<"kiln-lower-to-hlo", "mlir::ModuleOp"> {
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"",
            "The per-rank function to lower (the HLO entry computation)">,
+    Option<"cpuKernels", "cpu-kernels", "bool", "false",
+           "Compiled mode for the CPU: a kernel without a Neuron custom call (CPU "
+           "only) becomes a custom call to KilnCpuKernel, whose CPU implementation "
+           "compiled mode runs; without it such a kernel is an error">,
   ];
   let dependentDialects = ["::kiln::hlo::HloDialect", "::mlir::func::FuncDialect"];
 }

@@ -1,0 +1,31 @@
+//===- CustomCalls.h - How compiled code calls a custom call's kernel -*- C++ -*-===//
+//
+// kiln-convert-hlo-to-linalg turns each hlo.custom_call into a call of one
+// external function, `kiln_custom_call(i64 site, memref<?xi64> pointers)`
+// (C interface: `_mlir_ciface_kiln_custom_call(int64_t, StridedMemRefType<
+// int64_t, 1> *)`), the pointers those of the operand buffers and then of
+// the result buffers the host must write, each dense and row-major. The
+// host binds each site to a kernel from the hlo module before lowering:
+// numberCustomCallSites gives both sides the same numbering.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_PASSES_HLOTOLINALG_CUSTOMCALLS_H
+#define KILN_PASSES_HLOTOLINALG_CUSTOMCALLS_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+namespace kiln {
+
+/// The external function, and the attribute holding each call's site.
+inline constexpr llvm::StringLiteral kCustomCallFunction = "kiln_custom_call";
+inline constexpr llvm::StringLiteral kCallSiteAttr = "kiln_call_site";
+
+/// Numbers the hlo.custom_call ops of `module` in walk order (kCallSiteAttr)
+/// and returns them in that order.
+llvm::SmallVector<mlir::Operation *> numberCustomCallSites(mlir::ModuleOp module);
+
+} // namespace kiln
+
+#endif // KILN_PASSES_HLOTOLINALG_CUSTOMCALLS_H
