@@ -1,0 +1,190 @@
+//===- CompiledStepTest.cpp - Compiled mode against the HLO evaluator -----===//
+//
+// An hlo step compiled for the CPU (compileHloStep: hlo -> linalg -> LLVM ->
+// JIT) against the reference evaluator (double precision) on random inputs,
+// and the runner's errors: a kernel's exception crosses the compiled code as
+// an error naming the call, arguments of the wrong shape are refused.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Backend/Neuron/HloEvaluator.h"
+#include "kiln/Backend/Neuron/HloExport.h"
+#include "kiln/CustomKernels/Registry.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Driver/CompiledStep.h"
+#include "kiln/Support/Error.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace kiln;
+
+namespace {
+
+/// Softmax attention scores of `q` against `k`, a row gathered by id and
+/// scattered back, a dynamic slice at a clamped start, a pad, a concatenate,
+/// a masked select on iota, a reduction: most op families in one step.
+constexpr const char *kStep = R"(
+func.func @train_step(%q: tensor<4x8xf32>, %k: tensor<6x8xf32>, %ids: tensor<3xi32>,
+                      %start: tensor<i32>) -> (tensor<4x6xf32>, tensor<6x8xf32>, tensor<2x8xf32>,
+                                               tensor<f32>) {
+  %s = hlo.dot_general %q, %k {lhs_batching_dimensions = array<i64>, rhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 1>} : (tensor<4x8xf32>, tensor<6x8xf32>) -> tensor<4x6xf32>
+  %ninf = hlo.constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %zero = hlo.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %max = hlo.reduce %s, %ninf {dimensions = array<i64: 1>, combiner = #hlo<combiner max>} : (tensor<4x6xf32>, tensor<f32>) -> tensor<4xf32>
+  %maxb = hlo.broadcast_in_dim %max {broadcast_dimensions = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x6xf32>
+  %sub = hlo.subtract %s, %maxb : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %e = hlo.exp %sub : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %sum = hlo.reduce %e, %zero {dimensions = array<i64: 1>, combiner = #hlo<combiner add>} : (tensor<4x6xf32>, tensor<f32>) -> tensor<4xf32>
+  %sumb = hlo.broadcast_in_dim %sum {broadcast_dimensions = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x6xf32>
+  %p = hlo.divide %e, %sumb : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %row = hlo.iota {iota_dimension = 0 : i64} : tensor<4x6xi32>
+  %col = hlo.iota {iota_dimension = 1 : i64} : tensor<4x6xi32>
+  %causal = hlo.compare %col, %row {comparison_direction = #hlo<comparison_direction LE>} : (tensor<4x6xi32>, tensor<4x6xi32>) -> tensor<4x6xi1>
+  %zeros = hlo.broadcast_in_dim %zero {broadcast_dimensions = array<i64>} : (tensor<f32>) -> tensor<4x6xf32>
+  %masked = hlo.select %causal, %p, %zeros : (tensor<4x6xi1>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %g = hlo.gather %k, %ids {offset_dims = array<i64: 1>, collapsed_slice_dims = array<i64: 0>, start_index_map = array<i64: 0>, index_vector_dim = 1 : i64, slice_sizes = array<i64: 1, 8>} : (tensor<6x8xf32>, tensor<3xi32>) -> tensor<3x8xf32>
+  %sq = hlo.multiply %g, %g : (tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x8xf32>
+  %kz = hlo.broadcast_in_dim %zero {broadcast_dimensions = array<i64>} : (tensor<f32>) -> tensor<6x8xf32>
+  %sc = hlo.scatter %kz, %ids, %sq {update_window_dims = array<i64: 1>, inserted_window_dims = array<i64: 0>, scatter_dims_to_operand_dims = array<i64: 0>, index_vector_dim = 1 : i64, combiner = #hlo<combiner add>} : (tensor<6x8xf32>, tensor<3xi32>, tensor<3x8xf32>) -> tensor<6x8xf32>
+  %c0 = hlo.constant {value = dense<0> : tensor<i32>} : tensor<i32>
+  %ds = hlo.dynamic_slice %q, %start, %c0 {slice_sizes = array<i64: 1, 8>} : (tensor<4x8xf32>, tensor<i32>, tensor<i32>) -> tensor<1x8xf32>
+  %pad = hlo.pad %ds, %zero {edge_padding_low = array<i64: 0, 1>, edge_padding_high = array<i64: 0, -1>, interior_padding = array<i64: 0, 0>} : (tensor<1x8xf32>, tensor<f32>) -> tensor<1x8xf32>
+  %cat = hlo.concatenate %ds, %pad {dimension = 0 : i64} : (tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
+  %t = hlo.transpose %masked {permutation = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  %r = hlo.rsqrt %sum : (tensor<4xf32>) -> tensor<4xf32>
+  %total = hlo.reduce %t, %zero {dimensions = array<i64: 0, 1>, combiner = #hlo<combiner add>} : (tensor<6x4xf32>, tensor<f32>) -> tensor<f32>
+  %rs = hlo.reduce %r, %total {dimensions = array<i64: 0>, combiner = #hlo<combiner add>} : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+  return %masked, %sc, %cat, %rs : tensor<4x6xf32>, tensor<6x8xf32>, tensor<2x8xf32>, tensor<f32>
+}
+)";
+
+mlir::OwningOpRef<mlir::ModuleOp> parse(mlir::MLIRContext &context, const char *text) {
+  context.loadDialect<hlo::HloDialect, mlir::func::FuncDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  EXPECT_TRUE(module);
+  return module;
+}
+
+Tensor randomTensor(Shape shape, std::mt19937 &rng) {
+  Tensor t(DType::F32, std::move(shape));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.mutableData<float>()[i] = normal(rng);
+  return t;
+}
+
+Tensor intTensor(Shape shape, std::vector<int32_t> values) {
+  Tensor t(DType::I32, std::move(shape));
+  std::copy(values.begin(), values.end(), t.mutableData<int32_t>());
+  return t;
+}
+
+neuron::HloArray arrayOf(const Tensor &t) {
+  neuron::HloArray a;
+  a.dims = t.shape();
+  a.type = t.dtype() == DType::I32 ? xla::S32 : xla::F32;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    a.values.push_back(t.dtype() == DType::I32 ? double(t.data<int32_t>()[i])
+                                               : double(t.data<float>()[i]));
+  return a;
+}
+
+} // namespace
+
+// Relative 1e-5 (above 1; absolute below) against the evaluator's double
+// arithmetic: float32 rounding over sums of at most 48 terms stays far
+// below it. Start index 7 is clamped to 3; id 5 of 6 is gathered twice
+// (the ids in the embedding form, the one the evaluator takes).
+TEST(CompiledStepTest, AgreesWithTheEvaluatorOnEveryOpFamily) {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, kStep);
+  mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");
+  ASSERT_TRUE(mlir::succeeded(proto));
+  CompiledStep step = compileHloStep(*module, "the test step");
+
+  std::mt19937 rng(7);
+  std::vector<Tensor> args{randomTensor({4, 8}, rng), randomTensor({6, 8}, rng),
+                           intTensor({3}, {5, 0, 5}), intTensor({}, {7})};
+  std::vector<Tensor> compiled = step(args);
+  std::vector<neuron::HloArray> in;
+  for (const Tensor &t : args)
+    in.push_back(arrayOf(t));
+  std::vector<neuron::HloArray> reference = neuron::evaluateHlo(*proto, {in})[0];
+  ASSERT_EQ(compiled.size(), reference.size());
+  for (size_t r = 0; r < compiled.size(); ++r) {
+    ASSERT_EQ(compiled[r].shape(), reference[r].dims) << "result " << r;
+    for (int64_t i = 0; i < compiled[r].numel(); ++i) {
+      double want = reference[r].values[i], got = compiled[r].data<float>()[i];
+      EXPECT_NEAR(got, want, 1e-5 * std::max(1.0, std::fabs(want)))
+          << "result " << r << " element " << i;
+    }
+  }
+  // The clamped dynamic slice is q's last row, then that row shifted right.
+  EXPECT_EQ(compiled[2].data<float>()[0], args[0].data<float>()[24]);
+  EXPECT_EQ(compiled[2].data<float>()[9], args[0].data<float>()[24]);
+}
+
+// chunked_cross_entropy refuses a label outside the vocabulary by throwing;
+// the throw cannot unwind through compiled frames, so the host function
+// records it and the step rethrows it naming the call (its kiln fqn). The
+// step runs again afterwards.
+TEST(CompiledStepTest, AKernelErrorNamesTheCallAndTheStepRunsAgain) {
+  registerCustomKernels();
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, R"(
+func.func @train_step(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %labels: tensor<2x4xi64>)
+    -> (tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>) {
+  %0:3 = hlo.custom_call %h, %w, %labels {call_target_name = "KilnCpuKernel", backend_config = "{\22kiln_kernel\22: \22chunked_cross_entropy\22, \22kiln_direction\22: \22forward\22, \22kiln_options\22: \22{total_positions = 8 : i64}\22}"} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>) loc("loss")
+  return %0#0, %0#1, %0#2 : tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>
+}
+)");
+  CompiledStep step = compileHloStep(*module, "the test step");
+  ASSERT_EQ(step.kernelCalls.size(), 1u);
+  EXPECT_EQ(step.kernelCalls[0].call.instruction, "loss");
+
+  std::mt19937 rng(3);
+  Tensor labels(DType::I64, {2, 4});
+  for (int64_t i = 0; i < 8; ++i)
+    labels.mutableData<int64_t>()[i] = i;
+  labels.mutableData<int64_t>()[5] = 99;
+  std::vector<Tensor> args{randomTensor({2, 4, 8}, rng), randomTensor({16, 8}, rng), labels};
+  try {
+    step(args);
+    FAIL() << "a label outside the vocabulary was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("compiled mode: loss: label 99 at position 5"),
+              std::string::npos)
+        << e.what();
+  }
+  labels.mutableData<int64_t>()[5] = 5;
+  args[2] = labels;
+  std::vector<Tensor> results = step(args);
+  EXPECT_TRUE(std::isfinite(*results[0].data<float>()));
+  EXPECT_GT(*results[0].data<float>(), 0.0f);
+}
+
+TEST(CompiledStepTest, ArgumentsOfAnotherShapeAreRefused) {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, kStep);
+  CompiledStep step = compileHloStep(*module, "the test step");
+  std::mt19937 rng(1);
+  std::vector<Tensor> args{randomTensor({8, 4}, rng), randomTensor({6, 8}, rng),
+                           intTensor({3}, {0, 1, 2}), intTensor({}, {0})};
+  try {
+    step(args);
+    FAIL() << "a transposed argument was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("argument 0 of @train_step must be F32"),
+              std::string::npos)
+        << e.what();
+  }
+  args.pop_back();
+  EXPECT_THROW(step(args), Error);
+}
