@@ -4,7 +4,7 @@
 #include "kiln/CustomKernels/Registry.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Driver/PipelineConfig.h"
-#include "kiln/Passes/HloToLinalg/CustomCalls.h"
+#include "kiln/Passes/HloToLinalg/HostCalls.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
@@ -36,7 +36,7 @@ Tensor viewOf(const TensorSignature &signature, int64_t pointer) {
                 reinterpret_cast<const void *>(pointer));
 }
 
-/// kiln_custom_call's C interface (kiln/Passes/HloToLinalg/CustomCalls.h):
+/// kiln_custom_call's C interface (kiln/Passes/HloToLinalg/HostCalls.h):
 /// the operands' buffers, then the results' to write.
 extern "C" void kilnCustomCall(int64_t site, StridedMemRefType<int64_t, 1> *pointers) {
   ActiveStep *running = active;

@@ -17,12 +17,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "HloToLinalg.h"
-#include "kiln/Passes/HloToLinalg/CustomCalls.h"
+#include "kiln/Passes/HloToLinalg/HostCalls.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -37,44 +34,12 @@ struct CustomCallToHost : OpConversionPattern<hlo::CustomCallOp> {
     auto site = op->getAttrOfType<IntegerAttr>(kCallSiteAttr);
     if (!site)
       return op.emitError("a custom call without its kiln_call_site (numberCustomCallSites)");
-    Location loc = op.getLoc();
-    Type i64 = rewriter.getI64Type();
-    auto pointerOf = [&](Value buffer) -> Value {
-      Value index = memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, buffer);
-      return arith::IndexCastOp::create(rewriter, loc, i64, index);
-    };
-    SmallVector<Value> pointers;
-    for (Value input : adaptor.getInputs()) {
-      auto type = cast<RankedTensorType>(input.getType());
-      Value buffer = bufferization::ToBufferOp::create(
-          rewriter, loc, MemRefType::get(type.getShape(), type.getElementType()), input,
-          /*read_only=*/true);
-      pointers.push_back(pointerOf(buffer));
-    }
-    SmallVector<Value> outputs;
-    for (Value result : op.getResults()) {
-      RankedTensorType type = convertedType(getTypeConverter(), result);
-      Value buffer = memref::AllocOp::create(
-          rewriter, loc, MemRefType::get(type.getShape(), type.getElementType()));
-      outputs.push_back(buffer);
-      pointers.push_back(pointerOf(buffer));
-    }
-    int64_t count = int64_t(pointers.size());
-    Value table = memref::AllocaOp::create(rewriter, loc, MemRefType::get({count}, i64));
-    for (auto [i, pointer] : llvm::enumerate(pointers))
-      memref::StoreOp::create(rewriter, loc, pointer, table,
-                              ValueRange{arith::ConstantIndexOp::create(rewriter, loc, i)});
-    Value dynamic = memref::CastOp::create(
-        rewriter, loc, MemRefType::get({ShapedType::kDynamic}, i64), table);
-    Value siteValue = arith::ConstantIntOp::create(rewriter, loc, site.getInt(), 64);
-    func::CallOp::create(rewriter, loc, kCustomCallFunction, TypeRange{},
-                         ValueRange{siteValue, dynamic});
-    SmallVector<Value> results;
-    for (auto [result, buffer] : llvm::zip(op.getResults(), outputs))
-      results.push_back(bufferization::ToTensorOp::create(
-          rewriter, loc, convertedType(getTypeConverter(), result), buffer, /*restrict=*/true,
-          /*writable=*/true));
-    rewriter.replaceOp(op, results);
+    SmallVector<Type> resultTypes;
+    for (Value result : op.getResults())
+      resultTypes.push_back(convertedType(getTypeConverter(), result));
+    Value siteValue = arith::ConstantIntOp::create(rewriter, op.getLoc(), site.getInt(), 64);
+    rewriter.replaceOp(op, callHost(rewriter, op.getLoc(), kCustomCallFunction, {siteValue}, {},
+                                    adaptor.getInputs(), resultTypes));
     return success();
   }
 };
@@ -89,18 +54,6 @@ SmallVector<Operation *> kiln::numberCustomCallSites(ModuleOp module) {
     sites.push_back(op);
   });
   return sites;
-}
-
-void kiln::hlo_to_linalg::declareCustomCallFunction(ModuleOp module) {
-  if (module.lookupSymbol(kCustomCallFunction))
-    return;
-  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  Type i64 = b.getI64Type();
-  auto declaration = func::FuncOp::create(
-      b, module.getLoc(), kCustomCallFunction,
-      b.getFunctionType({i64, MemRefType::get({ShapedType::kDynamic}, i64)}, {}));
-  declaration.setPrivate();
-  declaration->setAttr("llvm.emit_c_interface", b.getUnitAttr());
 }
 
 void kiln::hlo_to_linalg::populateCustomCallPatterns(const TypeConverter &converter,

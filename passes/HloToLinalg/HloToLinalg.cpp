@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HloToLinalg.h"
-#include "kiln/Passes/HloToLinalg/CustomCalls.h"
+#include "kiln/Passes/HloToLinalg/HostCalls.h"
 #include "kiln/Passes/HloToLinalg/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -120,6 +120,60 @@ Value clampedIndex(OpBuilder &b, Location loc, Value value, bool isUnsigned, int
   return arith::MinSIOp::create(b, loc, arith::MaxSIOp::create(b, loc, index, zero), top);
 }
 
+void declareHostFunction(ModuleOp module, StringRef name, unsigned leadingArgs) {
+  if (module.lookupSymbol(name))
+    return;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  Type i64 = b.getI64Type();
+  SmallVector<Type> inputs(leadingArgs, i64);
+  inputs.push_back(MemRefType::get({ShapedType::kDynamic}, i64));
+  auto declaration =
+      func::FuncOp::create(b, module.getLoc(), name, b.getFunctionType(inputs, {}));
+  declaration.setPrivate();
+  declaration->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+}
+
+SmallVector<Value> callHost(OpBuilder &b, Location loc, StringRef name, ValueRange leadingArgs,
+                            ArrayRef<int64_t> words, ValueRange inputs, TypeRange resultTypes) {
+  Type i64 = b.getI64Type();
+  SmallVector<Value> table;
+  for (int64_t w : words)
+    table.push_back(arith::ConstantIntOp::create(b, loc, w, 64));
+  auto pointerOf = [&](Value buffer) -> Value {
+    Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+    return arith::IndexCastOp::create(b, loc, i64, index);
+  };
+  for (Value input : inputs) {
+    auto type = cast<RankedTensorType>(input.getType());
+    table.push_back(pointerOf(bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), input,
+        /*read_only=*/true)));
+  }
+  SmallVector<Value> outputs;
+  for (Type type : resultTypes) {
+    auto tensor = cast<RankedTensorType>(type);
+    outputs.push_back(memref::AllocOp::create(
+        b, loc, MemRefType::get(tensor.getShape(), tensor.getElementType())));
+    table.push_back(pointerOf(outputs.back()));
+  }
+  Value buffer =
+      memref::AllocaOp::create(b, loc, MemRefType::get({int64_t(table.size())}, i64));
+  for (auto [i, word] : llvm::enumerate(table))
+    memref::StoreOp::create(b, loc, word, buffer,
+                            ValueRange{arith::ConstantIndexOp::create(b, loc, i)});
+  SmallVector<Value> args(leadingArgs);
+  args.push_back(memref::CastOp::create(b, loc, MemRefType::get({ShapedType::kDynamic}, i64),
+                                        buffer));
+  // A call of an external function has unknown effects: nothing moves
+  // across it, so the results are read after the host wrote them.
+  func::CallOp::create(b, loc, name, TypeRange{}, args);
+  SmallVector<Value> results;
+  for (auto [type, output] : llvm::zip(resultTypes, outputs))
+    results.push_back(bufferization::ToTensorOp::create(b, loc, type, output,
+                                                        /*restrict=*/true, /*writable=*/true));
+  return results;
+}
+
 } // namespace kiln::hlo_to_linalg
 
 namespace {
@@ -150,10 +204,13 @@ struct RefuseUnlowered : ConversionPattern {
 
 struct ConvertHloToLinalgPass
     : kiln::impl::ConvertHloToLinalgBase<ConvertHloToLinalgPass> {
+  using ConvertHloToLinalgBase::ConvertHloToLinalgBase;
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     if (!numberCustomCallSites(getOperation()).empty())
-      declareCustomCallFunction(getOperation());
+      declareHostFunction(getOperation(), kCustomCallFunction, 1);
+    if (blas)
+      declareBlasFunctions(getOperation());
     HloTypeConverter converter;
     RewritePatternSet patterns(context);
     populateElementwisePatterns(converter, patterns);
@@ -161,6 +218,8 @@ struct ConvertHloToLinalgPass
     populateContractionPatterns(converter, patterns);
     populateIndexingPatterns(converter, patterns);
     populateCustomCallPatterns(converter, patterns);
+    if (blas)
+      populateBlasPatterns(converter, patterns);
     patterns.add<RefuseUnlowered>(converter, context);
     ConversionTarget target(*context);
     target.addLegalDialect<arith::ArithDialect, bufferization::BufferizationDialect,

@@ -38,11 +38,27 @@ void populateShapePatterns(const mlir::TypeConverter &converter,
 void populateContractionPatterns(const mlir::TypeConverter &converter,
                                  mlir::RewritePatternSet &patterns);
 /// custom_call as a call of the host (CustomCallToHost.cpp; the ABI in
-/// kiln/Passes/HloToLinalg/CustomCalls.h).
+/// kiln/Passes/HloToLinalg/HostCalls.h).
 void populateCustomCallPatterns(const mlir::TypeConverter &converter,
                                 mlir::RewritePatternSet &patterns);
-/// Adds the external function custom calls call to `module`, once.
-void declareCustomCallFunction(mlir::ModuleOp module);
+/// Declares `name(i64 x leadingArgs, memref<?xi64>)` with the C interface in
+/// `module`, once: how compiled code calls the host (custom calls, sgemm).
+void declareHostFunction(mlir::ModuleOp module, llvm::StringRef name, unsigned leadingArgs);
+
+/// Calls host function `name` with `leadingArgs` and a table of i64 words:
+/// `words`, then the aligned data pointer of each input's buffer (dense,
+/// row-major, read-only), then of each result's (allocated here, for the
+/// host to write); returns the results as tensors of `resultTypes`.
+llvm::SmallVector<mlir::Value> callHost(mlir::OpBuilder &b, mlir::Location loc,
+                                        llvm::StringRef name, mlir::ValueRange leadingArgs,
+                                        llvm::ArrayRef<int64_t> words, mlir::ValueRange inputs,
+                                        mlir::TypeRange resultTypes);
+/// float32 dot_general of the matmul form as the host's sgemm, ahead of
+/// the linalg patterns (ContractionToBlas.cpp); declareBlasFunctions adds
+/// kiln_sgemm to `module` when a dot will call it.
+void populateBlasPatterns(const mlir::TypeConverter &converter,
+                          mlir::RewritePatternSet &patterns);
+void declareBlasFunctions(mlir::ModuleOp module);
 /// gather and scatter (IndexingToLinalg.cpp).
 void populateIndexingPatterns(const mlir::TypeConverter &converter,
                               mlir::RewritePatternSet &patterns);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Backend/Compiled/CompiledFunction.h"
+#include "HostFunctions.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -113,12 +114,15 @@ CompiledFunction::CompiledFunction(
     fail("compiled mode: @{} does not compile: {}", name,
          llvm::toString(created.takeError()));
   engine_->engine = std::move(*created);
-  // memref.copy of a strided view calls MLIR's runtime helper; the caller's
+  // memref.copy of a strided view calls MLIR's runtime helper, a float32
+  // matmul OpenBLAS (HostFunctions.h); the caller's
   // symbols (a custom call's host function) are bound here too.
   engine_->engine->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap symbols;
     symbols[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
                                        llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_ciface_kiln_sgemm")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&kilnSgemm), llvm::JITSymbolFlags::Exported};
     for (const auto &[symbol, address] : hostSymbols)
       symbols[interner(symbol)] = {llvm::orc::ExecutorAddr::fromPtr(address),
                                    llvm::JITSymbolFlags::Exported};

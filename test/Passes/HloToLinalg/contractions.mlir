@@ -1,10 +1,12 @@
-// kiln-convert-hlo-to-linalg, contractions and reductions: dot_general as
-// linalg.matmul, linalg.batch_matmul or (other dimension numbers, bf16
-// operands of a float32 dot) a linalg.generic; reduce as linalg.reduce
-// from its init value (float sums accumulated in f64). The IR is checked, then run (mlir-runner) against
-// values worked out by hand.
-// RUN: kiln-opt %s --kiln-convert-hlo-to-linalg | FileCheck %s
-// RUN: kiln-opt %s --kiln-hlo-to-llvm | mlir-runner -e main -entry-point-result=void \
+// kiln-convert-hlo-to-linalg{blas=false}, contractions and reductions:
+// dot_general as linalg.matmul, linalg.batch_matmul or (other dimension
+// numbers, bf16 operands of a float32 dot) a linalg.generic; reduce as
+// linalg.reduce from its init value (float sums accumulated in f64). The IR
+// is checked, then lowered to LLVM and run (mlir-runner, which has no
+// kiln_sgemm: blas.mlir checks that path) against values worked out by hand.
+// RUN: kiln-opt %s --kiln-convert-hlo-to-linalg=blas=false | FileCheck %s
+// RUN: kiln-opt %s --kiln-convert-hlo-to-linalg=blas=false | kiln-opt --kiln-hlo-to-llvm \
+// RUN:   | mlir-runner -e main -entry-point-result=void \
 // RUN:   -shared-libs=%mlir_runner_utils | FileCheck %s --check-prefix=OUT
 
 func.func private @printMemrefF32(memref<*xf32>) attributes {llvm.emit_c_interface}

@@ -11,11 +11,13 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
     Every hlo op becomes upstream MLIR on tensors: elementwise ops,
     broadcasts, transposes, iota, gather and reductions become linalg ops
     (`linalg.generic`, `linalg.transpose`, `linalg.reduce`; `linalg.matmul`
-    and `linalg.batch_matmul` where a dot_general has their form), slices,
+    and `linalg.batch_matmul` where a dot_general has their form; a float32
+    dot whose operands are row-major matrices per batch a call of the
+    host's sgemm, `kiln_sgemm`), slices,
     reshapes, concatenation and padding become `tensor` ops, scatter an
     `scf.for` over the updates, an opt-barrier its operands, a custom call a
     call of the host's `kiln_custom_call` with its site and the pointers of
-    its operand and result buffers (kiln/Passes/HloToLinalg/CustomCalls.h). The result is
+    its operand and result buffers (kiln/Passes/HloToLinalg/HostCalls.h). The result is
     what one-shot bufferization and the LLVM lowering of compiled mode take
     (docs/compiled.md). XLA's semantics are kept where they differ from the
     obvious: dynamic-slice and gather clamp their start indices into the
@@ -32,6 +34,12 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
     compiled mode runs many ranks) is an error naming the op; its location is the
     kiln fqn it came from.
   }];
+  let options = [
+    Option<"blas", "blas", "bool", "true",
+           "float32 dot_generals of the matmul form call the host's sgemm "
+           "(kiln_sgemm, OpenBLAS); off: every dot is a linalg op (for running "
+           "the lowered IR without Kiln's host, e.g. in mlir-runner)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
     "::mlir::func::FuncDialect", "::mlir::linalg::LinalgDialect",

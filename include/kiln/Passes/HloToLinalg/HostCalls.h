@@ -1,4 +1,4 @@
-//===- CustomCalls.h - How compiled code calls a custom call's kernel -*- C++ -*-===//
+//===- HostCalls.h - How compiled code calls a custom call's kernel -*- C++ -*-===//
 //
 // kiln-convert-hlo-to-linalg turns each hlo.custom_call into a call of one
 // external function, `kiln_custom_call(i64 site, memref<?xi64> pointers)`
@@ -18,8 +18,9 @@
 
 namespace kiln {
 
-/// The external function, and the attribute holding each call's site.
+/// The external functions, and the attribute holding each custom call's site.
 inline constexpr llvm::StringLiteral kCustomCallFunction = "kiln_custom_call";
+inline constexpr llvm::StringLiteral kSgemmFunction = "kiln_sgemm";
 inline constexpr llvm::StringLiteral kCallSiteAttr = "kiln_call_site";
 
 /// Numbers the hlo.custom_call ops of `module` in walk order (kCallSiteAttr)
@@ -28,4 +29,4 @@ llvm::SmallVector<mlir::Operation *> numberCustomCallSites(mlir::ModuleOp module
 
 } // namespace kiln
 
-#endif // KILN_PASSES_HLOTOLINALG_CUSTOMCALLS_H
+#endif // KILN_PASSES_HLOTOLINALG_HOSTCALLS_H
