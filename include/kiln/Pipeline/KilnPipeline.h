@@ -125,7 +125,8 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
 /// kiln-mixed-precision, kiln-autodiff, kiln-activation-checkpoint, kiln-optimizer,
 /// kiln-shard and kiln-partition (PerRank); kiln-lower-to-hlo,
 /// kiln-hlo-sink-converts (bf16), kiln-hlo-narrow-int64 and cse (Hlo);
-/// kiln-convert-hlo-to-linalg (Linalg); bufferization and the LLVM lowering (Llvm).
+/// kiln-convert-hlo-to-linalg, linalg-fuse-elementwise-ops (Linalg); bufferization and
+/// the LLVM lowering (Llvm).
 /// Kernel rules need the kernels registered first (registerCustomKernels();
 /// the driver's runKilnPipeline and kiln-opt do it), so this library does
 /// not link the kernels' CPU implementations.
@@ -144,7 +145,8 @@ void buildPartitionPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &
 
 /// Registers every Kiln pass and the pipelines kiln-opt offers, each taking
 /// KilnPipelineOptions: `kiln-training` (Captured to PerRank), `kiln-to-hlo`
-/// (Captured to Hlo) and `kiln-per-rank-to-hlo` (PerRank to Hlo).
+/// (Captured to Hlo), `kiln-per-rank-to-hlo` (PerRank to Hlo), and compiled mode's
+/// `kiln-hlo-to-linalg` (Hlo to Linalg) and `kiln-hlo-to-llvm` (Hlo to Llvm).
 void registerKilnPassesAndPipelines();
 
 } // namespace kiln
