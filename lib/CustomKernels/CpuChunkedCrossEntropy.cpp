@@ -47,8 +47,10 @@ public:
   void checkConstraints(Operation *, const KernelTarget &target,
                         SmallVectorImpl<std::string> &violations) const override {
     if (target.name != "cpu")
-      violations.push_back("target.name == \"cpu\" (a CPU-only kernel; target.name = \"" +
-                           target.name + "\")");
+      violations.push_back(
+          "target.name == \"cpu\" (a CPU-only kernel; target.name = \"" + target.name +
+          "\": a run checks its kernels against target.name, \"trn2\" unless the config sets "
+          "it; set target.name = \"cpu\" (--target.name=cpu) to use CPU-only kernels)");
   }
 
   SmallVector<Value> substitute(OpBuilder &b, Operation *op,
