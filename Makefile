@@ -97,6 +97,7 @@ fuzz: deps
 bench: build
 	$(BUILD)/bench/kiln-bench
 	bench/parallel.sh $(BUILD)
+	bench/compiled.sh $(BUILD)
 
 # Regenerates the dialect reference from ODS (the build generates it).
 docs: build
