@@ -70,16 +70,17 @@ extern "C" void kilnCustomCall(int64_t site, StridedMemRefType<int64_t, 1> *poin
 
 std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor> &arguments) const {
   ActiveStep running{this, ""};
-  ActiveStep *outer = active;
-  active = &running;
+  // This step is the running one for the call (and only then), however it ends.
+  struct Activation {
+    ActiveStep *outer;
+    explicit Activation(ActiveStep *step) : outer(active) { active = step; }
+    ~Activation() { active = outer; }
+  };
   std::vector<Tensor> results;
-  try {
+  {
+    Activation activation(&running);
     results = (*function)(arguments);
-  } catch (...) {
-    active = outer;
-    throw;
   }
-  active = outer;
   if (!running.error.empty())
     fail("compiled mode: {}", running.error);
   return results;

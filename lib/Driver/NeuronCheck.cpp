@@ -11,9 +11,7 @@
 #include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Driver/CompiledStep.h"
 #include "kiln/Driver/HloKernelCall.h"
-#include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Backend/Neuron/HloEvaluator.h"
-#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/CustomKernels/Registry.h"
@@ -22,7 +20,6 @@
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
-#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include <fmt/format.h>

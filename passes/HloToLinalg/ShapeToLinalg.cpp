@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 using namespace mlir;
 using namespace kiln;
@@ -20,11 +21,9 @@ using namespace kiln::hlo_to_linalg;
 
 namespace {
 
+/// Static offsets, sizes and strides, as the tensor slice ops take them.
 SmallVector<OpFoldResult> indexAttrs(OpBuilder &b, ArrayRef<int64_t> values) {
-  SmallVector<OpFoldResult> out;
-  for (int64_t v : values)
-    out.push_back(b.getIndexAttr(v));
-  return out;
+  return getAsIndexOpFoldResult(b.getContext(), values);
 }
 
 struct BroadcastInDimToGeneric : OpConversionPattern<hlo::BroadcastInDimOp> {
