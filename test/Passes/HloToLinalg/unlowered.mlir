@@ -1,6 +1,6 @@
-// An hlo op compiled mode does not lower yet (the collectives and the replica
-// id) is an error naming the op and, by its location, the kiln fqn it came
-// from; nothing crashes.
+// An hlo op compiled mode does not lower (the collectives and the replica id,
+// integer power) is an error naming the op and, by its location, the kiln
+// fqn it came from; nothing crashes.
 // RUN: not kiln-opt %s --kiln-convert-hlo-to-linalg -split-input-file 2>&1 | FileCheck %s
 
 // CHECK: error: {{.*}}compiled mode cannot lower 'hlo.all_gather' (from regather): collectives and the replica id are not lowered yet
@@ -15,4 +15,13 @@ func.func @gather(%x: tensor<2x8xf32>) -> tensor<4x8xf32> {
 func.func @replica() -> tensor<ui32> {
   %r = hlo.replica_id : tensor<ui32>
   return %r : tensor<ui32>
+}
+
+// -----
+
+// power lowers on floats only (math.powf); XLA's integer power is refused.
+// CHECK: error: compiled mode lowers power on floats only
+func.func @ipow(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %y = hlo.power %x, %x : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return %y : tensor<4xi32>
 }
