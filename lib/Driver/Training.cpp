@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/Training.h"
 #include "kiln/Driver/CompiledStep.h"
+#include "kiln/Driver/RankAgreement.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Frontend/Qwen3Naming.h"
@@ -15,6 +16,9 @@
 #include "kiln/Support/Error.h"
 
 #include "mlir/Pass/PassManager.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <map>
@@ -122,6 +126,23 @@ std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
     fail("@{}: argument #{}: {}", fn.getName().str(), arg, error);
   return *s;
 }
+/// What every rank of a run must share before its first collective: the
+/// resolved run config (command-line overrides and a token file's shape
+/// applied), the model's config.json, the layout and the checkpoint resumed.
+RunSettings runSettings(const TrainConfig &config, const Qwen3Config &model,
+                        const ParallelLayout &layout, const std::string &resumeDir) {
+  RunSettings settings;
+  settings.add("", config.toJson());
+  settings.add("config.json", nlohmann::json::parse(model.toHfConfigJson()));
+  std::string grid;
+  for (size_t i = 0; i < layout.axisNames().size(); ++i)
+    grid += fmt::format("{}{} {}", i ? " x " : "", layout.axisNames()[i], layout.shape()[i]);
+  settings.add("layout", grid);
+  settings.add("resumed from", resumeDir.empty() ? nlohmann::json(nullptr)
+                                                 : nlohmann::json(resumeDir));
+  return settings;
+}
+
 } // namespace
 
 Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : config_(given) {
@@ -143,6 +164,9 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
   if (tokens && !config.explicitKeys.count("training.local_batch_size"))
     config_.training.localBatchSize =
         layout_.batchRows(tokens->dim(0), 0, config.data.tokensFile).second;
+  // Before the grid's first collective: ranks that resolved different runs
+  // would meet in collectives of different shapes.
+  requireRanksAgree(runSettings(config_, model_, layout_, resumeDir), "the run");
   if (layout_.worldSize() > 1) {
     grid_ = std::make_unique<DeviceGrid>(layout_.axisNames(), layout_.shape());
     execution_.grid = grid_.get();

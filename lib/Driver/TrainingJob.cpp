@@ -5,6 +5,7 @@
 #include "kiln/Driver/BatchSource.h"
 #include "kiln/Driver/LossCurve.h"
 #include "kiln/Driver/Planning.h"
+#include "kiln/Driver/RankAgreement.h"
 #include "kiln/Driver/TrainCheckpoint.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
@@ -315,6 +316,14 @@ int runTrainingJob(const TrainConfig &config) {
     fail("cannot silence the output of rank {}", MpiWorld::get().rank());
   BatchSource data(config, trainer.globalBatchSize(), leader,
                    [&] { trainer.anyRank(false); });
+  // The same settings may still name other files on another machine: the
+  // ranks compare the tokens before the first step reads them.
+  RunSettings dataSettings;
+  nlohmann::json position = data.position(0);
+  position.erase("next_batch");
+  dataSettings.add("training data", position);
+  dataSettings.add("training data.validation_batches", int64_t(data.validation().size()));
+  requireRanksAgree(dataSettings, "the training data");
   if (resumeDir)
     data.checkPosition(resumed.data, (fs::path(*resumeDir) / kTrainStateFile).string() +
                                          ": field 'data'");

@@ -10,6 +10,7 @@
 #include <thread>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace kiln {
 
@@ -126,17 +127,52 @@ MpiWorld &MpiWorld::get() {
   return world;
 }
 
-void MpiWorld::idleBarrier() const {
-  if (size_ == 1)
-    return;
-  MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+namespace {
+/// Waits for `request` sleeping between tests, leaving the cores to ranks
+/// still working (MPICH's blocking calls spin).
+void waitIdle(MPI_Request &request) {
   for (int done = 0;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done)
       return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+} // namespace
+
+void MpiWorld::idleBarrier() const {
+  if (size_ == 1)
+    return;
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  waitIdle(request);
+}
+
+std::vector<std::string> MpiWorld::allGatherText(const std::string &mine) const {
+  if (size_ == 1)
+    return {mine};
+  if (mine.size() > size_t(std::numeric_limits<int>::max()))
+    fail("rank {}: {} bytes are too many to gather in one MPI call", rank_, mine.size());
+  int length = int(mine.size());
+  std::vector<int> lengths(size_), offsets(size_);
+  MPI_Request request;
+  MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, &request);
+  waitIdle(request);
+  int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    offsets[r] = int(total);
+    total += lengths[r];
+  }
+  if (total > std::numeric_limits<int>::max())
+    fail("{} bytes from {} ranks are too many to gather in one MPI call", total, size_);
+  std::string all(size_t(total), '\0');
+  MPI_Iallgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                  MPI_CHAR, MPI_COMM_WORLD, &request);
+  waitIdle(request);
+  std::vector<std::string> texts(size_);
+  for (int r = 0; r < size_; ++r)
+    texts[r] = all.substr(size_t(offsets[r]), size_t(lengths[r]));
+  return texts;
 }
 
 void MpiWorld::abort(int code) const {

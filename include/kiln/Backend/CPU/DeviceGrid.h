@@ -35,6 +35,10 @@ public:
   /// calls do: the waiting ranks leave the machine's cores to a rank that
   /// measures it.
   void idleBarrier() const;
+  /// Every rank's `mine`, by rank, on every rank (lengths first, so texts of
+  /// any length meet); waits sleeping, as idleBarrier does. A world of one
+  /// returns {mine}.
+  std::vector<std::string> allGatherText(const std::string &mine) const;
   /// Ends every rank with `code` (MPI_Abort): one rank's error never leaves
   /// the others waiting in a collective.
   [[noreturn]] void abort(int code) const;
