@@ -36,8 +36,22 @@ namespace {
 namespace fs = std::filesystem;
 
 volatile std::sig_atomic_t interrupted = 0;
-/// SIGINT and SIGTERM (what schedulers send): finish the step, save, stop.
-extern "C" void onInterrupt(int) { interrupted = 1; }
+/// What onInterrupt writes, prepared before it is installed (a handler may
+/// only write()); empty: nothing.
+std::string firstInterruptMessage, secondInterruptMessage;
+/// SIGINT and SIGTERM (what schedulers send): finish the step, save, stop. A
+/// second one stops at once, without saving: a rank waiting in a collective
+/// for a rank that never comes (stopped, or on a lost machine) would never
+/// finish its step.
+extern "C" void onInterrupt(int) {
+  const std::string &message = interrupted ? secondInterruptMessage : firstInterruptMessage;
+  if (!message.empty()) {
+    [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, message.data(), message.size());
+  }
+  if (interrupted)
+    ::_exit(130);
+  interrupted = 1;
+}
 /// SIGPIPE (`kiln train | head`): the reader is gone, the run is not. Point
 /// stdout at /dev/null (open and dup2 are async-signal-safe) and go on.
 extern "C" void onBrokenPipe(int) {
@@ -433,6 +447,14 @@ int runTrainingJob(const TrainConfig &config) {
   if (leader)
     removeStaleTemporaries(config.checkpoint.folder);
   interrupted = 0;
+  firstInterruptMessage = leader ? "kiln train: interrupted: stopping after this step and saving "
+                                   "(interrupt again to stop at once, without saving)\n"
+                                 : "";
+  secondInterruptMessage = fmt::format("kiln train{}: interrupted again: stopping now, without "
+                                       "saving\n",
+                                       MpiWorld::get().size() > 1
+                                           ? fmt::format(" (rank {})", MpiWorld::get().rank())
+                                           : "");
   auto previous = std::signal(SIGINT, onInterrupt);
   auto previousTerm = std::signal(SIGTERM, onInterrupt);
   auto previousPipe = std::signal(SIGPIPE, onBrokenPipe);
