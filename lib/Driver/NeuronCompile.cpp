@@ -270,6 +270,18 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   Qwen3Config model = config.model.resolve();
   int64_t seq = config.training.seqLen;
   ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, seq, 1);
+  const int64_t world = layout.worldSize();
+  if (world > kMaxCompiledWorld)
+    fail("compile: parallelism.world_size={} is more than the {} ranks kiln compile builds a "
+         "step for: every collective's replica groups list every rank (explicit groups, as "
+         "neuronx-cc reads them), so the module grows as the world times its collectives",
+         world, kMaxCompiledWorld);
+  // Said before each phase that grows with the world.
+  auto phase = [&](const char *what) {
+    if (world >= kLargeCompiledWorld)
+      fmt::print(stderr, "compile: {} for {} ranks (each collective lists them all)...\n", what,
+                 world);
+  };
   // torchtitan's default on a Neuron target: bf16 parameters and matmuls.
   std::unique_ptr<KilnPipelineOptions> options =
       pipelineOptions(config, model, &layout, /*defaultParamDtype=*/"bfloat16");
@@ -343,11 +355,13 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
   double planSeconds = secondsSince(t);
 
   t = Clock::now();
+  phase("lowering the step to HLO");
   runKilnPipeline(*module, *options, PipelineStage::Hlo, PipelineStage::PerRank,
                   "lowering @train_step of " + model.name + " to HLO failed");
   double lowerSeconds = secondsSince(t);
 
   t = Clock::now();
+  phase("exporting the HLO module and checking its conformance");
   FailureOr<xla::HloModuleProto> proto;
   succeedOrFail(context, "exporting the HLO module failed", [&] {
     proto = neuron::exportHloModule(*module, "train_step");
@@ -412,6 +426,7 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
                                  {"reduce", config.training.mixedPrecisionReduce}};
 
   t = Clock::now();
+  phase("writing the artifacts");
   std::error_code ec;
   std::filesystem::create_directories(outDir, ec);
   if (ec)

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
 
 using namespace mlir;
 
@@ -90,15 +89,18 @@ GroupPlacement placeGroup(ArrayRef<int64_t> gridShape, ArrayRef<int16_t> axes,
         next.push_back(base + k * stride);
     ranks = std::move(next);
   }
-  std::set<int64_t> nodes, devices;
-  for (int64_t r : ranks) {
-    nodes.insert(r / target.ranksPerNode);
-    devices.insert(r / target.ranksPerDevice);
-  }
+  auto distinct = [&](int64_t unit) {
+    std::vector<int64_t> units;
+    units.reserve(ranks.size());
+    for (int64_t r : ranks)
+      units.push_back(r / unit);
+    std::sort(units.begin(), units.end());
+    return int64_t(std::unique(units.begin(), units.end()) - units.begin());
+  };
   GroupPlacement p;
-  p.nodes = int64_t(nodes.size());
+  p.nodes = distinct(target.ranksPerNode);
   p.membersPerNode = int64_t(ranks.size()) / p.nodes;
-  p.membersPerDevice = int64_t(ranks.size()) / int64_t(devices.size());
+  p.membersPerDevice = int64_t(ranks.size()) / distinct(target.ranksPerDevice);
   return p;
 }
 

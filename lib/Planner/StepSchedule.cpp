@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <map>
 #include <algorithm>
 #include <limits>
 #include <queue>
@@ -126,6 +127,7 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
   std::vector<int> segmentOf(nodes.size(), -1);
   std::vector<unsigned> segmentFirst; // first compute op of each module run
   std::string lastKey;
+  std::map<std::vector<int16_t>, GroupPlacement> placements;
   for (unsigned i = 0; i < nodes.size(); ++i) {
     Node &n = nodes[i];
     Operation *op = n.op;
@@ -138,7 +140,13 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
       n.communication = target.overlapCommunication;
       n.record.stream = ScheduledOp::Stream::Communication;
       auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes").asArrayRef();
-      CollectiveTime time = collectiveTime(*c, placeGroup(gridShape, axes, target), target);
+      // A step's collectives run over a few sets of axes; placing a group
+      // walks its ranks, as many as the world for FSDP.
+      std::vector<int16_t> key(axes.begin(), axes.end());
+      auto placed = placements.find(key);
+      if (placed == placements.end())
+        placed = placements.emplace(key, placeGroup(gridShape, axes, target)).first;
+      CollectiveTime time = collectiveTime(*c, placed->second, target);
       n.seconds = time.seconds;
       n.record.algorithm = time.algorithm;
       n.record.collective = c;

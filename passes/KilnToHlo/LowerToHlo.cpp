@@ -47,23 +47,28 @@ int64_t HloLoweringState::worldSize() const {
 }
 
 DenseIntElementsAttr HloLoweringState::replicaGroups(Builder &b, ArrayRef<int16_t> axes) const {
+  std::vector<int16_t> key(axes.begin(), axes.end());
+  DenseIntElementsAttr &attr = groupAttrs[key];
+  if (attr)
+    return attr;
   std::vector<std::vector<int64_t>> groups = hlo::gridReplicaGroups(grid, axes);
   // A group of one emits no collective: no list for Neuron to count.
-  std::vector<int16_t> key(axes.begin(), axes.end());
-  if (groups.front().size() > 1 && !llvm::is_contained(groupLists, key))
-    groupLists.push_back(key);
+  if (groups.front().size() > 1)
+    ++groupLists;
   std::vector<int64_t> ids;
   for (const std::vector<int64_t> &g : groups)
     ids.insert(ids.end(), g.begin(), g.end());
   auto type = RankedTensorType::get({int64_t(groups.size()), int64_t(groups.front().size())},
                                     b.getI64Type());
-  return DenseIntElementsAttr::get(type, ArrayRef<int64_t>(ids));
+  attr = DenseIntElementsAttr::get(type, ArrayRef<int64_t>(ids));
+  return attr;
 }
 
 Value HloLoweringState::groupIndex(HloBuilder &b, ArrayRef<int16_t> axes) const {
-  std::vector<int32_t> table;
-  for (int64_t rank = 0, n = worldSize(); rank < n; ++rank)
-    table.push_back(int32_t(hlo::gridGroupIndex(grid, axes, rank)));
+  std::vector<int32_t> &table = indexTables[std::vector<int16_t>(axes.begin(), axes.end())];
+  if (table.empty())
+    for (int64_t rank = 0, n = worldSize(); rank < n; ++rank)
+      table.push_back(int32_t(hlo::gridGroupIndex(grid, axes, rank)));
   Value entry = b.dynamicSlice(b.constantI32(table), 0, rank, 1);
   return b.reshape(entry, {});
 }

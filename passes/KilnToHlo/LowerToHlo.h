@@ -15,6 +15,7 @@
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <optional>
+#include <map>
 #include <vector>
 
 namespace kiln {
@@ -40,12 +41,16 @@ public:
   /// (a table of every rank's index read at the rank parameter).
   mlir::Value groupIndex(HloBuilder &b, llvm::ArrayRef<int16_t> axes) const;
   /// Distinct replica-group lists used so far (a NEFF's communicators).
-  size_t distinctGroupLists() const { return groupLists.size(); }
+  size_t distinctGroupLists() const { return groupLists; }
 
 private:
   std::vector<int64_t> grid;
   mlir::Value rank;
-  mutable std::vector<std::vector<int16_t>> groupLists;
+  // By axes, built once: each lists every rank, and a step has a thousand
+  // collectives over a few sets of axes.
+  mutable std::map<std::vector<int16_t>, mlir::DenseIntElementsAttr> groupAttrs;
+  mutable std::map<std::vector<int16_t>, std::vector<int32_t>> indexTables;
+  mutable size_t groupLists = 0;
 };
 
 template <typename OpT>

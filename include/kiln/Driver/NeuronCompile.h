@@ -11,9 +11,20 @@
 
 #include "kiln/Driver/TrainConfig.h"
 
+#include <cstdint>
 #include <string>
 
 namespace kiln {
+
+/// The most ranks kiln compile builds a step for. Every collective's explicit
+/// replica groups (the form neuronx-cc reads) list every rank, so the module
+/// grows as the world times its collectives: at 131072 ranks qwen3-4b's step
+/// writes 3.9 GB of files in about 45 s on a 2-core machine with 5.4 GB of
+/// memory; a million ranks would need about 40 GB.
+constexpr int64_t kMaxCompiledWorld = int64_t(1) << 17;
+/// From this many ranks kiln compile says on stderr what it is doing before
+/// each phase that grows with them (a few seconds and more).
+constexpr int64_t kLargeCompiledWorld = int64_t(1) << 14;
 
 /// Writes the artifacts of `config`'s run into `outDir` (created if needed)
 /// and prints the figures (instructions, collectives, memory, phase times).

@@ -140,22 +140,25 @@ void checkCollective(const xla::HloInstructionProto &inst, int64_t worldSize, Re
     report.add(rule, fmt::format("{} has no explicit replica groups", where(inst)));
     return;
   }
-  std::set<int64_t> seen;
-  int64_t size = inst.replica_groups(0).replica_ids_size();
+  std::vector<bool> seen(size_t(worldSize), false);
+  int64_t covered = 0, size = inst.replica_groups(0).replica_ids_size();
   for (const auto &group : inst.replica_groups()) {
     if (group.replica_ids_size() != size) {
       report.add(rule, fmt::format("{} has replica groups of different sizes", where(inst)));
       return;
     }
     for (int64_t id : group.replica_ids())
-      if (id < 0 || id >= worldSize || !seen.insert(id).second) {
+      if (id < 0 || id >= worldSize || seen[size_t(id)]) {
         report.add(rule, fmt::format("{} lists replica {} out of range [0, {}) or twice",
                                      where(inst), id, worldSize));
         return;
+      } else {
+        seen[size_t(id)] = true;
+        ++covered;
       }
   }
-  if (int64_t(seen.size()) != worldSize)
-    report.add(rule, fmt::format("{} groups cover {} of the {} ranks", where(inst), seen.size(),
+  if (covered != worldSize)
+    report.add(rule, fmt::format("{} groups cover {} of the {} ranks", where(inst), covered,
                                  worldSize));
   if (inst.opcode() == "all-to-all") {
     bool tupled = inst.shape().element_type() == xla::TUPLE;

@@ -12,6 +12,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
+#include <algorithm>
+#include <vector>
+
 using namespace mlir;
 
 namespace kiln::hlo {
@@ -318,11 +321,18 @@ FailureOr<int64_t> verifyCollective(Operation *op, DenseIntElementsAttr groups,
     return op->emitOpError("channel_id must be positive");
   if (global && !channel)
     return op->emitOpError("use_global_device_ids needs a channel_id (XLA's flattened ids)");
-  llvm::SmallSet<int64_t, 16> seen;
+  // Sorted, not a set: FSDP over a large world lists every rank, and the
+  // verifier runs after every pass.
+  std::vector<int64_t> ids;
+  ids.reserve(size_t(type.getNumElements()));
   for (APInt id : groups.getValues<APInt>())
-    if (id.isNegative() || !seen.insert(id.getSExtValue()).second)
-      return op->emitOpError() << "replica id " << id.getSExtValue()
-                               << " is negative or listed twice";
+    ids.push_back(id.getSExtValue());
+  llvm::sort(ids);
+  if (!ids.empty() && ids.front() < 0)
+    return op->emitOpError() << "replica id " << ids.front() << " is negative or listed twice";
+  auto twice = std::adjacent_find(ids.begin(), ids.end());
+  if (twice != ids.end())
+    return op->emitOpError() << "replica id " << *twice << " is negative or listed twice";
   return type.getDimSize(1);
 }
 

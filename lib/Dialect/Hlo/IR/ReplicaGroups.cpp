@@ -4,7 +4,6 @@
 
 #include "llvm/ADT/STLExtras.h"
 
-#include <map>
 
 namespace kiln::hlo {
 
@@ -28,24 +27,28 @@ int64_t gridGroupIndex(llvm::ArrayRef<int64_t> grid, llvm::ArrayRef<int16_t> axe
 
 std::vector<std::vector<int64_t>> gridReplicaGroups(llvm::ArrayRef<int64_t> grid,
                                                     llvm::ArrayRef<int16_t> axes) {
-  int64_t world = 1;
+  int64_t world = 1, size = 1;
   for (int64_t s : grid)
     world *= s;
-  // Colour: the coordinates off `axes`; key: the index along them.
-  std::map<int64_t, std::map<int64_t, int64_t>> groups;
+  for (int16_t a : axes)
+    size *= grid[a];
+  // Group: the coordinates off `axes` (row-major, the groups' order); place
+  // in it: the index along `axes`. One pass, no per-rank allocation: FSDP
+  // over a large world lists every rank.
+  std::vector<std::vector<int64_t>> result(size_t(world / size),
+                                           std::vector<int64_t>(size_t(size)));
+  std::vector<int64_t> c(grid.size(), 0);
   for (int64_t rank = 0; rank < world; ++rank) {
-    std::vector<int64_t> c = gridCoordinates(grid, rank);
-    int64_t color = 0;
+    int64_t group = 0, index = 0;
     for (size_t a = 0; a < grid.size(); ++a)
       if (!llvm::is_contained(axes, int16_t(a)))
-        color = color * grid[a] + c[a];
-    groups[color][gridGroupIndex(grid, axes, rank)] = rank;
-  }
-  std::vector<std::vector<int64_t>> result;
-  for (auto &[color, members] : groups) {
-    result.emplace_back();
-    for (auto &[index, rank] : members)
-      result.back().push_back(rank);
+        group = group * grid[a] + c[a];
+    for (int16_t a : axes)
+      index = index * grid[a] + c[a];
+    result[size_t(group)][size_t(index)] = rank;
+    // The next rank's coordinates: the last axis fastest.
+    for (int64_t i = int64_t(grid.size()) - 1; i >= 0 && ++c[i] == grid[i]; --i)
+      c[i] = 0;
   }
   return result;
 }
