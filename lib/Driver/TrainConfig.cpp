@@ -40,12 +40,7 @@ struct Field {
 /// The JSON kind of a member type: its check and the phrase naming it.
 template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
   if constexpr (std::is_same_v<T, int64_t>)
-    return {"must be an integer", [](const json &v) {
-              // Unsigned values above int64 max would wrap in get<int64_t>().
-              return v.is_number_integer() &&
-                     !(v.is_number_unsigned() &&
-                       v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()));
-            }};
+    return {"must be an integer", [](const json &v) { return isInt64(v); }};
   else if constexpr (std::is_same_v<T, double>)
     return {"must be a number", [](const json &v) { return v.is_number(); }};
   else if constexpr (std::is_same_v<T, std::optional<double>>)

@@ -155,7 +155,7 @@ public:
       nlohmann::json record = jsonTooDeep(line) ? nlohmann::json()
                                                 : nlohmann::json::parse(line, nullptr, false);
       if (record.is_object() && record.contains("step") &&
-          record["step"].is_number_integer() && record["step"].get<int64_t>() <= step) {
+          isInt64(record["step"]) && record["step"].get<int64_t>() <= step) {
         text += line + "\n";
         kept.push_back(std::move(record));
       }

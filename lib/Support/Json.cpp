@@ -3,6 +3,8 @@
 #include "kiln/Support/Json.h"
 #include "kiln/Support/Error.h"
 
+#include <limits>
+#include <vector>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -111,8 +113,29 @@ std::string briefJson(const nlohmann::json &value) {
 nlohmann::json parseJson(const std::string &text, const std::string &source) {
   if (std::optional<size_t> at = jsonTooDeep(text))
     fail("{}: JSON nested deeper than {} levels (at byte {})", source, kMaxJsonDepth, *at);
+  // The path of keys to the value being read, for the message.
+  std::vector<std::string> path;
+  auto refuseHugeIntegers = [&](int, nlohmann::json::parse_event_t event,
+                                nlohmann::json &parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start || event == Event::array_start)
+      path.emplace_back();
+    else if ((event == Event::object_end || event == Event::array_end) && !path.empty())
+      path.pop_back();
+    else if (event == Event::key && !path.empty())
+      path.back() = parsed.get<std::string>();
+    else if (event == Event::value && parsed.is_number_integer() && !isInt64(parsed)) {
+      std::string where;
+      for (const std::string &key : path)
+        if (!key.empty())
+          where += (where.empty() ? "" : ".") + key;
+      fail("{}: {}{} is out of range: Kiln reads integers below 2^63", source,
+           where.empty() ? "integer " : "'" + where + "' = ", parsed.dump());
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, refuseHugeIntegers);
   } catch (const nlohmann::json::exception &e) { // parse errors and number overflow
     fail("{}: malformed JSON: {}", source, e.what());
   }
@@ -146,10 +169,18 @@ std::string JsonObject::getString(const std::string &field) const {
   return v.get<std::string>();
 }
 
+bool isInt64(const nlohmann::json &value) {
+  return value.is_number_integer() &&
+         !(value.is_number_unsigned() &&
+           value.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()));
+}
+
 int64_t JsonObject::getInt(const std::string &field) const {
   const nlohmann::json &v = get(field);
   if (!v.is_number_integer())
     fail("{}: field '{}' must be an integer, got {}", source_, field, briefJson(v));
+  if (!isInt64(v))
+    fail("{}: field '{}' must be below 2^63, got {}", source_, field, briefJson(v));
   return v.get<int64_t>();
 }
 

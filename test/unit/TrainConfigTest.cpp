@@ -3,10 +3,12 @@
 #include "TestUtil.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/TrainConfig.h"
+#include "kiln/Support/Json.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 using namespace kiln;
 using kiln::test::expectError;
@@ -207,7 +209,7 @@ TEST(TrainConfig, TypeErrorsNameKeyAndValue) {
   expectFileError(R"({"optimizer": {"betas": [0.9]}})",
                   {"'optimizer.betas' must be an array of 2 numbers, got [0.9]"});
   expectFileError(R"({"training": {"seed": 18446744073709551615}})",
-                  {"'training.seed' must be an integer"});
+                  {"'training.seed' = 18446744073709551615 is out of range"});
   expectOverrideError("--training.steps=ten", {"'training.steps' must be an integer, got \"ten\""});
   expectOverrideError("--checkpoint.initial_load_in_hf=yes",
                       {"'checkpoint.initial_load_in_hf' must be true or false, got \"yes\""});
@@ -414,6 +416,27 @@ TEST(ParallelLayout, DataParallelRanksTakeTheirBlockOfRows) {
   EXPECT_EQ(l.batchRows(8, 3, "t.json"), (std::pair<int64_t, int64_t>{6, 2}));
   expectError([&] { l.batchRows(6, 0, "t.json"); },
               {"t.json", "6 rows", "data-parallel degree 4", "2 x data_parallel_shard_degree 2"});
+}
+
+/// Integers past int64 (nlohmann keeps them unsigned) are refused as the
+/// numbers they are, never read wrapped negative.
+TEST(TrainConfig, JsonIntegersPastInt64AreRefused) {
+  expectError([] { parseJson("{\"step\": 9223372036854775808}", "state.json"); },
+              {"state.json: 'step' = 9223372036854775808 is out of range"});
+  expectError([] { parseJson("[1, [2, 18446744073709551615]]", "tokens.json"); },
+              {"tokens.json: integer 18446744073709551615 is out of range"});
+  expectError([] { parseJson("{\"a\": {\"b\": [{\"c\": 9223372036854775808}]}}", "x"); },
+              {"x: 'a.b.c' = 9223372036854775808 is out of range"});
+  EXPECT_EQ(parseJson("{\"step\": 9223372036854775807}", "s")["step"].get<int64_t>(),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(parseJson("[-9223372036854775808]", "s")[0].get<int64_t>(),
+            std::numeric_limits<int64_t>::min());
+  // JSON built elsewhere still reaches getInt unchecked.
+  JsonObject state(nlohmann::json{{"step", uint64_t(1) << 63}}, "state.json");
+  expectError([&] { state.getInt("step"); },
+              {"state.json: field 'step' must be below 2^63, got 9223372036854775808"});
+  EXPECT_FALSE(isInt64(nlohmann::json(uint64_t(1) << 63)));
+  EXPECT_TRUE(isInt64(nlohmann::json(int64_t(-1))));
 }
 
 } // namespace

@@ -38,8 +38,13 @@ std::optional<size_t> jsonTooDeep(const std::string &text);
 /// `value` as JSON text for an error message, cut to 80 characters.
 std::string briefJson(const nlohmann::json &value);
 
+/// An integer that fits int64_t: nlohmann keeps larger ones unsigned, and
+/// get<int64_t>() would wrap them negative (2^63 read as -2^63).
+bool isInt64(const nlohmann::json &value);
+
 /// Parses JSON text; throws kiln::Error "<source>: malformed JSON: ..." (or
-/// naming the depth past kMaxJsonDepth).
+/// naming the depth past kMaxJsonDepth, or an integer past int64_t's range,
+/// which no Kiln input holds and every reader would misread).
 nlohmann::json parseJson(const std::string &text, const std::string &source);
 
 class JsonObject {
