@@ -8,6 +8,7 @@
 
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Driver/RankAgreement.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Support/Error.h"
 
@@ -103,6 +104,32 @@ TEST(DeviceGrid, AllReduceAndSlice) {
                 return float(4 * i + 2 * (r % 2) + j);
               }));
   EXPECT_GT(grid().bytesSent().at("dp+tp"), 0);
+}
+
+TEST(MpiWorld, AllGatherTextGathersEveryRanksTextOfItsOwnLength) {
+  const MpiWorld &world = MpiWorld::get();
+  ASSERT_EQ(world.size(), 4);
+  // Rank r sends r copies of its letter: rank 0 sends nothing.
+  std::vector<std::string> texts =
+      world.allGatherText(std::string(size_t(world.rank()), char('a' + world.rank())));
+  EXPECT_EQ(texts, (std::vector<std::string>{"", "b", "cc", "ddd"}));
+}
+
+TEST(MpiWorld, RanksThatDisagreeAllFailWithTheSameMessage) {
+  const MpiWorld &world = MpiWorld::get();
+  RunSettings same;
+  same.add("training.steps", 10);
+  EXPECT_NO_THROW(requireRanksAgree(same, "the run"));
+  RunSettings mine = same;
+  mine.add("optimizer.lr", world.rank() == 2 ? 0.5 : 0.25);
+  try {
+    requireRanksAgree(mine, "the run");
+    FAIL() << "rank " << world.rank() << " went on";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "the ranks disagree on the run: 'optimizer.lr' is 0.25 on ranks 0, "
+                           "1, 3 and 0.5 on rank 2; start every rank with the same run config, "
+                           "command line, model and data");
+  }
 }
 
 TEST(DeviceGrid, PerRankProgramsRunShardCollectives) {
