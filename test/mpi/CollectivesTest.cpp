@@ -17,6 +17,7 @@
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 using namespace kiln;
 
