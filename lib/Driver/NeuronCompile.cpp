@@ -27,7 +27,9 @@
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Planner/Precision.h"
 #include "kiln/Support/Diagnostics.h"
+#include "kiln/Support/AtomicDirectory.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/FileLock.h"
 #include "kiln/Support/Json.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -36,8 +38,11 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <csignal>
+#include <optional>
 #include <filesystem>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -255,6 +260,40 @@ groups list global ranks.
                      config.target.name, config.target.lnc, layout.worldSize());
 }
 
+/// Holds `outDir` for this compile (`lock`: a flock on a hidden sibling,
+/// `.<name>.kiln-compile.lock`, since the folder itself is swapped), refuses
+/// a folder that is not a compile's (the whole folder is replaced), and
+/// removes what killed compiles left beside it.
+void lockOutputFolder(const std::string &outDir, std::optional<FileLock> &lock) {
+  namespace fs = std::filesystem;
+  fs::path dir(trimTrailingSlashes(outDir));
+  std::string name = dir.filename().string();
+  if (name.empty() || name == "." || name == "..")
+    fail("compile: -o '{}' must name a folder of its own (kiln compile replaces it as a "
+         "whole), not '{}'",
+         outDir, outDir);
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    fail("compile: -o '{}' exists and is not a directory", outDir);
+  fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  if (ec)
+    fail("compile: cannot create the output directory '{}': {}", outDir, ec.message());
+  lock.emplace((parent / ("." + name + ".kiln-compile.lock")).string(), "-o");
+  if (!lock->acquired())
+    fail("compile: '{}' is being written by another kiln compile ({}): two compiles into "
+         "one folder would mix their artifacts; wait for it, or give this one its own -o "
+         "folder",
+         outDir, lock->holder());
+  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec) &&
+      !fs::exists(dir / "manifest.json", ec))
+    fail("compile: -o '{}' holds files but no manifest.json, so it is not a kiln compile's "
+         "folder: kiln compile replaces its folder as a whole; give a new or empty one",
+         outDir);
+  for (const std::string &stale : removeTemporarySiblings(outDir))
+    fmt::print(stderr, "compile: removed {}, left by an interrupted compile\n", stale);
+}
+
 } // namespace
 
 std::string neuronxCommand(const std::string &target, int64_t lnc) {
@@ -266,6 +305,10 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
     fail("compile: target '{}' is not a Neuron target (trn2, trn1)", config.target.name);
   if (outDir.empty())
     fail("compile: -o DIR is required (the directory the artifacts go to)");
+  // The folder is one set (it is what goes to the Neuron host): one compile
+  // at a time writes it, and it is replaced as a whole.
+  std::optional<FileLock> lock;
+  lockOutputFolder(outDir, lock);
   Clock::time_point start = Clock::now();
   Qwen3Config model = config.model.resolve();
   int64_t seq = config.training.seqLen;
@@ -427,17 +470,22 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
 
   t = Clock::now();
   phase("writing the artifacts");
-  std::error_code ec;
-  std::filesystem::create_directories(outDir, ec);
-  if (ec)
-    fail("compile: cannot create the output directory '{}': {}", outDir, ec.message());
-  writeFileAtomic(outDir + "/model.hlo.pb", bytes);
-  writeFileAtomic(outDir + "/model.hlo.txt", text);
-  writeFileAtomic(outDir + "/model.hlo.mlir", mlirText);
-  writeFileAtomic(outDir + "/manifest.json", manifest.dump(2) + "\n");
-  writeFileAtomic(outDir + "/compile.sh", compileScript(config, stats.replicaGroupLists.size()));
-  ::chmod((outDir + "/compile.sh").c_str(), 0755);
-  writeFileAtomic(outDir + "/README.txt", readme(config, layout));
+  try {
+    writeDirectoryAtomic(outDir, [&](const std::string &dir) {
+      writeFileAtomic(dir + "/model.hlo.pb", bytes);
+      writeFileAtomic(dir + "/model.hlo.txt", text);
+      writeFileAtomic(dir + "/model.hlo.mlir", mlirText);
+      writeFileAtomic(dir + "/manifest.json", manifest.dump(2) + "\n");
+      writeFileAtomic(dir + "/compile.sh",
+                      compileScript(config, stats.replicaGroupLists.size()));
+      ::chmod((dir + "/compile.sh").c_str(), 0755);
+      writeFileAtomic(dir + "/README.txt", readme(config, layout));
+      if (config.debug.killDuringCompile)
+        ::kill(::getpid(), SIGKILL);
+    });
+  } catch (const std::filesystem::filesystem_error &e) {
+    fail("compile: cannot write the artifacts to '{}': {}", outDir, e.what());
+  }
   double writeSeconds = secondsSince(t);
 
   fmt::print("compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {} x tp {}{}), "

@@ -9,14 +9,9 @@
 
 #include <fmt/core.h>
 
-#include <cerrno>
 #include <csignal>
-#include <cstring>
-#include <ctime>
-#include <fcntl.h>
 #include <filesystem>
 #include <set>
-#include <sys/file.h>
 #include <unistd.h>
 
 namespace kiln {
@@ -224,42 +219,12 @@ void pruneCheckpoints(const std::string &folder, int64_t keep) {
   }
 }
 
-CheckpointFolderLock::CheckpointFolderLock(const std::string &folder) {
-  std::string path = (fs::path(folder) / kFileName).string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    fail("checkpoint.folder: cannot open the lock file '{}': {}", path, std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    int error = errno;
-    std::string holder;
-    char buffer[512];
-    ssize_t n = ::pread(fd_, buffer, sizeof buffer - 1, 0);
-    if (n > 0)
-      holder.assign(buffer, size_t(n));
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0'))
-      holder.pop_back();
-    ::close(fd_);
-    fd_ = -1;
-    if (error == EWOULDBLOCK)
-      fail("checkpoint.folder '{}' is in use by another kiln train ({}): two runs on one "
-           "folder would mix their checkpoints; wait for it, or give this run its own folder",
-           folder, holder.empty() ? "holder not recorded" : holder);
-    fail("checkpoint.folder: cannot lock '{}': {}", path, std::strerror(error));
-  }
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  std::time_t now = std::time(nullptr);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  std::string text = fmt::format("pid {} on host {}, since {}\n", ::getpid(), host, when);
-  // Best effort: the lock is the flock, the text only names its holder.
-  if (::ftruncate(fd_, 0) == 0)
-    (void)!::pwrite(fd_, text.data(), text.size(), 0);
-}
-
-CheckpointFolderLock::~CheckpointFolderLock() {
-  if (fd_ >= 0)
-    ::close(fd_);
+CheckpointFolderLock::CheckpointFolderLock(const std::string &folder)
+    : lock_((fs::path(folder) / kFileName).string(), "checkpoint.folder") {
+  if (!lock_.acquired())
+    fail("checkpoint.folder '{}' is in use by another kiln train ({}): two runs on one "
+         "folder would mix their checkpoints; wait for it, or give this run its own folder",
+         folder, lock_.holder());
 }
 
 } // namespace kiln

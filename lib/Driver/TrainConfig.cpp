@@ -269,6 +269,7 @@ const std::vector<Field> &fields() {
 
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
       field("debug", "kill_during_save", &C::debug, &C::Debug::killDuringSave, nonNegative()),
+      field("debug", "kill_during_compile", &C::debug, &C::Debug::killDuringCompile),
   };
   return table;
 }

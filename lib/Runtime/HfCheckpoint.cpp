@@ -1,6 +1,7 @@
 //===- HfCheckpoint.cpp - Hugging Face model directories ------------------===//
 
 #include "kiln/Runtime/HfCheckpoint.h"
+#include "kiln/Support/AtomicDirectory.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
@@ -10,10 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <cerrno>
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
 
 namespace kiln {
 
@@ -150,49 +147,16 @@ void saveHfCheckpoint(const std::string &dir, const std::string &configJson,
                       const std::function<void(const std::string &)> &writeMore) {
   if (maxShardBytes <= 0)
     fail("{}: max shard size must be > 0 bytes, got {}", dir, maxShardBytes);
-  std::string trimmed = dir;
-  while (trimmed.size() > 1 && trimmed.back() == '/')
-    trimmed.pop_back(); // "out/" must get siblings "out.tmp.N", not "out/.tmp.N"
-  fs::path target(trimmed);
-  fs::path tmp = trimmed + fmt::format(".tmp.{}", getpid());
-  fs::path old = trimmed + fmt::format(".old.{}", getpid());
-  std::error_code ec;
   try {
-    if (fs::exists(target) && !fs::is_directory(target))
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
       fail("exists and is not a directory");
-    if (target.has_parent_path())
-      fs::create_directories(target.parent_path());
-    fs::remove_all(tmp); // a leftover of a crashed run that had our pid
-    fs::create_directory(tmp);
-    writeModelFiles(tmp, configJson, tensors, maxShardBytes);
-    if (writeMore)
-      writeMore(tmp.string());
-    bool hadOld = fs::exists(target);
-    // Replacing: swap the two directories in one step, so a kill at any
-    // moment leaves a complete checkpoint under the name; the old one ends
-    // up at `tmp` and is removed. Only file systems without the exchange
-    // (EINVAL) fall back to two renames, with a window between them.
-    if (hadOld && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(),
-                              RENAME_EXCHANGE) == 0) {
-      fs::remove_all(tmp, ec);
-      return;
-    }
-    if (hadOld && errno != EINVAL)
-      throw fs::filesystem_error("cannot swap the new checkpoint into place", tmp, target,
-                                 std::error_code(errno, std::generic_category()));
-    if (hadOld)
-      fs::rename(target, old);
-    fs::rename(tmp, target, ec);
-    if (ec) {
-      if (hadOld)
-        fs::rename(old, target, ec); // best effort: put the previous one back
-      throw fs::filesystem_error("cannot move the new checkpoint into place", tmp,
-                                 target, ec);
-    }
-    // The new checkpoint is complete; a stale old copy is only wasted space.
-    fs::remove_all(old, ec);
+    writeDirectoryAtomic(dir, [&](const std::string &tmp) {
+      writeModelFiles(tmp, configJson, tensors, maxShardBytes);
+      if (writeMore)
+        writeMore(tmp);
+    });
   } catch (const std::exception &e) {
-    fs::remove_all(tmp, ec);
     fail("{}: cannot save checkpoint: {}", dir, e.what());
   }
 }

@@ -17,6 +17,7 @@
 #define KILN_DRIVER_TRAINCHECKPOINT_H
 
 #include "kiln/Driver/TrainConfig.h"
+#include "kiln/Support/FileLock.h"
 
 #include <nlohmann/json.hpp>
 
@@ -89,14 +90,11 @@ class CheckpointFolderLock {
 public:
   /// Throws kiln::Error when another live process holds the folder.
   explicit CheckpointFolderLock(const std::string &folder);
-  ~CheckpointFolderLock();
-  CheckpointFolderLock(const CheckpointFolderLock &) = delete;
-  CheckpointFolderLock &operator=(const CheckpointFolderLock &) = delete;
 
   static constexpr const char *kFileName = ".kiln-train.lock";
 
 private:
-  int fd_ = -1;
+  FileLock lock_;
 };
 
 } // namespace kiln

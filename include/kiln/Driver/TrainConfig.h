@@ -171,6 +171,9 @@ struct TrainConfig {
     /// A crash test: SIGKILL this process while it saves the checkpoint of
     /// this step, before the checkpoint is complete (0: never).
     int64_t killDuringSave = 0;
+    /// A crash test: `kiln compile` SIGKILLs itself once its artifacts are
+    /// written to their temporary folder, before they replace the -o folder.
+    bool killDuringCompile = false;
   } debug;
 
   /// Defaults, then the JSON file at `path` (skipped if empty), then each
