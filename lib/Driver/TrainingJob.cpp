@@ -106,8 +106,13 @@ void requireWritableFile(const std::string &file, const std::string &option) {
   // An existing FIFO or device would block or swallow the output.
   if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
     fail("{}: '{}' exists and is not a regular file", option, file);
-  requireWritableDirectory(path.parent_path().empty() ? fs::path(".") : path.parent_path(),
-                           option);
+  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  requireWritableDirectory(dir, option);
+  // The name the write creates, checked now rather than after training.
+  size_t limit = maxFileNameBytes(dir.string());
+  if (path.filename().string().size() > limit)
+    fail("{}: the file name '{}...' is {} bytes, more than the {} this file system takes", option,
+         path.filename().string().substr(0, 40), path.filename().string().size(), limit);
 }
 
 /// Every path the run will write, checked at start-up so a typo cannot

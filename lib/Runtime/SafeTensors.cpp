@@ -303,7 +303,7 @@ void writeSafeTensors(const std::string &path, const TensorMap &tensors,
     lenBytes[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
 
   TempFile tmp;
-  tmp.path = fmt::format("{}.tmp.{}", path, ::getpid());
+  tmp.path = temporaryPathFor(path);
   tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (tmp.fd < 0) {
     tmp.keep = true; // nothing was created, and never unlink someone else's file

@@ -65,8 +65,26 @@ std::string readFile(const std::string &path) {
   return contents;
 }
 
+size_t maxFileNameBytes(const std::string &dir) {
+  long limit = ::pathconf(dir.empty() ? "." : dir.c_str(), _PC_NAME_MAX);
+  return limit > 0 ? size_t(limit) : 255;
+}
+
+std::string temporaryPathFor(const std::string &path) {
+  std::string suffix = fmt::format(".tmp.{}", getpid());
+  size_t slash = path.rfind('/');
+  size_t nameStart = slash == std::string::npos ? 0 : slash + 1;
+  std::string dir = path.substr(0, nameStart), name = path.substr(nameStart);
+  // A name near the limit keeps the suffix by losing its own end: the
+  // temporary must be creatable whenever the name itself is.
+  size_t limit = maxFileNameBytes(dir);
+  if (name.size() + suffix.size() > limit && limit > suffix.size())
+    name.resize(limit - suffix.size());
+  return dir + name + suffix;
+}
+
 void writeFileAtomic(const std::string &path, const std::string &contents) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+  std::string tmp = temporaryPathFor(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << contents;

@@ -24,8 +24,14 @@ std::string readFile(const std::string &path);
 /// such as "<path>: is a FIFO, not a regular file"; `mode` is stat's st_mode.
 const char *fileKind(unsigned mode);
 
-/// Writes `contents` to `path` atomically (temporary name, then rename).
+/// Writes `contents` to `path` atomically (temporaryPathFor, then rename).
 void writeFileAtomic(const std::string &path, const std::string &contents);
+/// The temporary writeFileAtomic writes first: `<path>.tmp.<pid>`, the
+/// name cut short enough that the temporary fits the file system's name
+/// limit whenever `path`'s own name does.
+std::string temporaryPathFor(const std::string &path);
+/// The longest file name the file system holding `dir` takes (NAME_MAX).
+size_t maxFileNameBytes(const std::string &dir);
 
 /// JSON nested deeper than this is refused before parsing: such a value can
 /// only be hostile, and printing it in a message would recurse that deep.
