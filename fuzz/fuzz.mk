@@ -43,6 +43,7 @@ SOURCES_tokenizer := fuzz/TokenizerFuzzer.cpp lib/Data/Tokenizer.cpp $(SUPPORT)
 # The manifest check with the generated HloModuleProto classes.
 SOURCES_manifest := fuzz/ManifestFuzzer.cpp lib/Driver/NeuronManifest.cpp $(SUPPORT) \
   $(GEN)/proto/hlo.pb.cc
+SOURCES_target := fuzz/TargetProfileFuzzer.cpp lib/Planner/TargetProfile.cpp $(SUPPORT)
 SOURCES_mlir := fuzz/MlirFuzzer.cpp $(DIALECT) $(KERNELS) lib/Runtime/Tensor.cpp \
   $(RUNTIME_KERNELS) $(SUPPORT)
 
@@ -51,7 +52,7 @@ LIBS_tokenizer := -lpcre2-8 $(shell pkg-config --libs icu-i18n icu-uc)
 LIBS_mlir := -L$(LLVM)/lib -Wl,-rpath,$(LLVM)/lib -lMLIR -lLLVM-22 \
   -L/usr/lib/$(OPENBLAS) -Wl,-rpath,/usr/lib/$(OPENBLAS) -lopenblas
 
-TARGETS := safetensors config tokens tokenizer mlir manifest
+TARGETS := safetensors config tokens tokenizer mlir manifest target
 objects = $(patsubst %.cc,$(OUT)/obj/%.o,$(patsubst %.cpp,$(OUT)/obj/%.o,$(SOURCES_$(1))))
 
 .PHONY: all

@@ -15,6 +15,36 @@ const std::map<std::string, std::string> &builtinTargetTexts(); // BuiltinTarget
 
 namespace {
 
+/// What a field may physically be. Past it a value is a typo or hostile (a
+/// latency of 1e308 s, a bandwidth of 1e-300 B/s, a reserve past 2^63
+/// bytes) and would surface far from the file, as infinities, a wrapped
+/// integer or a schedule that never ends.
+struct Range {
+  double low, high;
+  bool lowOpen; ///< (low, high] rather than [low, high]
+  const char *unit;
+
+  bool holds(double x) const {
+    return std::isfinite(x) && (lowOpen ? x > low : x >= low) && x <= high;
+  }
+  std::string describe() const {
+    return fmt::format("{}{:g}, {:g}]{}{}", lowOpen ? "(" : "[", low, high, *unit ? " " : "",
+                       unit);
+  }
+};
+
+constexpr double kPebibyte = double(int64_t(1) << 50);
+constexpr Range kRanks{1, 65536, false, "ranks"};
+constexpr Range kPrice{0, 1e6, false, "USD per hour"};
+// Flops and bandwidths go up to an idealised machine's (free communication
+// in a test); their floors are what a wrong unit gives.
+constexpr Range kFlops{1e6, 1e30, false, "FLOP/s"};
+constexpr Range kMemory{double(1 << 20), kPebibyte, false, "bytes"};
+constexpr Range kReserve{0, kPebibyte, false, "bytes"};
+constexpr Range kBandwidth{1e3, 1e30, false, "bytes/s"};
+constexpr Range kSeconds{0, 1, false, "s"};
+constexpr Range kFraction{0, 1, true, ""};
+
 /// Reads a profile by dotted field paths, naming the file and the path in
 /// every error, and refuses fields it does not know (a misspelt efficiency
 /// would otherwise be silently ignored).
@@ -46,9 +76,8 @@ public:
     return v.get<std::string>();
   }
 
-  /// A number > 0 (>= 0 with `allowZero`), or "measured" where `measured`
-  /// can supply it.
-  double number(const std::string &path, bool allowZero = false,
+  /// A number within `range`, or "measured" where `measured` can supply it.
+  double number(const std::string &path, const Range &range,
                 const std::function<double()> &measured = {}) {
     const nlohmann::json &v = field(path);
     if (v.is_string() && v.get<std::string>() == "measured") {
@@ -56,11 +85,9 @@ public:
         fail("{}: field '{}' cannot be \"measured\"; give a number", source_, path);
       return measured();
     }
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
-        (!allowZero && v.get<double>() == 0))
-      fail("{}: field '{}' must be a {} number{}, got {}", source_, path,
-           allowZero ? "non-negative" : "positive", measured ? " or \"measured\"" : "",
-           briefJson(v));
+    if (!v.is_number() || !range.holds(v.get<double>()))
+      fail("{}: field '{}' must be a number in {}{}, got {}", source_, path, range.describe(),
+           measured ? " or \"measured\"" : "", briefJson(v));
     return v.get<double>();
   }
 
@@ -73,22 +100,23 @@ public:
     return v.get<bool>();
   }
 
-  int64_t integer(const std::string &path, const std::function<double()> &measured = {}) {
+  int64_t integer(const std::string &path, const Range &range,
+                  const std::function<double()> &measured = {}) {
     const nlohmann::json &v = field(path);
     if (v.is_string() && measured)
-      return int64_t(number(path, false, measured));
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-      fail("{}: field '{}' must be a positive integer{}, got {}", source_, path,
+      return int64_t(number(path, range, measured));
+    if (!v.is_number_integer() || !range.holds(double(v.get<int64_t>())))
+      fail("{}: field '{}' must be an integer in {}{}, got {}", source_, path, range.describe(),
            measured ? " or \"measured\"" : "", briefJson(v));
     return v.get<int64_t>();
   }
 
   double fraction(const std::string &path) {
-    double value = number(path);
-    if (value > 1)
-      fail("{}: field '{}' is an achieved fraction of peak, in (0, 1]; got {}", source_, path,
-           value);
-    return value;
+    const nlohmann::json &v = field(path);
+    if (!v.is_number() || !kFraction.holds(v.get<double>()))
+      fail("{}: field '{}' is an achieved fraction of peak, in {}; got {}", source_, path,
+           kFraction.describe(), briefJson(v));
+    return v.get<double>();
   }
 
   int64_t dtypeBytes(const std::string &path) {
@@ -144,8 +172,8 @@ private:
 Link readLink(ProfileReader &r, const std::string &path, const std::function<double()> &measured) {
   Link link;
   link.name = r.string(path + ".name");
-  link.bandwidth = r.number(path + ".bandwidth", false, measured);
-  link.latencySeconds = r.number(path + ".latency_seconds", true);
+  link.bandwidth = r.number(path + ".bandwidth", kBandwidth, measured);
+  link.latencySeconds = r.number(path + ".latency_seconds", kSeconds);
   return link;
 }
 
@@ -180,21 +208,21 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
   t.source = source;
   t.name = r.string("name");
   t.description = r.string("description");
-  t.ranksPerNode = r.integer("ranks_per_node");
-  t.ranksPerDevice = r.integer("ranks_per_device");
-  t.pricePerHourUsd = r.number("price_per_hour_usd", /*allowZero=*/true);
+  t.ranksPerNode = r.integer("ranks_per_node", kRanks);
+  t.ranksPerDevice = r.integer("ranks_per_device", kRanks);
+  t.pricePerHourUsd = r.number("price_per_hour_usd", kPrice);
   t.precision.computeBytes = r.dtypeBytes("precision.compute");
   t.precision.masterBytes = r.dtypeBytes("precision.master");
   t.precision.reduceBytes = r.dtypeBytes("precision.reduce");
   t.precision.optimizerBytes = r.dtypeBytes("precision.optimizer");
-  t.matmulPeakFlops = r.number("peak_flops_per_rank.matmul", false, probe.sgemmFlops);
-  t.vectorPeakFlops = r.number("peak_flops_per_rank.vector", false, probe.sgemmFlops);
+  t.matmulPeakFlops = r.number("peak_flops_per_rank.matmul", kFlops, probe.sgemmFlops);
+  t.vectorPeakFlops = r.number("peak_flops_per_rank.vector", kFlops, probe.sgemmFlops);
   std::function<double()> memoryBytes;
   if (probe.memoryBytes)
     memoryBytes = [&] { return double(probe.memoryBytes()); };
-  t.memoryBytes = r.integer("memory_bytes_per_rank", memoryBytes);
-  t.memoryBandwidth = r.number("memory_bandwidth_per_rank", false, probe.memoryBandwidth);
-  t.runtimeReserveBytes = int64_t(r.number("runtime_reserve_bytes", /*allowZero=*/true));
+  t.memoryBytes = r.integer("memory_bytes_per_rank", kMemory, memoryBytes);
+  t.memoryBandwidth = r.number("memory_bandwidth_per_rank", kBandwidth, probe.memoryBandwidth);
+  t.runtimeReserveBytes = int64_t(r.number("runtime_reserve_bytes", kReserve));
   t.intraNode = readLink(r, "interconnect.intra_node", probe.memoryBandwidth);
   t.interNode = readLink(r, "interconnect.inter_node", {});
   t.overlapCommunication = r.boolean("overlap_communication");
@@ -203,7 +231,7 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
   t.efficiency.vector = r.fraction("efficiency.vector");
   t.efficiency.memory = r.fraction("efficiency.memory");
   t.efficiency.collective = r.fraction("efficiency.collective");
-  t.efficiency.opOverheadSeconds = r.number("efficiency.op_overhead_seconds", true);
+  t.efficiency.opOverheadSeconds = r.number("efficiency.op_overhead_seconds", kSeconds);
   if (r.has("gemm_seconds")) {
     const nlohmann::json &v = r.field("gemm_seconds");
     if (!v.is_string() || v.get<std::string>() != "measured")

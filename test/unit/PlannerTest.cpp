@@ -655,8 +655,27 @@ TEST(PlannerTest, MalformedProfilesNameTheFileAndTheField) {
   nlohmann::json negative = profileJson(4);
   negative["peak_flops_per_rank"]["matmul"] = -1;
   EXPECT_EQ(parse(negative),
-            "my.json: field 'peak_flops_per_rank.matmul' must be a positive number or "
-            "\"measured\", got -1");
+            "my.json: field 'peak_flops_per_rank.matmul' must be a number in [1e+06, 1e+30] "
+            "FLOP/s or \"measured\", got -1");
+  // Values past what a machine can be are refused where they are read: they
+  // ended as a wrapped memory reserve that made every layout fit, or a
+  // schedule whose collective never became ready.
+  nlohmann::json reserveHuge = profileJson(4);
+  reserveHuge["runtime_reserve_bytes"] = 1e19;
+  EXPECT_EQ(parse(reserveHuge), "my.json: field 'runtime_reserve_bytes' must be a number in [0, "
+                                "1.1259e+15] bytes, got 1e+19");
+  nlohmann::json latency = profileJson(4);
+  latency["interconnect"]["inter_node"]["latency_seconds"] = 1e308;
+  EXPECT_EQ(parse(latency), "my.json: field 'interconnect.inter_node.latency_seconds' must be a "
+                            "number in [0, 1] s, got 1e+308");
+  nlohmann::json slow = profileJson(4);
+  slow["interconnect"]["intra_node"]["bandwidth"] = 1e-300;
+  EXPECT_EQ(parse(slow), "my.json: field 'interconnect.intra_node.bandwidth' must be a number in "
+                         "[1000, 1e+30] bytes/s or \"measured\", got 1e-300");
+  nlohmann::json ranks = profileJson(4);
+  ranks["ranks_per_node"] = 1 << 20;
+  EXPECT_EQ(parse(ranks), "my.json: field 'ranks_per_node' must be an integer in [1, 65536] "
+                          "ranks, got 1048576");
   nlohmann::json fraction = profileJson(4);
   fraction["efficiency"]["matmul"] = 1.5;
   EXPECT_EQ(parse(fraction),
