@@ -15,6 +15,8 @@
 
 #include <cmath>
 
+#include <fmt/core.h>
+
 namespace kiln::kernel_ir {
 namespace {
 
@@ -140,6 +142,11 @@ public:
   SmallVector<unsigned> cotangentOperands() const override { return {0}; }
 
   KernelCheckShape checkShape() const override { return attentionCheckShape(); }
+  std::string checkShapeProblem(const KernelCheckShape &s) const override {
+    // Grouped-query attention: each key/value head serves a group of heads.
+    int64_t heads = dim(s, "heads"), kv = dim(s, "kv_heads");
+    return heads % kv ? fmt::format("heads={} is not a multiple of kv_heads={}", heads, kv) : "";
+  }
   SmallVector<CheckInput> checkInputs(MLIRContext *context,
                                       const KernelCheckShape &s) const override {
     auto kv = attentionCheckType(context, s, "kv_heads");

@@ -20,6 +20,8 @@
 #include "kiln/Runtime/MoeKernels.h"
 #include "kiln/Support/Error.h"
 
+#include <fmt/core.h>
+
 namespace kiln::kernel_ir {
 namespace {
 
@@ -227,6 +229,14 @@ public:
 
   KernelCheckShape checkShape() const override {
     return {{"tokens", 64}, {"hidden", 64}, {"intermediate", 32}, {"experts", 8}, {"top_k", 2}};
+  }
+  std::string checkShapeProblem(const KernelCheckShape &s) const override {
+    // Each token picks top_k distinct experts.
+    int64_t e = dim(s, "experts"), k = dim(s, "top_k");
+    return k > e ? fmt::format("top_k={} is more than experts={}: a token's choices are "
+                               "distinct experts",
+                               k, e)
+                 : "";
   }
   SmallVector<CheckInput> checkInputs(MLIRContext *context,
                                       const KernelCheckShape &s) const override {

@@ -13,6 +13,8 @@
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/ForwardKernels.h"
 
+#include <fmt/core.h>
+
 namespace kiln::kernel_ir {
 namespace {
 
@@ -101,6 +103,11 @@ public:
   SmallVector<unsigned> cotangentOperands() const override { return {0, 1}; }
 
   KernelCheckShape checkShape() const override { return attentionCheckShape(); }
+  std::string checkShapeProblem(const KernelCheckShape &s) const override {
+    // The rotation pairs the two halves of each head.
+    int64_t d = dim(s, "head_dim");
+    return d % 2 ? fmt::format("head_dim={} is odd: rope rotates pairs of halves", d) : "";
+  }
   SmallVector<CheckInput> checkInputs(MLIRContext *context,
                                       const KernelCheckShape &s) const override {
     return {{"q", attentionCheckType(context, s, "heads")},

@@ -35,6 +35,10 @@ using namespace mlir;
 
 namespace {
 
+/// The most input elements a check allocates (4 GiB of f32; the forward, the
+/// backward and both sides' intermediates come on top).
+constexpr int64_t kMaxCheckElements = int64_t(1) << 30;
+
 /// bf16 keeps the top 16 bits of an f32 (round to nearest even).
 float roundToBf16(float x) {
   uint32_t bits;
@@ -162,6 +166,8 @@ KernelCheckReport checkKernel(const std::string &name, const KernelCheckOptions 
       fail("check-kernel {}: --shape {}={} must be positive", name, key, value);
     it->second = value;
   }
+  if (std::string problem = kernel.checkShapeProblem(shape); !problem.empty())
+    fail("check-kernel {}: --shape: {}", name, problem);
 
   MLIRContext context;
   context.loadDialect<KilnDialect, func::FuncDialect>();
@@ -170,6 +176,19 @@ KernelCheckReport checkKernel(const std::string &name, const KernelCheckOptions 
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   SmallVector<CheckableKernel::CheckInput> inputs = kernel.checkInputs(&context, shape);
+  // Element counts in 128-bit arithmetic: a product wrapping to 0 compared
+  // nothing and printed PASS.
+  __int128 elements = 0;
+  for (const auto &input : inputs) {
+    __int128 n = 1;
+    for (int64_t d : input.type.getShape())
+      n = std::min<__int128>(n * d, __int128(1) << 100);
+    elements += n;
+  }
+  if (elements > kMaxCheckElements)
+    fail("check-kernel {}: --shape gives inputs of {:.3g} elements, more than the {} "
+         "(2^30) a check runs; give smaller dimensions",
+         name, double(elements), kMaxCheckElements);
   SmallVector<Type> inputTypes;
   SmallVector<bool> floatInput;
   for (const auto &input : inputs) {

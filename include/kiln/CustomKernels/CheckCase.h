@@ -28,6 +28,10 @@ public:
 
   /// Named dimensions and their defaults.
   virtual KernelCheckShape checkShape() const = 0;
+  /// What the replaced op(s) cannot take in `shape` ("heads=4 is not a
+  /// multiple of kv_heads=3"), or "" when they can: checked before building,
+  /// since an op whose result type cannot be inferred aborts the process.
+  virtual std::string checkShapeProblem(const KernelCheckShape &) const { return ""; }
   /// One input of the replaced op(s): floats drawn from normal(0, 1), or
   /// integers in [0, idBound) (`distinctPerRow`: distinct along the last
   /// dimension, as a router's top-k).
