@@ -12,6 +12,16 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
     fail("parallelism.world_size={} but the launcher started {} ranks", o.worldSize,
          launchedWorld);
   int64_t world = o.worldSize > 0 ? o.worldSize : launchedWorld;
+  // Each degree bounded first, so their products below fit in 128 bits (a
+  // 64-bit product wrapped: 7 x 7905747460161236407 ran as one rank).
+  for (auto [field, value] : {std::pair<const char *, int64_t>{"world_size", world},
+                              {"data_parallel_replicate_degree", o.dataParallelReplicateDegree},
+                              {"data_parallel_shard_degree", o.dataParallelShardDegree},
+                              {"tensor_parallel_degree", o.tensorParallelDegree},
+                              {"expert_parallel_degree", o.expertParallelDegree}})
+    if (value > kMaxRanks)
+      fail("parallelism.{}={} is more than the {} ranks (2^24) Kiln lays out", field, value,
+           kMaxRanks);
 
   ParallelLayout l;
   l.dpReplicate = o.dataParallelReplicateDegree;
@@ -28,10 +38,11 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
   } else {
     l.dpShard = o.dataParallelShardDegree;
   }
-  if (l.worldSize() != world)
+  __int128 product = __int128(l.dpReplicate) * l.dpShard * l.tp;
+  if (product != world)
     fail("parallelism: data_parallel_replicate_degree x data_parallel_shard_degree x "
-         "tensor_parallel_degree = {} x {} x {} = {}, but the world has {} ranks",
-         l.dpReplicate, l.dpShard, l.tp, l.worldSize(), world);
+         "tensor_parallel_degree = {} x {} x {} = {:.0f}, but the world has {} ranks",
+         l.dpReplicate, l.dpShard, l.tp, double(product), world);
 
   for (auto [field, value] : {std::pair<const char *, int64_t>{"num_attention_heads",
                                                                model.numHeads},

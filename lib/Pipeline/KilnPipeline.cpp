@@ -22,6 +22,10 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <fmt/core.h>
+
+#include <cmath>
+#include <limits>
 #include <mutex>
 
 using namespace mlir;
@@ -170,6 +174,68 @@ void buildKilnPipeline(OpPassManager &pm, const KilnPipelineOptions &options, Pi
     steps[stage](pm, options);
 }
 
+std::string KilnPipelineOptions::invalidOption() const {
+  auto oneOf = [](const char *name, const std::string &value,
+                  std::initializer_list<const char *> choices) -> std::string {
+    std::string list;
+    for (const char *c : choices) {
+      if (value == c)
+        return "";
+      list += std::string(list.empty() ? "" : ", ") + c;
+    }
+    return fmt::format("{}={}: must be one of {}", name, value, list);
+  };
+  auto number = [](const char *name, double value, double low, bool lowOpen, double high,
+                   bool highOpen) -> std::string {
+    bool ok = std::isfinite(value) && (lowOpen ? value > low : value >= low) &&
+              (highOpen ? value < high : value <= high);
+    if (ok)
+      return "";
+    return fmt::format("{}={}: must be a finite number in {}{}, {}{}", name, value,
+                       lowOpen ? "(" : "[", low, high, highOpen ? ")" : "]");
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr int64_t kMaxRanks = int64_t(1) << 24;
+  for (const std::string &problem :
+       {oneOf("expert-dispatch", expertDispatch, {"all_gather", "all_to_all"}),
+        number("capacity-factor", capacityFactor, 0, false, kInf, true),
+        oneOf("target", target, {"trn2", "trn1", "cpu"}),
+        lnc == 1 || lnc == 2 ? "" : fmt::format("lnc={}: must be 1 or 2", int64_t(lnc)),
+        oneOf("param-dtype", paramDtype, {"float32", "bfloat16"}),
+        oneOf("reduce-dtype", reduceDtype, {"float32"}),
+        oneOf("ac-mode", checkpointMode, {"none", "selective", "full"}),
+        number("lr", lr, 0, true, kInf, true), number("beta1", beta1, 0, false, 1, true),
+        number("beta2", beta2, 0, false, 1, true), number("eps", eps, 0, true, kInf, true),
+        number("weight-decay", weightDecay, 0, false, kInf, true),
+        number("max-norm", maxNorm, 0, true, kInf, true),
+        oneOf("decay-type", decayType, {"linear", "sqrt", "cosine"}),
+        number("min-lr-factor", minLrFactor, 0, false, 1, false),
+        number("load-balance-coeff", loadBalanceCoeff, 0, false, kInf, true),
+        oneOf("reshard-after-forward", reshardAfterForward, {"default", "always", "never"})})
+    if (!problem.empty())
+      return problem;
+  for (auto [name, steps] : {std::pair<const char *, int64_t>{"warmup-steps", warmupSteps},
+                             {"stable-steps", stableSteps},
+                             {"decay-steps", decaySteps}})
+    if (steps < 0)
+      return fmt::format("{}={}: must be >= 0", name, steps);
+  // Each degree bounded, then their product in 128 bits: a wrapped 64-bit
+  // product divided by zero in kiln-shard.
+  for (auto [name, degree] : {std::pair<const char *, int64_t>{"dp-replicate", dpReplicate},
+                              {"dp-shard", dpShard},
+                              {"tp", tp},
+                              {"ep", ep}})
+    if (degree < 1 || degree > kMaxRanks)
+      return fmt::format("{}={}: must be in [1, {}] (2^24 ranks)", name, degree, kMaxRanks);
+  __int128 world = __int128(dpReplicate) * dpShard * tp;
+  if (world > kMaxRanks)
+    return fmt::format("dp-replicate x dp-shard x tp = {} x {} x {} = {:.0f}: more than {} "
+                       "ranks (2^24)",
+                       int64_t(dpReplicate), int64_t(dpShard), int64_t(tp), double(world),
+                       kMaxRanks);
+  return "";
+}
+
 void registerKilnPassesAndPipelines() {
   registerKilnTransformsPasses();
   registerKilnToHloPasses();
@@ -200,9 +266,22 @@ void registerKilnPassesAndPipelines() {
                      "kiln-convert-hlo-to-linalg, one-shot-bufferize, ..., "
                      "reconcile-unrealized-casts",
                      PipelineStage::Hlo, PipelineStage::Llvm}})
-    PassPipelineRegistration<KilnPipelineOptions>(
-        r.name, r.description, [r](OpPassManager &pm, const KilnPipelineOptions &options) {
+    // PassPipelineRegistration's, with the options checked: a bad value is
+    // the pipeline's parse error, naming the option.
+    registerPassPipeline(
+        r.name, r.description,
+        [r](OpPassManager &pm, StringRef text,
+            function_ref<LogicalResult(const Twine &)> errorHandler) {
+          KilnPipelineOptions options;
+          if (failed(options.parseFromString(text)))
+            return failure();
+          if (std::string problem = options.invalidOption(); !problem.empty())
+            return errorHandler(Twine("--") + r.name + ": " + problem);
           buildKilnPipeline(pm, options, r.to, r.from);
+          return success();
+        },
+        [](function_ref<void(const detail::PassOptions &)> handler) {
+          handler(KilnPipelineOptions());
         });
 }
 

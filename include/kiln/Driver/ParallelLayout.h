@@ -21,6 +21,10 @@
 namespace kiln {
 
 struct ParallelLayout {
+  /// The most ranks a layout may have, and any one degree: past every
+  /// cluster, and small enough that the degrees' products fit in 128 bits.
+  static constexpr int64_t kMaxRanks = int64_t(1) << 24;
+
   /// dpShard is data_parallel_shard_degree, the FSDP degree of every
   /// non-expert parameter; ep of those ranks split the experts.
   int64_t dpReplicate = 1, dpShard = 1, tp = 1, ep = 1;

@@ -113,6 +113,12 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
       *this, "reshard-after-forward", llvm::cl::init("default"),
       llvm::cl::desc("fsdp_reshard_after_forward: default, always or never")};
 
+  /// The first option whose value no pass accepts, described ("lr=inf: must
+  /// be a finite number > 0"), or "" when all are valid: a value outside a
+  /// closed set fell back to a default, a non-finite number reached the
+  /// optimizer, degrees whose product wrapped divided by zero.
+  std::string invalidOption() const;
+
   int64_t dataParallelDegree() const { return dpReplicate * dpShard; }
   int64_t worldSize() const { return dataParallelDegree() * tp; }
   bool hasKernelRules() const { return !inlineRules.empty() || !ruleFiles.empty(); }
