@@ -260,7 +260,9 @@ const std::vector<Field> &fields() {
       field("override", "files", &C::overrides, &C::Override::files),
 
       field("target", "name", &C::target, &C::Target::name, oneOf({"trn2", "trn1", "cpu"})),
-      field("target", "lnc", &C::target, &C::Target::lnc, positive()),
+      // Logical NeuronCores: 1 or 2 physical cores each (trn2's LNC=1 or 2).
+      field("target", "lnc", &C::target, &C::Target::lnc,
+            numberRule("must be 1 or 2", [](double x) { return x == 1 || x == 2; })),
       field("target", "neuron_max_communicators", &C::target,
             &C::Target::neuronMaxCommunicators, positive()),
 

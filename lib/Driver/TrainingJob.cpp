@@ -351,6 +351,11 @@ int runTrainingJob(const TrainConfig &config) {
   fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
              model.parameterCount(), trainer.config().training.localBatchSize,
              trainer.config().training.seqLen, steps);
+  if (leader && config.lrScheduler.warmupSteps > steps)
+    fmt::print(stderr, "warning: lr_scheduler.warmup_steps = {} is more than training.steps = {}: "
+                       "the learning rate warms up over the whole run, reaching optimizer.lr "
+                       "at its last step\n",
+               config.lrScheduler.warmupSteps, steps);
   if (trainer.compiled()) {
     auto [lower, llvm] = trainer.compileSeconds();
     fmt::print("compile: the step compiled for the CPU in {:.1f} s (lowering {:.1f} s, LLVM "
