@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -26,6 +27,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -61,6 +63,61 @@ extern "C" void onBrokenPipe(int) {
     ::close(null);
   }
 }
+
+/// After a stop request, a rank that has waited this long in one collective
+/// (or three slowest steps, if longer) never finishes its step: a rank it
+/// waits for is stopped or lost.
+constexpr double kStopGraceSeconds = 10;
+
+/// Ends this rank at once, as a second signal would, when it waits in a
+/// collective past the grace after a stop request; watches only the training
+/// loop (a slow save after it may keep ranks waiting for rank 0).
+class StopWatchdog {
+public:
+  StopWatchdog() {
+    if (MpiWorld::get().size() > 1)
+      thread_ = std::thread([this] { run(); });
+  }
+  ~StopWatchdog() { stop(); }
+  /// A step took `seconds`: the grace grows with the slowest.
+  void stepTook(double seconds) {
+    if (seconds > slowest_.load())
+      slowest_.store(seconds);
+  }
+  void stop() {
+    done_.store(true);
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+private:
+  void run() {
+    std::optional<std::chrono::steady_clock::time_point> stopSeen;
+    while (!done_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!interrupted)
+        continue;
+      auto now = std::chrono::steady_clock::now();
+      if (!stopSeen)
+        stopSeen = now;
+      double sinceStop = std::chrono::duration<double>(now - *stopSeen).count();
+      double waited = std::min(MpiWorld::secondsInCollective(), sinceStop);
+      double grace = std::max(kStopGraceSeconds, 3 * slowest_.load());
+      if (waited > grace) {
+        std::string message = fmt::format(
+            "kiln train (rank {}): stopping now, without saving: waited {:.0f} s in a "
+            "collective after the interrupt (a rank it waits for is stopped or lost)\n",
+            MpiWorld::get().rank(), waited);
+        [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, message.data(), message.size());
+        ::_exit(130);
+      }
+    }
+  }
+
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+  std::atomic<double> slowest_{0};
+};
 
 /// Removes what a killed save left in `folder`: the `<dir>.tmp.<pid>` and
 /// `<dir>.old.<pid>` siblings saveHfCheckpoint and pruneCheckpoints rename
@@ -480,8 +537,10 @@ int runTrainingJob(const TrainConfig &config) {
   // This process's steps after its first (which also faults in buffers).
   std::vector<double> measuredSeconds;
   int64_t measuredPeak = trainer.compiled() ? -1 : 0;
+  StopWatchdog watchdog;
   for (int64_t s = first + 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
     StepMetrics m = trainer.step(data.train(s - 1));
+    watchdog.stepTook(m.seconds);
     done = s;
     if (s > first + 1 || steps == first + 1)
       measuredSeconds.push_back(m.seconds);
@@ -511,6 +570,7 @@ int runTrainingJob(const TrainConfig &config) {
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     bar.update(s, m.loss, elapsed.count());
   }
+  watchdog.stop();
   bar.clear();
   // A run cut short (a signal on any rank) always logs the step it stopped
   // after.

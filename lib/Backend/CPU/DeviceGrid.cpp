@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
@@ -128,9 +129,26 @@ MpiWorld &MpiWorld::get() {
 }
 
 namespace {
+/// When this process entered the collective it waits in (steady-clock
+/// nanoseconds), 0 outside one: read by a watchdog on another thread.
+std::atomic<int64_t> collectiveSinceNs{0};
+
+int64_t steadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Marks the scope of one collective call.
+struct InCollective {
+  InCollective() { collectiveSinceNs.store(steadyNowNs()); }
+  ~InCollective() { collectiveSinceNs.store(0); }
+};
+
 /// Waits for `request` sleeping between tests, leaving the cores to ranks
 /// still working (MPICH's blocking calls spin).
 void waitIdle(MPI_Request &request) {
+  InCollective marked;
   for (int done = 0;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done)
@@ -139,6 +157,11 @@ void waitIdle(MPI_Request &request) {
   }
 }
 } // namespace
+
+double MpiWorld::secondsInCollective() {
+  int64_t since = collectiveSinceNs.load();
+  return since ? double(steadyNowNs() - since) / 1e9 : 0;
+}
 
 void MpiWorld::idleBarrier() const {
   if (size_ == 1)
@@ -267,6 +290,7 @@ Tensor DeviceGrid::allGather(const Tensor &local, const std::vector<int16_t> &ax
   // Gathering along the outermost split, member blocks are contiguous in the
   // result: receive in place. Otherwise receive blocks, then interleave.
   Tensor raw = b.outer == 1 ? out : Tensor::uninitialized(local.dtype(), shape);
+  InCollective marked;
   MPI_Allgather(local.rawData(), int(local.numel()), mpiType(local.dtype()),
                 raw.mutableData<char>(), int(local.numel()), mpiType(local.dtype()),
                 *static_cast<MPI_Comm *>(comm(axes)));
@@ -294,6 +318,7 @@ Tensor DeviceGrid::reduceScatter(const Tensor &full, const std::vector<int16_t> 
     send = Tensor::uninitialized(full.dtype(), full.shape());
     toMemberOrder(full.data<char>(), send.mutableData<char>(), b, n, dtypeSize(full.dtype()));
   }
+  InCollective marked;
   MPI_Reduce_scatter_block(send.rawData(), out.mutableData<char>(), int(out.numel()),
                            mpiType(full.dtype()), mpiOp(reduction),
                            *static_cast<MPI_Comm *>(comm(axes)));
@@ -318,11 +343,13 @@ Tensor DeviceGrid::allToAll(const Tensor &local, const std::vector<int16_t> &axe
   int64_t blockBytes = numElements(block) * int64_t(elt);
   std::vector<char> send(size_t(n * blockBytes)), recv(send.size());
   toMemberOrder(static_cast<const char *>(local.rawData()), send.data(), split, n, elt);
-  if (n == 1)
+  if (n == 1) {
     recv.swap(send);
-  else
+  } else {
+    InCollective marked;
     MPI_Alltoall(send.data(), int(blockBytes), MPI_BYTE, recv.data(), int(blockBytes), MPI_BYTE,
                  *static_cast<MPI_Comm *>(comm(axes)));
+  }
   count(axes, blockBytes * (n - 1));
   // Member q's block lands at position q along the concatenated dimension.
   Tensor out = Tensor::uninitialized(local.dtype(), shape);
@@ -343,6 +370,7 @@ Tensor DeviceGrid::allReduce(Tensor value, const std::vector<int16_t> &axes,
   Tensor out = value.isUniquelyOwned() ? std::move(value) : value.to(value.dtype());
   if (n == 1)
     return out;
+  InCollective marked;
   MPI_Allreduce(MPI_IN_PLACE, out.mutableData<char>(), int(out.numel()), mpiType(out.dtype()),
                 mpiOp(reduction), *static_cast<MPI_Comm *>(comm(axes)));
   count(axes, 2 * int64_t(out.nbytes()) * (n - 1) / n);

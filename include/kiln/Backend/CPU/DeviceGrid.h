@@ -39,6 +39,9 @@ public:
   /// any length meet); waits sleeping, as idleBarrier does. A world of one
   /// returns {mine}.
   std::vector<std::string> allGatherText(const std::string &mine) const;
+  /// How long this process has waited in the collective it is in, or 0
+  /// outside collectives; any thread may ask (a watchdog).
+  static double secondsInCollective();
   /// Ends every rank with `code` (MPI_Abort): one rank's error never leaves
   /// the others waiting in a collective.
   [[noreturn]] void abort(int code) const;
