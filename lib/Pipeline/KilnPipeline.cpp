@@ -195,7 +195,6 @@ std::string KilnPipelineOptions::invalidOption() const {
                        lowOpen ? "(" : "[", low, high, highOpen ? ")" : "]");
   };
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  constexpr int64_t kMaxRanks = int64_t(1) << 24;
   for (const std::string &problem :
        {oneOf("expert-dispatch", expertDispatch, {"all_gather", "all_to_all"}),
         number("capacity-factor", capacityFactor, 0, false, kInf, true),

@@ -649,54 +649,44 @@ TEST(PlannerTest, MalformedProfilesNameTheFileAndTheField) {
   auto parse = [](nlohmann::json j) {
     return errorOf([&] { parseTargetProfile(j.dump(), "my.json", fakeProbe()); });
   };
+  // A valid profile with one field (a JSON pointer) set to `value`.
+  auto with = [](const char *field, nlohmann::json value) {
+    nlohmann::json j = profileJson(4);
+    j[nlohmann::json::json_pointer(field)] = std::move(value);
+    return j;
+  };
   nlohmann::json missing = profileJson(4);
   missing["interconnect"]["intra_node"].erase("bandwidth");
   EXPECT_EQ(parse(missing), "my.json: missing field 'interconnect.intra_node.bandwidth'");
-  nlohmann::json negative = profileJson(4);
-  negative["peak_flops_per_rank"]["matmul"] = -1;
-  EXPECT_EQ(parse(negative),
+  EXPECT_EQ(parse(with("/peak_flops_per_rank/matmul", -1)),
             "my.json: field 'peak_flops_per_rank.matmul' must be a number in [1e+06, 1e+30] "
             "FLOP/s or \"measured\", got -1");
   // Values past what a machine can be are refused where they are read: they
   // ended as a wrapped memory reserve that made every layout fit, or a
   // schedule whose collective never became ready.
-  nlohmann::json reserveHuge = profileJson(4);
-  reserveHuge["runtime_reserve_bytes"] = 1e19;
-  EXPECT_EQ(parse(reserveHuge), "my.json: field 'runtime_reserve_bytes' must be a number in [0, "
-                                "1.1259e+15] bytes, got 1e+19");
-  nlohmann::json latency = profileJson(4);
-  latency["interconnect"]["inter_node"]["latency_seconds"] = 1e308;
-  EXPECT_EQ(parse(latency), "my.json: field 'interconnect.inter_node.latency_seconds' must be a "
-                            "number in [0, 1] s, got 1e+308");
-  nlohmann::json slow = profileJson(4);
-  slow["interconnect"]["intra_node"]["bandwidth"] = 1e-300;
-  EXPECT_EQ(parse(slow), "my.json: field 'interconnect.intra_node.bandwidth' must be a number in "
-                         "[1000, 1e+30] bytes/s or \"measured\", got 1e-300");
-  nlohmann::json ranks = profileJson(4);
-  ranks["ranks_per_node"] = 1 << 20;
-  EXPECT_EQ(parse(ranks), "my.json: field 'ranks_per_node' must be an integer in [1, 65536] "
-                          "ranks, got 1048576");
-  nlohmann::json fraction = profileJson(4);
-  fraction["efficiency"]["matmul"] = 1.5;
-  EXPECT_EQ(parse(fraction),
+  EXPECT_EQ(parse(with("/runtime_reserve_bytes", 1e19)),
+            "my.json: field 'runtime_reserve_bytes' must be a number in [0, 1.1259e+15] bytes, "
+            "got 1e+19");
+  EXPECT_EQ(parse(with("/interconnect/inter_node/latency_seconds", 1e308)),
+            "my.json: field 'interconnect.inter_node.latency_seconds' must be a number in [0, 1] "
+            "s, got 1e+308");
+  EXPECT_EQ(parse(with("/interconnect/intra_node/bandwidth", 1e-300)),
+            "my.json: field 'interconnect.intra_node.bandwidth' must be a number in [1000, "
+            "1e+30] bytes/s or \"measured\", got 1e-300");
+  EXPECT_EQ(parse(with("/ranks_per_node", 1 << 20)),
+            "my.json: field 'ranks_per_node' must be an integer in [1, 65536] ranks, got 1048576");
+  EXPECT_EQ(parse(with("/efficiency/matmul", 1.5)),
             "my.json: field 'efficiency.matmul' is an achieved fraction of peak, in (0, 1]; got "
             "1.5");
-  nlohmann::json unknown = profileJson(4);
-  unknown["efficiency"]["matmull"] = 0.5;
-  EXPECT_EQ(parse(unknown), "my.json: unknown field 'efficiency.matmull'");
-  nlohmann::json dtype = profileJson(4);
-  dtype["precision"]["compute"] = "fp8";
-  EXPECT_EQ(parse(dtype),
+  EXPECT_EQ(parse(with("/efficiency/matmull", 0.5)),
+            "my.json: unknown field 'efficiency.matmull'");
+  EXPECT_EQ(parse(with("/precision/compute", "fp8")),
             "my.json: field 'precision.compute' must be \"f32\", \"bf16\" or \"f16\", got \"fp8\"");
   EXPECT_EQ(parse(profileJson(6, 4)),
             "my.json: field 'ranks_per_device' (4) must divide 'ranks_per_node' (6)");
-  nlohmann::json reserve = profileJson(4);
-  reserve["runtime_reserve_bytes"] = 2147483648;
-  EXPECT_EQ(parse(reserve), "my.json: field 'runtime_reserve_bytes' (2147483648) leaves nothing "
+  EXPECT_EQ(parse(with("/runtime_reserve_bytes", 2147483648)), "my.json: field 'runtime_reserve_bytes' (2147483648) leaves nothing "
                             "of 'memory_bytes_per_rank' (1073741824)");
-  nlohmann::json measured = profileJson(4);
-  measured["interconnect"]["inter_node"]["bandwidth"] = "measured";
-  EXPECT_EQ(parse(measured),
+  EXPECT_EQ(parse(with("/interconnect/inter_node/bandwidth", "measured")),
             "my.json: field 'interconnect.inter_node.bandwidth' cannot be \"measured\"; give a "
             "number");
   nlohmann::json gemms = profileJson(4);

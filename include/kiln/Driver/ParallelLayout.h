@@ -13,6 +13,7 @@
 
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Frontend/Qwen3Config.h"
+#include "kiln/Pipeline/KilnPipeline.h"
 
 #include <cstdint>
 #include <string>
@@ -21,9 +22,8 @@
 namespace kiln {
 
 struct ParallelLayout {
-  /// The most ranks a layout may have, and any one degree: past every
-  /// cluster, and small enough that the degrees' products fit in 128 bits.
-  static constexpr int64_t kMaxRanks = int64_t(1) << 24;
+  /// The most ranks a layout may have, and any one degree (the pipeline's).
+  static constexpr int64_t kMaxRanks = KilnPipelineOptions::kMaxRanks;
 
   /// dpShard is data_parallel_shard_degree, the FSDP degree of every
   /// non-expert parameter; ep of those ranks split the experts.

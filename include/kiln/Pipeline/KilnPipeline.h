@@ -39,6 +39,10 @@ enum class PipelineStage { Captured, Forward, PerRank, Hlo, Linalg, Llvm };
 /// The options of every pass of the pipeline, named as the run config names
 /// them. Defaults: torchtitan's, one rank, float32, no kernels.
 struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOptions> {
+  /// The most ranks a layout may have, and any one degree: past every
+  /// cluster, and small enough that the degrees' products fit in 128 bits.
+  static constexpr int64_t kMaxRanks = int64_t(1) << 24;
+
   // kiln-expert-dispatch (groups: ep, chunks: the data-parallel degree).
   Option<std::string> expertDispatch{
       *this, "expert-dispatch", llvm::cl::init("all_gather"),
