@@ -66,6 +66,25 @@ extern "C" void kilnCustomCall(int64_t site, StridedMemRefType<int64_t, 1> *poin
   }
 }
 
+/// kiln_collective's C interface (kiln/Passes/HloToLinalg/HostCalls.h): the
+/// operand's buffer, then the result's to write.
+extern "C" void kilnCollective(int64_t site, StridedMemRefType<int64_t, 1> *pointers) {
+  ActiveStep *running = active;
+  if (!running || !running->error.empty())
+    return;
+  const CompiledStep &step = *running->step;
+  const CompiledCollective &collective = step.collectives.at(size_t(site));
+  try {
+    if (step.grid && step.grid->rank() == step.failCollectiveOnRank &&
+        collective.kind != CollectiveKind::ReplicaId)
+      fail("{}: debug.fail_collective_on_rank={} (an injected failure)", collective.where,
+           step.failCollectiveOnRank);
+    runCollective(collective, step.grid, pointers->data + pointers->offset);
+  } catch (const std::exception &e) {
+    running->error = e.what();
+  }
+}
+
 } // namespace
 
 std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor> &arguments) const {
@@ -93,7 +112,8 @@ mlir::OwningOpRef<mlir::ModuleOp> extractHloStep(mlir::ModuleOp module) {
   return alone;
 }
 
-CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what) {
+CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what,
+                            DeviceGrid *grid) {
   auto start = std::chrono::steady_clock::now();
   auto step = hloStep.lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!step)
@@ -114,6 +134,8 @@ CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what) {
       kernel.results.push_back(FunctionSignature::signatureOf(v.getType(), where));
     compiled.kernelCalls.push_back(std::move(kernel));
   }
+  compiled.collectives = bindCollectives(hloStep, grid);
+  compiled.grid = grid;
   // Bufferization needs the upstream dialects' models on the module's context.
   mlir::DialectRegistry registry;
   registerCompiledModeInterfaces(registry);
@@ -126,7 +148,9 @@ CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what) {
   compiled.function = std::make_unique<CompiledFunction>(
       hloStep, "train_step", std::move(signature),
       std::vector<std::pair<std::string, void *>>{
-          {"_mlir_ciface_" + kCustomCallFunction.str(), reinterpret_cast<void *>(&kilnCustomCall)}});
+          {"_mlir_ciface_" + kCustomCallFunction.str(), reinterpret_cast<void *>(&kilnCustomCall)},
+          {"_mlir_ciface_" + kCollectiveFunction.str(),
+           reinterpret_cast<void *>(&kilnCollective)}});
   return compiled;
 }
 

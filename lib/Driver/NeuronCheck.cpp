@@ -226,12 +226,14 @@ void saveRankIo(const std::string &dir, const std::vector<std::vector<HloArray>>
 }
 
 
-/// Rank 0's results of the module compiled for the CPU (one rank only).
+/// Rank 0's results of the module compiled for the CPU (one rank only: the
+/// evaluator runs every rank in this process, a compiled rank needs its own).
 std::vector<HloArray> runCompiled(const std::string &dir,
                                   const std::vector<std::vector<HloArray>> &args) {
   if (args.size() != 1)
-    fail("check-hlo --backend compiled: {}/model.hlo.pb is a {}-rank program; compiled mode "
-         "runs one rank until its collectives are lowered",
+    fail("check-hlo --backend compiled: {}/model.hlo.pb is a {}-rank program; check-hlo "
+         "compiles one rank (its collectives need a process per rank: kiln train "
+         "--compile.enable=true under mpiexec trains this layout compiled)",
          dir, args.size());
   CompiledStep step = compileHloStep(dir + "/model.hlo.mlir");
   std::vector<Tensor> inputs;

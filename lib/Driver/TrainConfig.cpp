@@ -272,6 +272,8 @@ const std::vector<Field> &fields() {
       field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
       field("debug", "kill_during_save", &C::debug, &C::Debug::killDuringSave, nonNegative()),
       field("debug", "kill_during_compile", &C::debug, &C::Debug::killDuringCompile),
+      field("debug", "fail_collective_on_rank", &C::debug, &C::Debug::failCollectiveOnRank,
+            numberRule("must be >= -1", [](double x) { return x >= -1; })),
   };
   return table;
 }

@@ -378,10 +378,6 @@ double Trainer::flopsPerToken() const {
 Trainer::~Trainer() = default;
 
 void Trainer::compileStep() {
-  if (layout_.worldSize() > 1)
-    fail("compile.enable: compiled mode runs one rank until its collectives are lowered "
-         "(this run has {}); train these ranks eagerly (compile.enable=false)",
-         layout_.worldSize());
   OwningOpRef<ModuleOp> copy = module_->clone();
   // A CPU-only kernel (chunked_cross_entropy) is a custom call compiled mode
   // runs; the Trainer's own pipeline runs are done by now.
@@ -390,7 +386,8 @@ void Trainer::compileStep() {
                   "compile.enable: lowering @train_step of " + model_.name + " to HLO failed");
   OwningOpRef<ModuleOp> step = extractHloStep(*copy);
   compiled_ = std::make_unique<CompiledStep>(
-      compileHloStep(*step, "the training step of " + model_.name));
+      compileHloStep(*step, "the training step of " + model_.name, grid_.get()));
+  compiled_->failCollectiveOnRank = config_.debug.failCollectiveOnRank;
   // The HLO step takes @train_step's arguments and then the rank, and
   // returns @train_step's results.
   const FunctionSignature &hlo = compiled_->function->signature();
@@ -416,7 +413,13 @@ std::vector<Tensor> Trainer::runCompiled(const std::vector<Tensor> &args) const 
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < args.size(); ++i)
     inputs.push_back(args[i].dtype() == params[i].dtype ? args[i] : args[i].to(params[i].dtype));
-  inputs.push_back(Tensor(params.back().dtype, {})); // the rank: 0
+  // The rank (the evaluator feeds each its id the same way).
+  Tensor rank(params.back().dtype, {});
+  if (rank.dtype() == DType::I64)
+    *rank.mutableData<int64_t>() = execution_.rank;
+  else
+    *rank.mutableData<int32_t>() = int32_t(execution_.rank);
+  inputs.push_back(std::move(rank));
   std::vector<Tensor> results = (*compiled_)(inputs);
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i].dtype() != resultDTypes_[i])
@@ -499,7 +502,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
     for (const auto &[axes, bytes] : grid_->bytesSent())
       if (bytes > sentBefore[axes]) // the step's program, not the Trainer's bookkeeping
         m.bytesSent[axes] = bytes - sentBefore[axes];
-  if (grid_) { // the largest rank's
+  if (grid_ && !compiled_) { // the largest rank's (compiled code counts none)
     Tensor peak(DType::I64, {});
     *peak.mutableData<int64_t>() = stats.peakLiveBytes;
     m.memLivePeakBytes = *grid_->allReduce(peak, grid_->allAxes(), Reduction::Max).data<int64_t>();

@@ -189,16 +189,11 @@ struct RefuseUnlowered : ConversionPattern {
                                 ConversionPatternRewriter &) const override {
     if (!isa<hlo::HloDialect>(op->getDialect()))
       return failure();
-    StringRef why = isa<hlo::AllGatherOp, hlo::ReduceScatterOp, hlo::AllReduceOp,
-                        hlo::AllToAllOp, hlo::ReplicaIdOp>(op)
-                        ? "collectives and the replica id are not lowered yet: compiled mode "
-                          "runs one rank"
-                        : "no lowering";
     InFlightDiagnostic error = op->emitError() << "compiled mode cannot lower '" << op->getName()
                                                << "'";
     if (auto name = dyn_cast<NameLoc>(op->getLoc()))
       error << " (from " << name.getName().getValue() << ")";
-    return error << ": " << why;
+    return error << ": no lowering";
   }
 };
 
@@ -209,6 +204,8 @@ struct ConvertHloToLinalgPass
     MLIRContext *context = &getContext();
     if (!numberCustomCallSites(getOperation()).empty())
       declareHostFunction(getOperation(), kCustomCallFunction, 1);
+    if (!numberCollectiveSites(getOperation()).empty())
+      declareHostFunction(getOperation(), kCollectiveFunction, 1);
     if (blas)
       declareBlasFunctions(getOperation());
     HloTypeConverter converter;
@@ -218,6 +215,7 @@ struct ConvertHloToLinalgPass
     populateContractionPatterns(converter, patterns);
     populateIndexingPatterns(converter, patterns);
     populateCustomCallPatterns(converter, patterns);
+    populateCollectivePatterns(converter, patterns);
     if (blas)
       populateBlasPatterns(converter, patterns);
     patterns.add<RefuseUnlowered>(converter, context);

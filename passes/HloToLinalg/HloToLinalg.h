@@ -41,6 +41,10 @@ void populateContractionPatterns(const mlir::TypeConverter &converter,
 /// kiln/Passes/HloToLinalg/HostCalls.h).
 void populateCustomCallPatterns(const mlir::TypeConverter &converter,
                                 mlir::RewritePatternSet &patterns);
+/// The collectives and replica_id as calls of the host (CollectiveToHost.cpp;
+/// the same ABI).
+void populateCollectivePatterns(const mlir::TypeConverter &converter,
+                                mlir::RewritePatternSet &patterns);
 /// Declares `name(i64 x leadingArgs, memref<?xi64>)` with the C interface in
 /// `module`, once: how compiled code calls the host (custom calls, sgemm).
 void declareHostFunction(mlir::ModuleOp module, llvm::StringRef name, unsigned leadingArgs);

@@ -107,6 +107,33 @@ TEST(DeviceGrid, AllReduceAndSlice) {
   EXPECT_GT(grid().bytesSent().at("dp+tp"), 0);
 }
 
+// bf16 (compiled mode gathers bf16 parameters): gathered as its bits,
+// reduced in f32 and rounded once. Values exact in bf16, so the result is
+// known exactly.
+TEST(DeviceGrid, Bf16GathersAsBitsAndReducesInFloat32) {
+  auto [dp, tp] = std::pair(grid().coordinates()[0], grid().coordinates()[1]);
+  Tensor local = filled(2, 2, [&](int64_t i, int64_t j) { return 8 * dp + 4 * tp + 2 * i + j; })
+                     .to(DType::BF16);
+  Tensor gathered = grid().allGather(local, {1}, 0);
+  ASSERT_EQ(gathered.dtype(), DType::BF16);
+  expectEqual(gathered.toF32(), filled(4, 2, [&](int64_t i, int64_t j) {
+                return 8 * dp + 4 * (i / 2) + 2 * (i % 2) + j;
+              }));
+  // 256 + 1 + 1 + 1 = 259 in f32, rounded once to bf16 (steps of 2 above
+  // 256, a tie to even): 260. Summed in bf16 one by one, each 256 + 1 would
+  // round back to 256.
+  Tensor ones = filled(1, 2, [&](int64_t, int64_t) { return dp == 0 && tp == 0 ? 256.0f : 1.0f; })
+                    .to(DType::BF16);
+  Tensor sum = grid().allReduce(ones, {0, 1}, Reduction::Sum);
+  ASSERT_EQ(sum.dtype(), DType::BF16);
+  expectEqual(sum.toF32(), filled(1, 2, [](int64_t, int64_t) { return 260.0f; }));
+  Tensor scattered = grid().reduceScatter(local, {0}, 0, Reduction::Sum);
+  ASSERT_EQ(scattered.dtype(), DType::BF16);
+  expectEqual(scattered.toF32(), filled(1, 2, [&](int64_t, int64_t j) {
+                return 2 * (4 * tp + 2 * dp + j) + 8;
+              }));
+}
+
 TEST(MpiWorld, AllGatherTextGathersEveryRanksTextOfItsOwnLength) {
   const MpiWorld &world = MpiWorld::get();
   ASSERT_EQ(world.size(), 4);

@@ -36,6 +36,24 @@ TEST(ReplicaGroupsTest, GroupsShareTheOtherCoordinates) {
   EXPECT_EQ(hlo::gridCoordinates(grid, 6), (std::vector<int64_t>{1, 1, 0}));
 }
 
+// The inverse (compiled mode binds each collective to the grid axes of its
+// groups): written out by hand, not by gridReplicaGroups, so both are tested.
+TEST(ReplicaGroupsTest, AxesOfGroups) {
+  using Axes = std::optional<std::vector<int16_t>>;
+  std::vector<int64_t> grid{1, 2, 2}; // dp_replicate 1 x dp_shard 2 x tp 2
+  EXPECT_EQ(hlo::gridAxesOf(grid, {0, 1, 2, 3}, 1), (Axes{{1, 2}}));
+  // The same ids in two groups are tp's: the group count tells them apart.
+  EXPECT_EQ(hlo::gridAxesOf(grid, {0, 1, 2, 3}, 2), (Axes{{2}}));
+  EXPECT_EQ(hlo::gridAxesOf(grid, {0, 2, 1, 3}, 2), (Axes{{1}}));
+  // Member order is the axes' order.
+  EXPECT_EQ(hlo::gridAxesOf(grid, {0, 2, 1, 3}, 1), (Axes{{2, 1}}));
+  // Not the groups of any axes: a step built for another layout.
+  EXPECT_EQ(hlo::gridAxesOf(grid, {0, 3, 1, 2}, 2), std::nullopt);
+  EXPECT_EQ(hlo::gridAxesOf(grid, {0, 1, 2, 3, 4, 5, 6, 7}, 1), std::nullopt);
+  EXPECT_EQ(hlo::gridAxesOf({2, 2, 2}, {0, 4, 2, 6, 1, 5, 3, 7}, 2), (Axes{{1, 0}}));
+  EXPECT_EQ(hlo::gridAxesOf({1, 1}, {0}, 1), (Axes{std::vector<int16_t>{}}));
+}
+
 namespace {
 /// The hlo module `text` exported to a proto.
 xla::HloModuleProto exported(mlir::MLIRContext &context, const char *text) {

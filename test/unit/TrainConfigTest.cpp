@@ -124,7 +124,8 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
     "override": {"rules": [], "files": []},
     "target": {"name": "trn2", "lnc": 2, "neuron_max_communicators": 16},
     "compile": {"enable": false, "backend": "cpu"},
-    "debug": {"save_grads": "", "kill_during_save": 0, "kill_during_compile": false}
+    "debug": {"save_grads": "", "kill_during_save": 0, "kill_during_compile": false,
+              "fail_collective_on_rank": -1}
   })");
   EXPECT_EQ(c.toJson(), expected);
 

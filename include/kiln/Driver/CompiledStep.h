@@ -9,6 +9,7 @@
 #ifndef KILN_DRIVER_COMPILEDSTEP_H
 #define KILN_DRIVER_COMPILEDSTEP_H
 
+#include "kiln/Backend/Compiled/CompiledCollectives.h"
 #include "kiln/Backend/Compiled/CompiledFunction.h"
 #include "kiln/Driver/HloKernelCall.h"
 
@@ -32,12 +33,22 @@ struct CompiledStep {
   std::unique_ptr<CompiledFunction> function;
   /// By call site (numberCustomCallSites).
   std::vector<CompiledKernelCall> kernelCalls;
+  /// By collective site (numberCollectiveSites), run on `grid`.
+  std::vector<CompiledCollective> collectives;
+  DeviceGrid *grid = nullptr;
+  /// Fault injection (debug.fail_collective_on_rank): this grid rank's first
+  /// collective fails, as a rank's error would, so that tests see every rank
+  /// end; -1: none.
+  int64_t failCollectiveOnRank = -1;
   /// Parsing and the pipeline (hlo -> linalg -> LLVM dialect); the JIT's
   /// own time is function->compileSeconds().
   double lowerSeconds = 0;
 
-  /// Runs the step; its custom calls run their kernels' CPU implementations.
-  /// A kernel's error is rethrown here, naming the call.
+  /// Runs the step; its custom calls run their kernels' CPU implementations,
+  /// its collectives the grid's. A kernel's or a collective's error is
+  /// rethrown here, naming the call; after it, the step's other host calls
+  /// return at once (a rank that stops at an error leaves its collectives,
+  /// and ends the others, see Trainer).
   std::vector<Tensor> operator()(const std::vector<Tensor> &arguments) const;
 };
 
@@ -51,8 +62,11 @@ mlir::OwningOpRef<mlir::ModuleOp> extractHloStep(mlir::ModuleOp module);
 CompiledStep compileHloStep(const std::string &path);
 
 /// Compiles the @train_step of `hloStep` (extractHloStep's module; lowered in
-/// place); `what` names it in errors.
-CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what);
+/// place); `what` names it in errors. Its collectives run on `grid`, which
+/// must be the layout the step was built for (bindCollectives); without
+/// one, a step with collectives is refused.
+CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what,
+                            DeviceGrid *grid = nullptr);
 
 } // namespace kiln
 

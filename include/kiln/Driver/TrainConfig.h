@@ -174,6 +174,9 @@ struct TrainConfig {
     /// A crash test: `kiln compile` SIGKILLs itself once its artifacts are
     /// written to their temporary folder, before they replace the -o folder.
     bool killDuringCompile = false;
+    /// A fault test: in compiled mode, this rank's first collective of each
+    /// step fails (-1: none), so that a test sees one failing rank end all.
+    int64_t failCollectiveOnRank = -1;
   } debug;
 
   /// Defaults, then the JSON file at `path` (skipped if empty), then each

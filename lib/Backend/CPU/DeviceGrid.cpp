@@ -28,16 +28,23 @@ void finalize() {
     MPI_Finalize();
 }
 
+/// A 16-bit float moves as its bits (all-gather, all-to-all); MPI has no
+/// arithmetic on it, so a reduction widens it to f32 first.
+bool isHalf(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
+
 MPI_Datatype mpiType(DType dtype) {
   switch (dtype) {
   case DType::F32:
     return MPI_FLOAT;
+  case DType::BF16:
+  case DType::F16:
+    return MPI_UINT16_T;
   case DType::I64:
     return MPI_INT64_T;
   case DType::I32:
     return MPI_INT32_T;
   default:
-    fail("collectives move f32, i64 or i32 tensors, not {}", dtypeName(dtype));
+    fail("collectives move f32, bf16, f16, i64 or i32 tensors, not {}", dtypeName(dtype));
   }
 }
 
@@ -302,6 +309,8 @@ Tensor DeviceGrid::allGather(const Tensor &local, const std::vector<int16_t> &ax
 
 Tensor DeviceGrid::reduceScatter(const Tensor &full, const std::vector<int16_t> &axes,
                                  int64_t dim, Reduction reduction) {
+  if (isHalf(full.dtype()))
+    return reduceScatter(full.toF32(), axes, dim, reduction).to(full.dtype());
   int64_t n = groupSize(axes);
   Blocks b = blocksOf(full.shape(), dim, n);
   Shape shape = full.shape();
@@ -366,6 +375,8 @@ std::vector<int16_t> DeviceGrid::allAxes() const {
 
 Tensor DeviceGrid::allReduce(Tensor value, const std::vector<int16_t> &axes,
                              Reduction reduction) {
+  if (isHalf(value.dtype()))
+    return allReduce(value.toF32(), axes, reduction).to(value.dtype());
   int64_t n = groupSize(axes);
   Tensor out = value.isUniquelyOwned() ? std::move(value) : value.to(value.dtype());
   if (n == 1)

@@ -8,9 +8,15 @@
 // host binds each site to a kernel from the hlo module before lowering:
 // numberCustomCallSites gives both sides the same numbering.
 //
+// The collectives and the replica id go the same way through
+// `kiln_collective(i64 site, memref<?xi64> pointers)`: the operand's buffer
+// (none for the replica id), then the result's; the host binds each site
+// (numberCollectiveSites) to its kind, dimension, reduction and group, and
+// runs it over MPI among the group's ranks.
+//
 //===----------------------------------------------------------------------===//
-#ifndef KILN_PASSES_HLOTOLINALG_CUSTOMCALLS_H
-#define KILN_PASSES_HLOTOLINALG_CUSTOMCALLS_H
+#ifndef KILN_PASSES_HLOTOLINALG_HOSTCALLS_H
+#define KILN_PASSES_HLOTOLINALG_HOSTCALLS_H
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -22,10 +28,16 @@ namespace kiln {
 inline constexpr llvm::StringLiteral kCustomCallFunction = "kiln_custom_call";
 inline constexpr llvm::StringLiteral kSgemmFunction = "kiln_sgemm";
 inline constexpr llvm::StringLiteral kCallSiteAttr = "kiln_call_site";
+inline constexpr llvm::StringLiteral kCollectiveFunction = "kiln_collective";
+inline constexpr llvm::StringLiteral kCollectiveSiteAttr = "kiln_collective_site";
 
 /// Numbers the hlo.custom_call ops of `module` in walk order (kCallSiteAttr)
 /// and returns them in that order.
 llvm::SmallVector<mlir::Operation *> numberCustomCallSites(mlir::ModuleOp module);
+/// Numbers the collectives (all-gather, reduce-scatter, all-reduce,
+/// all-to-all) and replica ids of `module` in walk order
+/// (kCollectiveSiteAttr) and returns them in that order.
+llvm::SmallVector<mlir::Operation *> numberCollectiveSites(mlir::ModuleOp module);
 
 } // namespace kiln
 

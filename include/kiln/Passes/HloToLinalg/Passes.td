@@ -17,7 +17,10 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
     reshapes, concatenation and padding become `tensor` ops, scatter an
     `scf.for` over the updates, an opt-barrier its operands, a custom call a
     call of the host's `kiln_custom_call` with its site and the pointers of
-    its operand and result buffers (kiln/Passes/HloToLinalg/HostCalls.h). The result is
+    its operand and result buffers (kiln/Passes/HloToLinalg/HostCalls.h), a
+    collective (all-gather, reduce-scatter, all-reduce, all-to-all) or the
+    replica id a call of the host's `kiln_collective` the same way (the host
+    runs it over MPI among the group's ranks). The result is
     what one-shot bufferization and the LLVM lowering of compiled mode take
     (docs/compiled.md). XLA's semantics are kept where they differ from the
     obvious: dynamic-slice and gather clamp their start indices into the
@@ -30,9 +33,8 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
     dropped: bufferization turns results into arguments, where they would
     repeat.
 
-    An hlo op without a lowering (the collectives and the replica id, until
-    compiled mode runs many ranks) is an error naming the op; its location is the
-    kiln fqn it came from.
+    An hlo op without a lowering is an error naming the op; its location is
+    the kiln fqn it came from.
   }];
   let options = [
     Option<"blas", "blas", "bool", "true",

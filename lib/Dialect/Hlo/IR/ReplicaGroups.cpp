@@ -4,6 +4,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
+
 
 namespace kiln::hlo {
 
@@ -51,6 +53,37 @@ std::vector<std::vector<int64_t>> gridReplicaGroups(llvm::ArrayRef<int64_t> grid
       c[i] = 0;
   }
   return result;
+}
+
+std::optional<std::vector<int16_t>> gridAxesOf(llvm::ArrayRef<int64_t> grid,
+                                               llvm::ArrayRef<int64_t> ids, int64_t groupCount) {
+  std::vector<int16_t> live;
+  for (size_t a = 0; a < grid.size(); ++a)
+    if (grid[a] > 1)
+      live.push_back(int16_t(a));
+  // Every order of every subset: a grid has a handful of axes. A world of
+  // one has no axis to name: its groups are one group of one.
+  if (live.empty())
+    return groupCount == 1 && ids.size() == 1 && ids[0] == 0
+               ? std::optional<std::vector<int16_t>>(std::vector<int16_t>{})
+               : std::nullopt;
+  for (unsigned mask = 1; mask < (1u << live.size()); ++mask) {
+    std::vector<int16_t> axes;
+    for (size_t i = 0; i < live.size(); ++i)
+      if (mask & (1u << i))
+        axes.push_back(live[i]);
+    do {
+      std::vector<std::vector<int64_t>> expected = gridReplicaGroups(grid, axes);
+      bool same = int64_t(expected.size()) == groupCount &&
+                  expected.size() * expected.front().size() == ids.size();
+      for (size_t g = 0; same && g < expected.size(); ++g)
+        same = std::equal(expected[g].begin(), expected[g].end(),
+                          ids.begin() + int64_t(g * expected[g].size()));
+      if (same)
+        return axes;
+    } while (std::next_permutation(axes.begin(), axes.end()));
+  }
+  return std::nullopt;
 }
 
 } // namespace kiln::hlo

@@ -13,6 +13,7 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace kiln::hlo {
@@ -24,6 +25,13 @@ int64_t gridGroupIndex(llvm::ArrayRef<int64_t> grid, llvm::ArrayRef<int16_t> axe
 /// Every group along `axes`, each listing its ranks by group index.
 std::vector<std::vector<int64_t>> gridReplicaGroups(llvm::ArrayRef<int64_t> grid,
                                                     llvm::ArrayRef<int16_t> axes);
+
+/// The inverse: the axes whose groups are `ids` (`groupCount` groups of equal
+/// size, row by row), or nullopt when no set of axes has them. Only axes of
+/// size > 1 are named, so that the answer is unique (an axis of one changes
+/// no group).
+std::optional<std::vector<int16_t>> gridAxesOf(llvm::ArrayRef<int64_t> grid,
+                                               llvm::ArrayRef<int64_t> ids, int64_t groupCount);
 
 } // namespace kiln::hlo
 
