@@ -76,7 +76,7 @@ extern "C" void kilnCollective(int64_t site, StridedMemRefType<int64_t, 1> *poin
   const CompiledCollective &collective = step.collectives.at(size_t(site));
   try {
     if (step.grid && step.grid->rank() == step.failCollectiveOnRank &&
-        collective.kind != CollectiveKind::ReplicaId)
+        collective.kind != CompiledCollective::Kind::ReplicaId)
       fail("{}: debug.fail_collective_on_rank={} (an injected failure)", collective.where,
            step.failCollectiveOnRank);
     runCollective(collective, step.grid, pointers->data + pointers->offset);
@@ -141,6 +141,7 @@ CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what,
   registerCompiledModeInterfaces(registry);
   hloStep->getContext()->appendDialectRegistry(registry);
   KilnPipelineOptions options;
+  options.hostAllocator = true;
   runKilnPipeline(hloStep, options, PipelineStage::Llvm, PipelineStage::Hlo,
                   "compiled mode: lowering @train_step of " + what + " failed");
   compiled.lowerSeconds =

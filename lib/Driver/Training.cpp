@@ -496,15 +496,16 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   m.tokensPerSecond = tokensPerStep / m.seconds;
   m.tflops = flopsPerToken() * m.tokensPerSecond / 1e12;
   m.mfu = m.tflops * 1e12 / peakFlops();
-  m.memLivePeakBytes = compiled_ ? -1 : stats.peakLiveBytes;
+  m.memLivePeakBytes =
+      compiled_ ? compiled_->function->lastPeakLiveBytes() : stats.peakLiveBytes;
   m.collectiveSeconds = stats.collectiveSeconds;
   if (grid_)
     for (const auto &[axes, bytes] : grid_->bytesSent())
       if (bytes > sentBefore[axes]) // the step's program, not the Trainer's bookkeeping
         m.bytesSent[axes] = bytes - sentBefore[axes];
-  if (grid_ && !compiled_) { // the largest rank's (compiled code counts none)
+  if (grid_) { // the largest rank's
     Tensor peak(DType::I64, {});
-    *peak.mutableData<int64_t>() = stats.peakLiveBytes;
+    *peak.mutableData<int64_t>() = m.memLivePeakBytes;
     m.memLivePeakBytes = *grid_->allReduce(peak, grid_->allAxes(), Reduction::Max).data<int64_t>();
   }
   m.rssPeakBytes = rssPeakBytes();

@@ -3,6 +3,7 @@
 #include "kiln/Driver/TrainingJob.h"
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Driver/BatchSource.h"
+#include "kiln/Driver/CompiledStep.h"
 #include "kiln/Driver/LossCurve.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Driver/RankAgreement.h"
@@ -283,13 +284,9 @@ void printPlannedVsMeasured(const StepPlan &plan, std::vector<double> seconds,
   auto error = [](double planned, double measured) {
     return fmt::format("{:+.1f}%", 100 * (planned / measured - 1));
   };
-  std::string memory =
-      measuredPeak < 0
-          ? fmt::format("{} planned (compiled mode does not count live tensors)",
-                        megabytes(plan.memory.peakBytes))
-          : fmt::format("{} vs {} ({})", megabytes(plan.memory.peakBytes),
-                        megabytes(measuredPeak),
-                        error(double(plan.memory.peakBytes), double(measuredPeak)));
+  std::string memory = fmt::format("{} vs {} ({})", megabytes(plan.memory.peakBytes),
+                                   megabytes(measuredPeak),
+                                   error(double(plan.memory.peakBytes), double(measuredPeak)));
   fmt::print("planned vs measured: step {:.4f} s vs {:.4f} s ({}; the fastest of {} step{}, "
              "median {:.4f} s), peak memory {}\n",
              plan.stepSeconds, fastest, error(plan.stepSeconds, fastest), seconds.size(),
@@ -536,7 +533,7 @@ int runTrainingJob(const TrainConfig &config) {
   int64_t lastLogged = first;
   // This process's steps after its first (which also faults in buffers).
   std::vector<double> measuredSeconds;
-  int64_t measuredPeak = trainer.compiled() ? -1 : 0;
+  int64_t measuredPeak = 0;
   StopWatchdog watchdog;
   for (int64_t s = first + 1; s <= steps && !trainer.anyRank(interrupted); ++s) {
     StepMetrics m = trainer.step(data.train(s - 1));
@@ -593,6 +590,13 @@ int runTrainingJob(const TrainConfig &config) {
   std::signal(SIGPIPE, previousPipe);
   // After the last step's validation and save, whose lines follow its own.
   printPlannedVsMeasured(cpuPlan, measuredSeconds, measuredPeak);
+  if (const CompiledStep *step = trainer.compiledStep(); step && done > first + 1) {
+    const StepArena &arena = step->function->arena();
+    fmt::print("compiled step: its temporaries in one arena of {} laid out from its first "
+               "run (their live peak {}); its last step took {} buffers from the system\n",
+               megabytes(arena.arenaBytes()), megabytes(arena.lastRun().peakLiveBytes),
+               arena.lastRun().systemAllocations);
+  }
 
   if (leader && !config.metrics.lossCurve.empty()) {
     writeFileAtomic(config.metrics.lossCurve,

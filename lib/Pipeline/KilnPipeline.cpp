@@ -139,21 +139,29 @@ void registerUpstreamLoweringPasses() {
 /// row-major buffers), the results as caller-allocated out-parameters (the
 /// step allocates none of its outputs), ownership-based deallocation of
 /// the temporaries, loops, then LLVM (docs/compiled.md).
-void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &) {
+void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   registerUpstreamLoweringPasses();
   // The inner pass list: parsePassPipeline nests a builtin.module(...) text
-  // under pm's own module anchor, where it would lower nothing.
-  static constexpr const char *kLowering =
+  // under pm's own module anchor, where it would lower nothing. With the
+  // host allocator, allocations call _mlir_memref_to_llvm_alloc and free,
+  // which compiled mode binds to the step's arena (StepArena.h).
+  static constexpr const char *kBufferize =
       "one-shot-bufferize{bufferize-function-boundaries "
       "function-boundary-type-conversion=identity-layout-map},"
       "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
-      "buffer-deallocation-pipeline,convert-linalg-to-loops,convert-scf-to-cf,"
-      "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-math-to-llvm,"
-      "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,convert-index-to-llvm,"
-      "reconcile-unrealized-casts";
-  if (failed(parsePassPipeline(kLowering, pm)))
+      "buffer-deallocation-pipeline";
+  std::string lower = std::string("convert-linalg-to-loops,convert-scf-to-cf,"
+                                  "expand-strided-metadata,lower-affine,finalize-memref-to-llvm") +
+                      (o.hostAllocator ? "{use-generic-functions}" : "") +
+                      ",convert-math-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
+                      "convert-func-to-llvm,convert-index-to-llvm,reconcile-unrealized-casts";
+  if (failed(parsePassPipeline(kBufferize, pm)))
+    llvm::report_fatal_error("compiled mode's bufferization pipeline does not parse");
+  pm.addNestedPass<func::FuncOp>(createCompactBuffers());
+  if (failed(parsePassPipeline(lower, pm)))
     llvm::report_fatal_error("compiled mode's lowering pipeline does not parse");
 }
+
 } // namespace
 
 void registerCompiledModeInterfaces(DialectRegistry &registry) {

@@ -238,8 +238,13 @@ struct ConvertHloToLinalgPass
               kept.push_back(a);
         return DictionaryAttr::get(func.getContext(), kept);
       };
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      // The runner passes the caller's tensors: the compiled code must not
+      // write them (bufferization copies an argument it would update).
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
         func.setArgAttrs(i, strip(func.getArgAttrDict(i)));
+        if (isa<TensorType>(func.getArgumentTypes()[i]))
+          func.setArgAttr(i, "bufferization.writable", BoolAttr::get(func.getContext(), false));
+      }
       for (unsigned i = 0; i < func.getNumResults(); ++i)
         func.setResultAttrs(i, strip(func.getResultAttrDict(i)));
     });

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace kiln;
@@ -139,6 +140,30 @@ TEST(CompiledStepTest, AgreesWithTheEvaluatorOnEveryOpFamily) {
   // The clamped dynamic slice is q's last row, then that row shifted right.
   EXPECT_EQ(compiled[2].data<float>()[0], args[0].data<float>()[24]);
   EXPECT_EQ(compiled[2].data<float>()[9], args[0].data<float>()[24]);
+}
+
+// The step's temporaries: the first run traced through the system, later
+// runs in one planned arena (nothing from the system), the same results.
+TEST(CompiledStepTest, LaterRunsTakeTheirBuffersFromThePlannedArena) {
+  std::mt19937 rng(7);
+  std::vector<Tensor> args{randomTensor({4, 8}, rng), randomTensor({6, 8}, rng),
+                           intTensor({3}, {5, 0, 5}), intTensor({}, {7})};
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, kStep);
+  CompiledStep step = compileHloStep(*module, "the test step");
+  std::vector<Tensor> first = step(args);
+  const StepArena &arena = step.function->arena();
+  int64_t traced = arena.lastRun().systemAllocations;
+  EXPECT_GT(traced, 0);
+  EXPECT_GT(arena.arenaBytes(), 0);
+  EXPECT_LE(arena.arenaBytes(), arena.lastRun().systemBytes + 64 * traced);
+  std::vector<Tensor> second = step(args);
+  EXPECT_EQ(arena.lastRun().systemAllocations, 0);
+  EXPECT_EQ(arena.lastRun().arenaAllocations, traced);
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t r = 0; r < first.size(); ++r)
+    EXPECT_EQ(std::memcmp(first[r].rawData(), second[r].rawData(), first[r].nbytes()), 0)
+        << "result " << r;
 }
 
 // Each form the host's sgemm takes (kiln_sgemm): B transposed, as stored, A

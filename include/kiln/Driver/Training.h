@@ -100,6 +100,8 @@ public:
   /// seconds: lowering to LLVM, and LLVM's own (0, 0 when eager).
   bool compiled() const { return compiled_ != nullptr; }
   std::pair<double, double> compileSeconds() const;
+  /// compile.enable's step (null when eager): its arena's figures.
+  const CompiledStep *compiledStep() const { return compiled_.get(); }
   /// Makes step() time every op of @train_step (StepMetrics::opSeconds).
   void timeOps(bool on) { timeOps_ = on; }
   /// Mean loss of `tokens` at the current weights.

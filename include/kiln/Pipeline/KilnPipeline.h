@@ -102,6 +102,11 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
   Option<bool> cpuKernelCalls{
       *this, "cpu-kernel-calls", llvm::cl::init(false),
       llvm::cl::desc("compiled mode: CPU-only kernels become KilnCpuKernel custom calls")};
+  // The Llvm stage.
+  Option<bool> hostAllocator{
+      *this, "host-allocator", llvm::cl::init(false),
+      llvm::cl::desc("compiled mode: buffers come from the host's step arena "
+                     "(_mlir_memref_to_llvm_alloc/free) instead of malloc")};
   // kiln-shard and kiln-partition (only with more than one rank).
   Option<int64_t> dpReplicate{*this, "dp-replicate", llvm::cl::init(1),
                               llvm::cl::desc("data_parallel_replicate_degree")};

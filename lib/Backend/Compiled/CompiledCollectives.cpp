@@ -52,27 +52,27 @@ std::vector<CompiledCollective> bindCollectives(mlir::ModuleOp hloStep, const De
       c.operands.push_back(FunctionSignature::signatureOf(v.getType(), c.where));
     c.result = FunctionSignature::signatureOf(op->getResult(0).getType(), c.where);
     if (mlir::isa<hlo::ReplicaIdOp>(op)) {
-      c.kind = CollectiveKind::ReplicaId;
+      c.kind = CompiledCollective::Kind::ReplicaId;
       bound.push_back(std::move(c));
       continue;
     }
     std::optional<hlo::Combiner> combiner;
     llvm::TypeSwitch<mlir::Operation *>(op)
         .Case([&](hlo::AllGatherOp g) {
-          c.kind = CollectiveKind::AllGather;
+          c.kind = CompiledCollective::Kind::AllGather;
           c.dim = int64_t(g.getAllGatherDim());
         })
         .Case([&](hlo::ReduceScatterOp s) {
-          c.kind = CollectiveKind::ReduceScatter;
+          c.kind = CompiledCollective::Kind::ReduceScatter;
           c.dim = int64_t(s.getScatterDimension());
           combiner = s.getCombiner();
         })
         .Case([&](hlo::AllReduceOp r) {
-          c.kind = CollectiveKind::AllReduce;
+          c.kind = CompiledCollective::Kind::AllReduce;
           combiner = r.getCombiner();
         })
         .Case([&](hlo::AllToAllOp a) {
-          c.kind = CollectiveKind::AllToAll;
+          c.kind = CompiledCollective::Kind::AllToAll;
           c.dim = int64_t(a.getSplitDimension());
         });
     if (combiner) {
@@ -128,7 +128,7 @@ std::vector<CompiledCollective> bindCollectives(mlir::ModuleOp hloStep, const De
 
 void runCollective(const CompiledCollective &c, DeviceGrid *grid, const int64_t *table) {
   void *out = reinterpret_cast<void *>(table[c.operands.size()]);
-  if (c.kind == CollectiveKind::ReplicaId) {
+  if (c.kind == CompiledCollective::Kind::ReplicaId) {
     auto rank = int32_t(grid ? grid->rank() : 0);
     std::memcpy(out, &rank, sizeof rank);
     return;
@@ -139,19 +139,19 @@ void runCollective(const CompiledCollective &c, DeviceGrid *grid, const int64_t 
   Tensor operand(in.dtype, in.shape, nullptr, reinterpret_cast<const void *>(table[0]));
   Tensor result;
   switch (c.kind) {
-  case CollectiveKind::AllGather:
+  case CompiledCollective::Kind::AllGather:
     result = grid->allGather(operand, c.axes, c.dim);
     break;
-  case CollectiveKind::ReduceScatter:
+  case CompiledCollective::Kind::ReduceScatter:
     result = grid->reduceScatter(operand, c.axes, c.dim, c.reduction);
     break;
-  case CollectiveKind::AllReduce:
+  case CompiledCollective::Kind::AllReduce:
     result = grid->allReduce(operand, c.axes, c.reduction);
     break;
-  case CollectiveKind::AllToAll:
+  case CompiledCollective::Kind::AllToAll:
     result = grid->allToAll(operand, c.axes, c.dim, c.dim);
     break;
-  case CollectiveKind::ReplicaId:
+  case CompiledCollective::Kind::ReplicaId:
     break;
   }
   if (result.shape() != c.result.shape || result.dtype() != c.result.dtype)

@@ -24,6 +24,7 @@
 #include "llvm/Support/TargetSelect.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -35,6 +36,24 @@ struct CompiledFunction::Engine {
 };
 
 namespace {
+
+/// The arena of the function running on this thread: the lowered code's
+/// allocations (finalize-memref-to-llvm's generic functions) go there.
+thread_local StepArena *activeArena = nullptr;
+
+extern "C" void *kilnAllocate(size_t bytes) {
+  return activeArena ? activeArena->allocate(bytes, 1) : std::malloc(bytes);
+}
+extern "C" void *kilnAllocateAligned(size_t alignment, size_t bytes) {
+  return activeArena ? activeArena->allocate(bytes, alignment)
+                     : std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+}
+extern "C" void kilnRelease(void *pointer) {
+  if (activeArena)
+    activeArena->release(pointer);
+  else
+    std::free(pointer);
+}
 
 } // namespace
 
@@ -87,7 +106,7 @@ FunctionSignature FunctionSignature::of(mlir::func::FuncOp func) {
 CompiledFunction::CompiledFunction(
     mlir::ModuleOp llvmModule, const std::string &name, FunctionSignature signature,
     const std::vector<std::pair<std::string, void *>> &hostSymbols, int optLevel)
-    : engine_(std::make_unique<Engine>()), name_(name), signature_(std::move(signature)) {
+    : engine_(std::make_unique<Engine>()), arena_(std::make_unique<StepArena>()), name_(name), signature_(std::move(signature)) {
   auto start = std::chrono::steady_clock::now();
   static std::once_flag targets;
   std::call_once(targets, [] {
@@ -123,6 +142,12 @@ CompiledFunction::CompiledFunction(
                                        llvm::JITSymbolFlags::Exported};
     symbols[interner("_mlir_ciface_kiln_sgemm")] = {
         llvm::orc::ExecutorAddr::fromPtr(&kilnSgemm), llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_memref_to_llvm_alloc")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&kilnAllocate), llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_memref_to_llvm_aligned_alloc")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&kilnAllocateAligned), llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_memref_to_llvm_free")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&kilnRelease), llvm::JITSymbolFlags::Exported};
     for (const auto &[symbol, address] : hostSymbols)
       symbols[interner(symbol)] = {llvm::orc::ExecutorAddr::fromPtr(address),
                                    llvm::JITSymbolFlags::Exported};
@@ -151,9 +176,8 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
     if (a.dtype() != params[i].dtype || a.shape() != params[i].shape)
       fail("compiled mode: argument {} of @{} must be {}, given {}", i, name_,
            describe(params[i]), describe({a.dtype(), a.shape()}));
-    Tensor copy = Tensor::uninitialized(a.dtype(), a.shape());
-    std::memcpy(copy.mutableData<char>(), a.rawData(), a.nbytes());
-    buffers.push_back(std::move(copy));
+    buffers.push_back(a); // read only: the lowering never writes an argument
+
   }
   std::vector<Tensor> results;
   for (const TensorSignature &r : signature_.results)
@@ -183,7 +207,27 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
   for (std::vector<int64_t> &w : words)
     for (int64_t &word : w)
       packed.push_back(&word);
-  engine_->entry(packed.data());
+  {
+    // This function's arena for the call (and only then), however it ends.
+    struct Activation {
+      StepArena *outer;
+      explicit Activation(StepArena *arena) : outer(activeArena) {
+        activeArena = arena;
+        arena->begin();
+      }
+      ~Activation() {
+        activeArena->end();
+        activeArena = outer;
+      }
+    } activation(arena_.get());
+    engine_->entry(packed.data());
+  }
+  int64_t held = 0;
+  for (const Tensor &t : buffers)
+    held += int64_t(t.nbytes());
+  for (const Tensor &t : results)
+    held += int64_t(t.nbytes());
+  lastPeakLiveBytes_ = held + arena_->lastRun().peakLiveBytes;
   return results;
 }
 

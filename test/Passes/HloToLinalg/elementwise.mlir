@@ -10,13 +10,13 @@ func.func private @printMemrefF32(memref<*xf32>) attributes {llvm.emit_c_interfa
 func.func private @printMemrefI32(memref<*xi32>) attributes {llvm.emit_c_interface}
 
 func.func @printF32(%t: tensor<4xf32>) {
-  %m = bufferization.to_buffer %t : tensor<4xf32> to memref<4xf32>
+  %m = bufferization.to_buffer %t read_only : tensor<4xf32> to memref<4xf32>
   %u = memref.cast %m : memref<4xf32> to memref<*xf32>
   call @printMemrefF32(%u) : (memref<*xf32>) -> ()
   return
 }
 func.func @printI32(%t: tensor<4xi32>) {
-  %m = bufferization.to_buffer %t : tensor<4xi32> to memref<4xi32>
+  %m = bufferization.to_buffer %t read_only : tensor<4xi32> to memref<4xi32>
   %u = memref.cast %m : memref<4xi32> to memref<*xi32>
   call @printMemrefI32(%u) : (memref<*xi32>) -> ()
   return

@@ -9,7 +9,7 @@
 
 func.func private @printMemrefF32(memref<*xf32>) attributes {llvm.emit_c_interface}
 func.func @print(%t: tensor<*xf32>) {
-  %m = bufferization.to_buffer %t : tensor<*xf32> to memref<*xf32>
+  %m = bufferization.to_buffer %t read_only : tensor<*xf32> to memref<*xf32>
   call @printMemrefF32(%m) : (memref<*xf32>) -> ()
   return
 }

@@ -22,11 +22,10 @@ class ModuleOp;
 
 namespace kiln {
 
-enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, AllToAll, ReplicaId };
-
 /// One collective site (numberCollectiveSites order).
 struct CompiledCollective {
-  CollectiveKind kind;
+  enum class Kind { AllGather, ReduceScatter, AllReduce, AllToAll, ReplicaId };
+  Kind kind;
   /// The op and the kiln fqn it came from, for errors.
   std::string where;
   /// The gather, scatter or split dimension.

@@ -12,6 +12,7 @@
 #ifndef KILN_BACKEND_COMPILED_COMPILEDFUNCTION_H
 #define KILN_BACKEND_COMPILED_COMPILEDFUNCTION_H
 
+#include "kiln/Backend/Compiled/StepArena.h"
 #include "kiln/Runtime/Tensor.h"
 
 #include <memory>
@@ -61,20 +62,30 @@ public:
   CompiledFunction &operator=(const CompiledFunction &) = delete;
 
   /// Calls it. Each argument must have its signature's dtype and shape (an
-  /// error names the first that does not); each is copied first, since the
-  /// compiled code may write into its argument buffers.
+  /// error names the first that does not); the code reads the arguments in
+  /// place (kiln-convert-hlo-to-linalg marks them not writable, so
+  /// bufferization copies one it would update).
   std::vector<Tensor> operator()(const std::vector<Tensor> &arguments) const;
 
   const FunctionSignature &signature() const { return signature_; }
+  /// Where the code's buffers come from when the module was lowered with the
+  /// pipeline's host-allocator option (compiled mode's): its last run's
+  /// allocations and the planned arena.
+  const StepArena &arena() const { return *arena_; }
+  /// The last call's live peak: its arguments and results (the runner's)
+  /// and the most of its temporaries live at once (the arena's count).
+  int64_t lastPeakLiveBytes() const { return lastPeakLiveBytes_; }
   /// Seconds spent translating to LLVM IR, optimizing and generating code.
   double compileSeconds() const { return compileSeconds_; }
 
 private:
   struct Engine;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<StepArena> arena_;
   std::string name_;
   FunctionSignature signature_;
   double compileSeconds_ = 0;
+  mutable int64_t lastPeakLiveBytes_ = 0;
 };
 
 } // namespace kiln

@@ -50,4 +50,28 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
   ];
 }
 
+def CompactBuffers : Pass<"kiln-compact-buffers", "mlir::func::FuncOp"> {
+  let summary = "Free each temporary after its last use; compute results in their out-parameters";
+  let description = [{
+    Runs on bufferized functions after `buffer-results-to-out-params` and
+    `buffer-deallocation-pipeline`, whose ownership-based deallocation frees
+    a buffer at the end of the block that allocated it: on a training step,
+    one block, every temporary stays live to the end (the fixture's step
+    held the sum of its buffers). Two rewrites of the function's body:
+
+    - a `memref.dealloc` moves to just after the last use of the buffer or
+      of any view of it (BufferViewFlowAnalysis), counting the uses of its
+      data pointer (`memref.extract_aligned_pointer_as_index`, the host
+      calls' tables) up to the call that reads it;
+    - a buffer allocated in the body whose contents are only copied into an
+      out-parameter at the end (`memref.copy %buffer, %out`, the out-
+      parameter used nowhere else) is that out-parameter: the copy, the
+      allocation and its dealloc go.
+
+    Only top-level deallocs of top-level allocations move; anything else
+    (a dealloc under a condition) stays.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // KILN_PASSES_HLOTOLINALG_PASSES_TD
