@@ -119,7 +119,7 @@ void buildLinalgPipeline(OpPassManager &pm, const KilnPipelineOptions &) {
   pm.addPass(createConvertHloToLinalg());
   // A chain of elementwise ops (and broadcasts) becomes one loop nest that
   // writes one buffer: 1250 linalg.generic -> 474 on the fixture's step.
-  pm.addPass(createLinalgElementwiseOpFusionPass());
+  pm.addPass(createFuseElementwise());
 }
 
 /// Upstream's passes compiled mode's lowering names, registered once.
@@ -266,7 +266,7 @@ void registerKilnPassesAndPipelines() {
                      PipelineStage::PerRank, PipelineStage::Hlo},
         Registration{"kiln-hlo-to-linalg",
                      "An hlo module of one @train_step to fused linalg on tensors: "
-                     "kiln-convert-hlo-to-linalg, linalg-fuse-elementwise-ops",
+                     "kiln-convert-hlo-to-linalg, kiln-fuse-elementwise",
                      PipelineStage::Hlo, PipelineStage::Linalg},
         Registration{"kiln-hlo-to-llvm",
                      "An hlo module of one @train_step to the LLVM dialect compiled mode JITs: "

@@ -113,9 +113,25 @@ struct ReduceToLinalg : OpConversionPattern<hlo::ReduceOp> {
     if (widen)
       init = arith::ExtFOp::create(rewriter, loc, accumulator, init);
     Value filled = buildFilled(rewriter, loc, type.clone(accumulator), init);
-    auto reduce = linalg::ReduceOp::create(
-        rewriter, loc, ValueRange{adaptor.getOperand()}, ValueRange{filled}, op.getDimensions(),
-        [&](OpBuilder &b, Location l, ValueRange args) {
+    // A linalg.generic with reduction iterators rather than linalg.reduce:
+    // elementwise producers (a gradient norm's squares) fuse into it.
+    auto operandType = cast<RankedTensorType>(adaptor.getOperand().getType());
+    unsigned rank = operandType.getRank();
+    ArrayRef<int64_t> reduced = op.getDimensions();
+    SmallVector<utils::IteratorType> iterators;
+    SmallVector<AffineExpr> kept;
+    for (unsigned d = 0; d < rank; ++d) {
+      bool isReduced = llvm::is_contained(reduced, int64_t(d));
+      iterators.push_back(isReduced ? utils::IteratorType::reduction
+                                    : utils::IteratorType::parallel);
+      if (!isReduced)
+        kept.push_back(rewriter.getAffineDimExpr(d));
+    }
+    SmallVector<AffineMap> maps{rewriter.getMultiDimIdentityMap(rank),
+                                AffineMap::get(rank, 0, kept, rewriter.getContext())};
+    auto reduce = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{filled.getType()}, ValueRange{adaptor.getOperand()},
+        ValueRange{filled}, maps, iterators, [&](OpBuilder &b, Location l, ValueRange args) {
           Value x = widen ? Value(arith::ExtFOp::create(b, l, accumulator, args[0])) : args[0];
           linalg::YieldOp::create(b, l, combineScalars(b, l, combiner, args[1], x, isUnsigned));
         });

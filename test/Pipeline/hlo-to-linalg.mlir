@@ -1,18 +1,20 @@
 // The pipeline's Linalg stage (kiln-opt --kiln-hlo-to-linalg): the hlo ops
 // become linalg on tensors, then each chain of elementwise ops and
 // broadcasts fuses into one linalg.generic that writes one tensor. An RMS
-// norm, x * rsqrt(mean(x^2)) * w: the square stays apart (linalg.reduce, not
-// a generic, takes it), the rounding of the f64 sum, the mean, the rsqrt,
-// both broadcasts and both products become one loop nest (fusing through a
-// broadcast computes the rsqrt per element: cheaper than a buffer).
+// norm, x * rsqrt(mean(x^2)) * w: the square fuses into the reduction (a
+// generic with a reduction iterator, summing in f64), and the rounding of
+// the sum, the mean, the rsqrt, both broadcasts and both products become one
+// loop nest (fusing through a broadcast computes the rsqrt per element:
+// cheaper than a buffer). Two loop nests, no tensor between them but the sums.
 // RUN: kiln-opt %s --kiln-hlo-to-linalg | FileCheck %s
 // RUN: kiln-opt %s --kiln-convert-hlo-to-linalg | FileCheck %s --check-prefix=UNFUSED
 
 // CHECK-LABEL: func.func @rms_norm
-// CHECK: linalg.generic
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
 // CHECK: arith.mulf
-// CHECK: linalg.reduce
-// CHECK: linalg.generic
+// CHECK: arith.extf
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]
 // CHECK: arith.truncf
 // CHECK: math.rsqrt
 // CHECK: arith.mulf

@@ -140,7 +140,7 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
 /// kiln-mixed-precision, kiln-autodiff, kiln-activation-checkpoint, kiln-optimizer,
 /// kiln-shard and kiln-partition (PerRank); kiln-lower-to-hlo,
 /// kiln-hlo-sink-converts (bf16), kiln-hlo-narrow-int64 and cse (Hlo);
-/// kiln-convert-hlo-to-linalg, linalg-fuse-elementwise-ops (Linalg); bufferization and
+/// kiln-convert-hlo-to-linalg, kiln-fuse-elementwise (Linalg); bufferization and
 /// the LLVM lowering (Llvm).
 /// Kernel rules need the kernels registered first (registerCustomKernels();
 /// the driver's runKilnPipeline and kiln-opt do it), so this library does

@@ -1,7 +1,8 @@
 // kiln-convert-hlo-to-linalg{blas=false}, contractions and reductions:
 // dot_general as linalg.matmul, linalg.batch_matmul or (other dimension
-// numbers, bf16 operands of a float32 dot) a linalg.generic; reduce as
-// linalg.reduce from its init value (float sums accumulated in f64). The IR
+// numbers, bf16 operands of a float32 dot) a linalg.generic; reduce as a
+// linalg.generic with reduction iterators from its init value (float sums
+// accumulated in f64), which elementwise producers fuse into. The IR
 // is checked, then lowered to LLVM and run (mlir-runner, which has no
 // kiln_sgemm: blas.mlir checks that path) against values worked out by hand.
 // RUN: kiln-opt %s --kiln-convert-hlo-to-linalg=blas=false | FileCheck %s
@@ -78,7 +79,7 @@ func.func @main() {
   %ten = hlo.constant {value = dense<10.0> : tensor<f32>} : tensor<f32>
   %ninf = hlo.constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
   // A float sum accumulates in f64, then rounds once.
-  // CHECK: linalg.reduce ins(%{{.*}} : tensor<2x3xf32>) outs(%{{.*}} : tensor<2xf64>) dimensions = [1]
+  // CHECK: iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<2x3xf32>) outs(%{{.*}} : tensor<2xf64>)
   // CHECK: arith.extf %{{.*}} : f32 to f64
   // CHECK: arith.truncf %{{.*}} : f64 to f32
   // OUT: sizes = [2]
@@ -86,7 +87,8 @@ func.func @main() {
   %rows = hlo.reduce %x, %zero {dimensions = array<i64: 1>, combiner = #hlo<combiner add>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
   %p5 = tensor.cast %rows : tensor<2xf32> to tensor<*xf32>
   call @print(%p5) : (tensor<*xf32>) -> ()
-  // CHECK: linalg.reduce { arith.maximumf } {{.*}} dimensions = [0]
+  // CHECK: iterator_types = ["reduction", "parallel"]} ins(%{{.*}} : tensor<2x3xf32>) outs(%{{.*}} : tensor<3xf32>)
+  // CHECK: arith.maximumf
   // OUT: sizes = [3]
   // OUT-NEXT: [4, 5, 6]
   %cols = hlo.reduce %x, %ninf {dimensions = array<i64: 0>, combiner = #hlo<combiner max>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<3xf32>
@@ -99,7 +101,8 @@ func.func @main() {
   %all1 = hlo.reshape %all : (tensor<f32>) -> tensor<1xf32>
   %p7 = tensor.cast %all1 : tensor<1xf32> to tensor<*xf32>
   call @print(%p7) : (tensor<*xf32>) -> ()
-  // CHECK: linalg.reduce { arith.minsi }
+  // CHECK: iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<2x2xi32>)
+  // CHECK: arith.minsi
   // OUT: sizes = [2]
   // OUT-NEXT: [-5, 2]
   %n = hlo.constant {value = dense<[[-1, -5], [3, 2]]> : tensor<2x2xi32>} : tensor<2x2xi32>

@@ -50,6 +50,30 @@ def ConvertHloToLinalg : Pass<"kiln-convert-hlo-to-linalg", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseElementwise : Pass<"kiln-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Fuse elementwise linalg ops into their consumers, reductions included, "
+                "recomputing a cheap producer in each of several consumers";
+  let description = [{
+    Upstream's elementwise fusion (`linalg::populateElementwiseOpsFusionPatterns`,
+    with reshape propagation, canonicalization and constant folding, as
+    `linalg-fuse-elementwise-ops` runs them) under a different control: a
+    producer with several uses fuses too when it is cheap (all-parallel,
+    at most `max-recomputed-ops` ops in its body) and every user is a
+    `linalg.generic` that reads each of its elements once (a permutation
+    map: a dot would recompute it on every contraction step), so that each
+    consumer recomputes it and its tensor is never written. On a training step this is what keeps AdamW's
+    temporaries (the clipped gradient, read by the two moments and the
+    update) and a gradient norm's squares (fused into the reduction, a
+    `linalg.generic` with reduction iterators) from being materialized.
+  }];
+  let options = [
+    Option<"maxRecomputedOps", "max-recomputed-ops", "unsigned", "8",
+           "the largest body of a producer recomputed in several consumers">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
+                           "::mlir::affine::AffineDialect"];
+}
+
 def CompactBuffers : Pass<"kiln-compact-buffers", "mlir::func::FuncOp"> {
   let summary = "Free each temporary after its last use; compute results in their out-parameters";
   let description = [{
