@@ -150,7 +150,7 @@ void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
       "function-boundary-type-conversion=identity-layout-map},"
       "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
       "buffer-deallocation-pipeline";
-  std::string lower = std::string("convert-linalg-to-loops,convert-scf-to-cf,"
+  std::string lower = std::string("convert-scf-to-cf,"
                                   "expand-strided-metadata,lower-affine,finalize-memref-to-llvm") +
                       (o.hostAllocator ? "{use-generic-functions}" : "") +
                       ",convert-math-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
@@ -158,6 +158,9 @@ void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   if (failed(parsePassPipeline(kBufferize, pm)))
     llvm::report_fatal_error("compiled mode's bufferization pipeline does not parse");
   pm.addNestedPass<func::FuncOp>(createCompactBuffers());
+  if (failed(parsePassPipeline("convert-linalg-to-loops", pm)))
+    llvm::report_fatal_error("compiled mode's loop lowering does not parse");
+  pm.addPass(createOutlineLoops());
   if (failed(parsePassPipeline(lower, pm)))
     llvm::report_fatal_error("compiled mode's lowering pipeline does not parse");
 }

@@ -119,9 +119,10 @@ CompiledFunction::CompiledFunction(
   llvmModule->getContext()->appendDialectRegistry(registry);
 
   // Held by name: the option is a function_ref.
-  // LLVM's mid-level optimizer takes ten times code generation's time on a
-  // whole step (the qwen3 fixture: 45 s against 4 s, one function of
-  // thousands of loop nests), so it is asked for, not the default.
+  // LLVM's mid-level optimizer is superlinear in a function's size: on a
+  // whole step as one function (the qwen3 fixture) -O3 took 45 s against 4 s
+  // for code generation alone; the caller asks for it on code whose loop
+  // nests are functions of their own (kiln-outline-loops).
   std::function<llvm::Error(llvm::Module *)> optimize =
       mlir::makeOptimizingTransformer(optLevel, /*sizeLevel=*/0, nullptr);
   mlir::ExecutionEngineOptions options;

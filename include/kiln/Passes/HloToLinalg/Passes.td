@@ -74,6 +74,21 @@ def FuseElementwise : Pass<"kiln-fuse-elementwise", "mlir::ModuleOp"> {
                            "::mlir::affine::AffineDialect"];
 }
 
+def OutlineLoops : Pass<"kiln-outline-loops", "mlir::ModuleOp"> {
+  let summary = "Outline each top-level loop nest of a function into a function of its own";
+  let description = [{
+    A training step lowered to loops is one function of hundreds of loop
+    nests, on which LLVM's optimizer is superlinear (the fixture's step:
+    45 s at -O3, where code generation alone takes 4). Each top-level
+    `scf.for` of a function without results becomes a private function
+    (`<name>_loop<i>`, marked `noinline` for LLVM) called in its place;
+    the values it uses from above are its arguments, except constants and
+    `memref.get_global`s, which are cloned into it. LLVM then optimizes
+    many small functions, each in time proportional to its size.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect"];
+}
+
 def CompactBuffers : Pass<"kiln-compact-buffers", "mlir::func::FuncOp"> {
   let summary = "Free each temporary after its last use; compute results in their out-parameters";
   let description = [{
