@@ -8,6 +8,8 @@
 
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Backend/Compiled/CompiledCollectives.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Driver/RankAgreement.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Support/Error.h"
@@ -158,6 +160,62 @@ TEST(MpiWorld, RanksThatDisagreeAllFailWithTheSameMessage) {
                            "1, 3 and 0.5 on rank 2; start every rank with the same run config, "
                            "command line, model and data");
   }
+}
+
+namespace {
+
+/// bindCollectives on one hlo collective `op` (its text, operand %x of
+/// tensor<4x4xf32>, result of `result`) against the 2 x 2 grid.
+std::vector<CompiledCollective> bindOne(mlir::MLIRContext &context, const std::string &op,
+                                        const std::string &result) {
+  context.loadDialect<hlo::HloDialect, mlir::func::FuncDialect>();
+  std::string text = "func.func @train_step(%x: tensor<4x4xf32>) -> " + result + " {\n  %y = " +
+                     op + " : (tensor<4x4xf32>) -> " + result + " loc(\"layers.0\")\n  return %y : " +
+                     result + "\n}";
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  if (!module)
+    throw std::runtime_error("does not parse: " + text);
+  return bindCollectives(*module, &grid());
+}
+
+std::string bindError(const std::string &op, const std::string &result) {
+  mlir::MLIRContext context;
+  try {
+    bindOne(context, op, result);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "bound";
+}
+
+} // namespace
+
+// Compiled mode binds a collective to the grid axes of its replica groups,
+// and refuses, naming the op and its fqn, what the grid's collectives cannot
+// run.
+TEST(CompiledCollectives, BindToTheAxesOfTheirGroupsOrAreRefused) {
+  {
+    mlir::MLIRContext context;
+    std::vector<CompiledCollective> tp = bindOne(
+        context, "hlo.all_gather %x {all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>}",
+        "tensor<8x4xf32>");
+    ASSERT_EQ(tp.size(), 1u);
+    EXPECT_EQ(tp[0].axes, (std::vector<int16_t>{1}));
+    EXPECT_EQ(tp[0].where, "'hlo.all_gather' (from layers.0)");
+  }
+  EXPECT_NE(bindError("hlo.all_gather %x {all_gather_dim = 0 : i64, replica_groups = dense<[[0, 3], [1, 2]]> : tensor<2x2xi64>}",
+                      "tensor<8x4xf32>")
+                .find("'hlo.all_gather' (from layers.0) runs among ranks {0,3},{1,2}, which are "
+                      "not the groups of any set of the grid's axes (dp 2 x tp 2)"),
+            std::string::npos);
+  EXPECT_NE(bindError("hlo.all_reduce %x {combiner = #hlo<combiner mul>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}",
+                      "tensor<4x4xf32>")
+                .find("multiplies over its group"),
+            std::string::npos);
+  EXPECT_NE(bindError("hlo.all_gather %x {all_gather_dim = 0 : i64, channel_id = 1 : i64, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>}",
+                      "tensor<8x4xf32>")
+                .find("has a channel_id"),
+            std::string::npos);
 }
 
 TEST(DeviceGrid, PerRankProgramsRunShardCollectives) {

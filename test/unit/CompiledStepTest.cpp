@@ -227,6 +227,27 @@ func.func @train_step(%h: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %labels: tens
   EXPECT_GT(*results[0].data<float>(), 0.0f);
 }
 
+// A step with collectives runs on the grid of its ranks: compiled alone (no
+// grid, as check-hlo would) it is refused, naming the op and its ranks.
+TEST(CompiledStepTest, ACollectiveWithoutItsRanksIsRefused) {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, R"(
+func.func @train_step(%x: tensor<2x8xf32>) -> tensor<4x8xf32> {
+  %y = hlo.all_gather %x {all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2x8xf32>) -> tensor<4x8xf32> loc("regather")
+  return %y : tensor<4x8xf32>
+}
+)");
+  try {
+    compileHloStep(*module, "the test step");
+    FAIL() << "a collective compiled without its grid";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("compiled mode: 'hlo.all_gather' (from regather) is a "
+                                         "collective among ranks {0,1}"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CompiledStepTest, ArgumentsOfAnotherShapeAreRefused) {
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, kStep);

@@ -27,9 +27,10 @@ TEST(StepArenaTest, BlocksShareBytesOnlyWhenTheirLifetimesDoNot) {
   // Every pair live at once is apart.
   for (size_t a = 0; a < bytes.size(); ++a)
     for (size_t b = a + 1; b < bytes.size(); ++b)
-      if (start[a] < end[b] && start[b] < end[a])
+      if (start[a] < end[b] && start[b] < end[a]) {
         EXPECT_TRUE(offsets[a] + bytes[a] <= offsets[b] || offsets[b] + bytes[b] <= offsets[a])
             << a << " and " << b;
+      }
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cstring>
+#include <optional>
 
 namespace kiln {
 namespace {
@@ -44,7 +45,7 @@ std::string gridText(const DeviceGrid &grid) {
 
 std::vector<CompiledCollective> bindCollectives(mlir::ModuleOp hloStep, const DeviceGrid *grid) {
   std::vector<CompiledCollective> bound;
-  llvm::DenseMap<mlir::Attribute, std::vector<int16_t>> axesByGroups;
+  llvm::DenseMap<mlir::Attribute, std::optional<std::vector<int16_t>>> axesByGroups;
   for (mlir::Operation *op : numberCollectiveSites(hloStep)) {
     CompiledCollective c;
     c.where = describeSite(op);
@@ -113,14 +114,13 @@ std::vector<CompiledCollective> bindCollectives(mlir::ModuleOp hloStep, const De
     if (inserted) {
       std::vector<int64_t> ids(groups.getValues<int64_t>().begin(),
                                groups.getValues<int64_t>().end());
-      it->second = hlo::gridAxesOf(grid->shape(), ids, groups.getType().getShape().front())
-                       .value_or(std::vector<int16_t>{});
+      it->second = hlo::gridAxesOf(grid->shape(), ids, groups.getType().getShape().front());
     }
-    if (it->second.empty())
+    if (!it->second)
       fail("compiled mode: {} runs among ranks {}, which are not the groups of any set of the "
            "grid's axes ({}): the step was built for another layout",
            c.where, groupsText(groups), gridText(*grid));
-    c.axes = it->second;
+    c.axes = *it->second;
     bound.push_back(std::move(c));
   }
   return bound;

@@ -106,7 +106,8 @@ FunctionSignature FunctionSignature::of(mlir::func::FuncOp func) {
 CompiledFunction::CompiledFunction(
     mlir::ModuleOp llvmModule, const std::string &name, FunctionSignature signature,
     const std::vector<std::pair<std::string, void *>> &hostSymbols, int optLevel)
-    : engine_(std::make_unique<Engine>()), arena_(std::make_unique<StepArena>()), name_(name), signature_(std::move(signature)) {
+    : engine_(std::make_unique<Engine>()), arena_(std::make_unique<StepArena>()), name_(name),
+      signature_(std::move(signature)) {
   auto start = std::chrono::steady_clock::now();
   static std::once_flag targets;
   std::call_once(targets, [] {
@@ -171,14 +172,11 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
   if (arguments.size() != params.size())
     fail("compiled mode: @{} takes {} arguments, given {}", name_, params.size(),
          arguments.size());
-  std::vector<Tensor> buffers;
   for (size_t i = 0; i < arguments.size(); ++i) {
     const Tensor &a = arguments[i];
     if (a.dtype() != params[i].dtype || a.shape() != params[i].shape)
       fail("compiled mode: argument {} of @{} must be {}, given {}", i, name_,
            describe(params[i]), describe({a.dtype(), a.shape()}));
-    buffers.push_back(a); // read only: the lowering never writes an argument
-
   }
   std::vector<Tensor> results;
   for (const TensorSignature &r : signature_.results)
@@ -186,9 +184,10 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
 
   // Each memref as its exploded descriptor words, and a pointer to each word.
   std::vector<std::vector<int64_t>> words;
-  auto describeBuffer = [&](Tensor &t) {
+  // The arguments are passed in place: the lowering never writes one.
+  auto describeBuffer = [&](const Tensor &t) {
     std::vector<int64_t> w;
-    auto pointer = reinterpret_cast<int64_t>(t.mutableData<char>());
+    auto pointer = reinterpret_cast<int64_t>(t.rawData());
     w.push_back(pointer);
     w.push_back(pointer);
     w.push_back(0);
@@ -200,9 +199,9 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
     w.insert(w.end(), strides.begin(), strides.end());
     words.push_back(std::move(w));
   };
-  for (Tensor &t : buffers)
+  for (const Tensor &t : arguments)
     describeBuffer(t);
-  for (Tensor &t : results)
+  for (const Tensor &t : results)
     describeBuffer(t);
   std::vector<void *> packed;
   for (std::vector<int64_t> &w : words)
@@ -224,7 +223,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
     engine_->entry(packed.data());
   }
   int64_t held = 0;
-  for (const Tensor &t : buffers)
+  for (const Tensor &t : arguments)
     held += int64_t(t.nbytes());
   for (const Tensor &t : results)
     held += int64_t(t.nbytes());

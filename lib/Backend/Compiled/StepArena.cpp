@@ -19,21 +19,21 @@ size_t roundedUp(size_t bytes) {
   return std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
 }
 
-} // namespace
-
-static void *systemMemory(size_t bytes) {
+void *systemMemory(size_t bytes) {
   if (bytes < kMappedBytes)
     return std::aligned_alloc(kAlignment, roundedUp(bytes));
   void *pointer = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return pointer == MAP_FAILED ? nullptr : pointer;
 }
 
-static void releaseSystemMemory(void *pointer, size_t bytes) {
+void releaseSystemMemory(void *pointer, size_t bytes) {
   if (bytes < kMappedBytes)
     std::free(pointer);
   else
     ::munmap(pointer, bytes);
 }
+
+} // namespace
 
 StepArena::~StepArena() {
   for (auto &[pointer, bytes] : systemLive_)
@@ -120,8 +120,6 @@ void *StepArena::systemAllocate(size_t bytes) {
   return pointer;
 }
 
-void StepArena::deviate() { deviated_ = true; }
-
 void *StepArena::allocate(size_t bytes, size_t alignment) {
   liveBytes_ += int64_t(roundedUp(bytes));
   run_.peakLiveBytes = std::max(run_.peakLiveBytes, liveBytes_);
@@ -143,7 +141,7 @@ void *StepArena::allocate(size_t bytes, size_t alignment) {
       ++run_.arenaAllocations;
       return arena_ + blockOffsets_[size_t(events_[cursor_++].block)];
     }
-    deviate();
+    deviated_ = true;
   }
   return systemAllocate(bytes);
 }
@@ -163,8 +161,8 @@ void StepArena::release(void *pointer) {
         events_.push_back({false, traced->second});
         tracedLive_.erase(traced);
       }
-    } else if (!deviated_) {
-      deviate(); // the trace freed an arena block here
+    } else {
+      deviated_ = true; // the trace freed an arena block here
     }
     return;
   }
@@ -175,7 +173,7 @@ void StepArena::release(void *pointer) {
     ++cursor_;
     return;
   }
-  deviate();
+  deviated_ = true;
 }
 
 } // namespace kiln

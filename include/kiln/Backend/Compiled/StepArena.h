@@ -58,7 +58,6 @@ private:
     int64_t block;
   };
   void *systemAllocate(size_t bytes);
-  void deviate();
 
   // The trace (or plan): events and, by block, size and offset.
   std::vector<Event> events_;
