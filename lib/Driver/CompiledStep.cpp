@@ -93,6 +93,15 @@ extern "C" void kilnCollective(int64_t site, StridedMemRefType<int64_t, 1> *poin
 } // namespace
 
 std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor> &arguments) const {
+  std::vector<Tensor> shared = arguments;
+  return run(shared, /*donate=*/false);
+}
+
+std::vector<Tensor> CompiledStep::donating(std::vector<Tensor> &arguments) const {
+  return run(arguments, /*donate=*/true);
+}
+
+std::vector<Tensor> CompiledStep::run(std::vector<Tensor> &arguments, bool donate) const {
   ActiveStep running{this, ""};
   // This step is the running one for the call (and only then), however it ends.
   struct Activation {
@@ -103,7 +112,7 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor> &argument
   std::vector<Tensor> results;
   {
     Activation activation(&running);
-    results = (*function)(arguments);
+    results = donate ? function->donating(arguments) : (*function)(arguments);
   }
   if (!running.error.empty())
     fail("compiled mode: {}", running.error);

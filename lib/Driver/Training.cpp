@@ -408,11 +408,16 @@ std::pair<double, double> Trainer::compileSeconds() const {
   return {compiled_->lowerSeconds, compiled_->function->compileSeconds()};
 }
 
-std::vector<Tensor> Trainer::runCompiled(const std::vector<Tensor> &args) const {
+std::vector<Tensor> Trainer::runCompiled(std::vector<Tensor> &args) const {
   const std::vector<TensorSignature> &params = compiled_->function->signature().arguments;
+  // The state goes to the step as it is (its buffers are donated); a
+  // converted input is a copy, the original kept.
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < args.size(); ++i)
-    inputs.push_back(args[i].dtype() == params[i].dtype ? args[i] : args[i].to(params[i].dtype));
+  std::vector<bool> moved;
+  for (size_t i = 0; i < args.size(); ++i) {
+    moved.push_back(args[i].dtype() == params[i].dtype);
+    inputs.push_back(moved.back() ? std::move(args[i]) : args[i].to(params[i].dtype));
+  }
   // The rank (the evaluator feeds each its id the same way).
   Tensor rank(params.back().dtype, {});
   if (rank.dtype() == DType::I64)
@@ -420,7 +425,17 @@ std::vector<Tensor> Trainer::runCompiled(const std::vector<Tensor> &args) const 
   else
     *rank.mutableData<int32_t>() = int32_t(execution_.rank);
   inputs.push_back(std::move(rank));
-  std::vector<Tensor> results = (*compiled_)(inputs);
+  // What the step did not take goes back, however it ends.
+  struct GiveBack {
+    std::vector<Tensor> &inputs, &args;
+    const std::vector<bool> &moved;
+    ~GiveBack() {
+      for (size_t i = 0; i < args.size(); ++i)
+        if (moved[i])
+          args[i] = std::move(inputs[i]);
+    }
+  } giveBack{inputs, args, moved};
+  std::vector<Tensor> results = compiled_->donating(inputs);
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i].dtype() != resultDTypes_[i])
       results[i] = results[i].to(resultDTypes_[i]);
@@ -445,7 +460,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
     std::vector<Tensor> unused;
     try {
       if (compiled_)
-        results = runCompiled(args); // reads the state, does not consume it
+        results = runCompiled(args); // takes the state it updates in place
       else
         results = runFunction(trainStep_, std::move(args), &stats, execution_, &unused);
     } catch (const Error &) {

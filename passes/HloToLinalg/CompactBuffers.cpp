@@ -6,10 +6,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Passes/HloToLinalg/Passes.h"
+#include "kiln/Dialect/Kiln/IR/StateAliases.h"
 
 #include "mlir/Dialect/Bufferization/Transforms/BufferViewFlowAnalysis.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_COMPACTBUFFERS
@@ -48,15 +51,15 @@ void computeResultsInPlace(func::FuncOp func) {
   }
 }
 
-/// The op of `body` holding the last use of `buffer`, its views and its
-/// data pointer (followed through integer ops and the memrefs it is stored
-/// into), or null when there is none.
-Operation *lastUseIn(Block &body, Value buffer, const BufferViewFlowAnalysis &views,
-                     Operation *dealloc) {
+/// The ops of `body` that use `buffer`, a view of it or its data pointer
+/// (followed through integer ops and the memrefs it is stored into), `skip`
+/// aside, in block order.
+SmallVector<Operation *> usersIn(Block &body, Value buffer, const BufferViewFlowAnalysis &views,
+                                 Operation *skip = nullptr) {
   BufferViewFlowAnalysis::ValueSetT aliases = views.resolve(buffer);
   SmallVector<Value> worklist(aliases.begin(), aliases.end());
   llvm::SmallPtrSet<Value, 16> seen(worklist.begin(), worklist.end());
-  Operation *last = nullptr;
+  llvm::SetVector<Operation *> users;
   auto follow = [&](Value v) {
     if (seen.insert(v).second)
       worklist.push_back(v);
@@ -64,11 +67,10 @@ Operation *lastUseIn(Block &body, Value buffer, const BufferViewFlowAnalysis &vi
   while (!worklist.empty()) {
     Value v = worklist.pop_back_val();
     for (Operation *user : v.getUsers()) {
-      if (user == dealloc)
+      if (user == skip)
         continue;
-      Operation *top = body.findAncestorOpInBlock(*user);
-      if (top && (!last || last->isBeforeInBlock(top)))
-        last = top;
+      if (Operation *top = body.findAncestorOpInBlock(*user))
+        users.insert(top);
       if (auto store = dyn_cast<memref::StoreOp>(user)) {
         if (store.getValueToStore() == v)
           for (Value alias : views.resolve(store.getMemRef()))
@@ -82,7 +84,9 @@ Operation *lastUseIn(Block &body, Value buffer, const BufferViewFlowAnalysis &vi
           follow(result);
     }
   }
-  return last;
+  SmallVector<Operation *> ordered = users.takeVector();
+  llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return ordered;
 }
 
 void freeAfterLastUse(func::FuncOp func) {
@@ -94,11 +98,82 @@ void freeAfterLastUse(func::FuncOp func) {
         alloc && alloc->getBlock() == &body)
       deallocs.push_back(dealloc);
   for (memref::DeallocOp dealloc : deallocs) {
-    Operation *last = lastUseIn(body, dealloc.getMemref(), views, dealloc);
+    SmallVector<Operation *> users = usersIn(body, dealloc.getMemref(), views, dealloc);
+    Operation *last = users.empty() ? nullptr : users.back();
     Operation *after = last ? last : dealloc.getMemref().getDefiningOp();
     if (after->isBeforeInBlock(dealloc))
       dealloc->moveAfter(after);
   }
+}
+
+/// Whether `op`, both the last reader of `argument` and the first user of
+/// `out`, stays correct with the two one buffer: an elementwise linalg op
+/// that reads the argument itself (no view) at each point only through
+/// the map it writes the out-parameter with, and never reads the
+/// out-parameter's old contents.
+bool updatesElementwise(Operation *op, Value argument, Value out,
+                        const BufferViewFlowAnalysis &views) {
+  BufferViewFlowAnalysis::ValueSetT argumentViews = views.resolve(argument),
+                                    outViews = views.resolve(out);
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || linalgOp.getNumParallelLoops() != linalgOp.getNumLoops())
+    return false;
+  OpOperand *init = nullptr;
+  for (OpOperand &operand : op->getOpOperands()) {
+    Value v = operand.get();
+    if (v == out) {
+      if (init || !linalgOp.isDpsInit(&operand) || linalgOp.payloadUsesValueFromOperand(&operand))
+        return false;
+      init = &operand;
+    } else if (v != argument &&
+               (argumentViews.contains(v) || outViews.contains(v))) {
+      return false;
+    }
+  }
+  if (!init)
+    return false;
+  AffineMap written = linalgOp.getMatchingIndexingMap(init);
+  for (OpOperand &operand : op->getOpOperands())
+    if (operand.get() == argument &&
+        (linalgOp.isDpsInit(&operand) || linalgOp.getMatchingIndexingMap(&operand) != written))
+      return false;
+  return true;
+}
+
+/// The out-parameters the caller may pass the buffer of the argument whose
+/// state they update (kInputOutputAliasAttr): those whose argument is read
+/// for the last time before the out-parameter's first use, or by that use
+/// itself when updatesElementwise. Recorded as kOutParamBuffersAttr.
+void shareStateBuffers(func::FuncOp func) {
+  auto aliases = func->getAttrOfType<DenseI64ArrayAttr>(kiln::kInputOutputAliasAttr);
+  if (!aliases)
+    return;
+  func->removeAttr(kiln::kInputOutputAliasAttr);
+  Block &body = func.getBody().front();
+  int64_t outs = aliases.size(), first = int64_t(body.getNumArguments()) - outs;
+  if (func.getNumResults() || first < 0)
+    return; // not bufferized with out-parameters: nothing to share
+  BufferViewFlowAnalysis views(func);
+  SmallVector<int64_t> shared(outs, -1);
+  for (auto [k, a] : llvm::enumerate(aliases.asArrayRef())) {
+    if (a < 0 || a >= first)
+      continue;
+    Value argument = body.getArgument(unsigned(a)), out = body.getArgument(unsigned(first + k));
+    if (argument.getType() != out.getType())
+      continue;
+    SmallVector<Operation *> writes = usersIn(body, out, views);
+    SmallVector<Operation *> reads = usersIn(body, argument, views);
+    if (writes.empty())
+      continue;
+    Operation *firstWrite = writes.front();
+    bool safe = llvm::all_of(reads, [&](Operation *read) {
+      return read->isBeforeInBlock(firstWrite) ||
+             (read == firstWrite && updatesElementwise(read, argument, out, views));
+    });
+    if (safe)
+      shared[k] = a;
+  }
+  func->setAttr(kiln::kOutParamBuffersAttr, DenseI64ArrayAttr::get(func.getContext(), shared));
 }
 
 struct CompactBuffersPass : kiln::impl::CompactBuffersBase<CompactBuffersPass> {
@@ -108,6 +183,7 @@ struct CompactBuffersPass : kiln::impl::CompactBuffersBase<CompactBuffersPass> {
       return;
     computeResultsInPlace(func);
     freeAfterLastUse(func);
+    shareStateBuffers(func);
   }
 };
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HloToLinalg.h"
+#include "kiln/Dialect/Kiln/IR/StateAliases.h"
 #include "kiln/Passes/HloToLinalg/HostCalls.h"
 #include "kiln/Passes/HloToLinalg/Passes.h"
 
@@ -230,6 +231,11 @@ struct ConvertHloToLinalgPass
     // parameters and outputs; bufferization turns results into arguments,
     // where the same names would repeat. The manifest keeps them.
     getOperation().walk([](func::FuncOp func) {
+      // What the names said, for kiln-compact-buffers: the state each
+      // result updates.
+      SmallVector<int64_t> updated = updatedArguments(func);
+      if (llvm::any_of(updated, [](int64_t a) { return a >= 0; }))
+        func->setAttr(kInputOutputAliasAttr, DenseI64ArrayAttr::get(func.getContext(), updated));
       auto strip = [&](DictionaryAttr attrs) {
         SmallVector<NamedAttribute> kept;
         if (attrs)

@@ -50,6 +50,12 @@ struct CompiledStep {
   /// return at once (a rank that stops at an error leaves its collectives,
   /// and ends the others, see Trainer).
   std::vector<Tensor> operator()(const std::vector<Tensor> &arguments) const;
+  /// The same, the state updated in the buffers of the arguments donated
+  /// (CompiledFunction::donating): after an error, those are gone.
+  std::vector<Tensor> donating(std::vector<Tensor> &arguments) const;
+
+private:
+  std::vector<Tensor> run(std::vector<Tensor> &arguments, bool donate) const;
 };
 
 /// The hlo @train_step of `module` (after the pipeline's Hlo stage) alone in

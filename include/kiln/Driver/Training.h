@@ -161,8 +161,10 @@ private:
   void compileStep();
   /// The compiled step on @train_step's arguments `args` (their dtypes
   /// converted where the HLO narrowed them to int32), with the rank last;
-  /// returns @train_step's results in its dtypes.
-  std::vector<Tensor> runCompiled(const std::vector<Tensor> &args) const;
+  /// returns @train_step's results in its dtypes. The state it updates in
+  /// place is taken from `args` (left empty there), as runFunction consumes
+  /// what it donates.
+  std::vector<Tensor> runCompiled(std::vector<Tensor> &args) const;
   /// The whole weights by parameter key (experts stacked), gathered.
   TensorMap parameterState() const;
   void checkState() const;

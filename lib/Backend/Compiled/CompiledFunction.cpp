@@ -10,9 +10,11 @@
 
 #include "kiln/Backend/Compiled/CompiledFunction.h"
 #include "HostFunctions.h"
+#include "kiln/Dialect/Kiln/IR/StateAliases.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -161,6 +163,9 @@ CompiledFunction::CompiledFunction(
   if (!entry)
     fail("compiled mode: @{} does not compile: {}", name, llvm::toString(entry.takeError()));
   engine_->entry = *entry;
+  if (auto func = llvmModule.lookupSymbol<mlir::LLVM::LLVMFuncOp>(name))
+    if (auto shared = func->getAttrOfType<mlir::DenseI64ArrayAttr>(kOutParamBuffersAttr))
+      outParamBuffers_.assign(shared.asArrayRef().begin(), shared.asArrayRef().end());
   compileSeconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -168,6 +173,16 @@ CompiledFunction::CompiledFunction(
 CompiledFunction::~CompiledFunction() = default;
 
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &arguments) const {
+  // Copies share the buffers: nothing is uniquely owned, nothing donated.
+  std::vector<Tensor> shared = arguments;
+  return call(shared, /*donate=*/false);
+}
+
+std::vector<Tensor> CompiledFunction::donating(std::vector<Tensor> &arguments) const {
+  return call(arguments, /*donate=*/true);
+}
+
+std::vector<Tensor> CompiledFunction::call(std::vector<Tensor> &arguments, bool donate) const {
   const std::vector<TensorSignature> &params = signature_.arguments;
   if (arguments.size() != params.size())
     fail("compiled mode: @{} takes {} arguments, given {}", name_, params.size(),
@@ -178,13 +193,11 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
       fail("compiled mode: argument {} of @{} must be {}, given {}", i, name_,
            describe(params[i]), describe({a.dtype(), a.shape()}));
   }
-  std::vector<Tensor> results;
-  for (const TensorSignature &r : signature_.results)
-    results.push_back(Tensor::uninitialized(r.dtype, r.shape));
 
   // Each memref as its exploded descriptor words, and a pointer to each word.
   std::vector<std::vector<int64_t>> words;
-  // The arguments are passed in place: the lowering never writes one.
+  // The arguments are passed in place: the lowering writes one only as the
+  // out-parameter whose buffer it may share (outParamBuffers).
   auto describeBuffer = [&](const Tensor &t) {
     std::vector<int64_t> w;
     auto pointer = reinterpret_cast<int64_t>(t.rawData());
@@ -201,8 +214,17 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
   };
   for (const Tensor &t : arguments)
     describeBuffer(t);
-  for (const Tensor &t : results)
-    describeBuffer(t);
+  std::vector<Tensor> results;
+  for (size_t k = 0; k < signature_.results.size(); ++k) {
+    const TensorSignature &r = signature_.results[k];
+    int64_t a = k < outParamBuffers_.size() ? outParamBuffers_[k] : -1;
+    if (donate && a >= 0 && arguments[size_t(a)].isUniquelyOwned()) {
+      results.push_back(std::move(arguments[size_t(a)]));
+      arguments[size_t(a)] = Tensor(); // a moved-from tensor keeps its pointer
+    } else
+      results.push_back(Tensor::uninitialized(r.dtype, r.shape));
+    describeBuffer(results.back());
+  }
   std::vector<void *> packed;
   for (std::vector<int64_t> &w : words)
     for (int64_t &word : w)
@@ -222,9 +244,10 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &argu
     } activation(arena_.get());
     engine_->entry(packed.data());
   }
-  int64_t held = 0;
+  int64_t held = 0; // a donated argument is its result
   for (const Tensor &t : arguments)
-    held += int64_t(t.nbytes());
+    if (t.defined())
+      held += int64_t(t.nbytes());
   for (const Tensor &t : results)
     held += int64_t(t.nbytes());
   lastPeakLiveBytes_ = held + arena_->lastRun().peakLiveBytes;

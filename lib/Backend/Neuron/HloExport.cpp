@@ -10,6 +10,7 @@
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Kiln/IR/StateAliases.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -403,16 +404,6 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
   return success();
 }
 
-/// The kiln.param / kiln.state name of an argument or result, if any.
-std::string roleOf(DictionaryAttr attrs) {
-  if (!attrs)
-    return "";
-  for (const char *key : {"kiln.param", "kiln.state"})
-    if (auto s = attrs.getAs<StringAttr>(key))
-      return std::string(key) + "=" + s.str();
-  return "";
-}
-
 /// The name an argument or result has in the manifest (a Hugging Face key,
 /// an optimizer state, an input, the rank; an output), "" without one.
 std::string tensorName(DictionaryAttr attrs) {
@@ -469,17 +460,12 @@ LogicalResult Exporter::run(func::FuncOp func, StringRef name) {
 
   // Parameters and results of one parameter or state name alias: must-alias,
   // as NxD writes them (the state is updated in place on the device).
-  std::map<std::string, int64_t> resultOf;
-  for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (std::string role = roleOf(func.getResultAttrDict(i)); !role.empty())
-      resultOf[role] = i;
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    auto it = resultOf.find(roleOf(func.getArgAttrDict(i)));
-    if (it == resultOf.end() || it->first.empty())
+  for (auto [result, parameter] : llvm::enumerate(updatedArguments(func))) {
+    if (parameter < 0)
       continue;
     auto *alias = module.mutable_input_output_alias()->add_entries();
-    alias->add_output_shape_index(it->second);
-    alias->set_parameter_number(i);
+    alias->add_output_shape_index(int64_t(result));
+    alias->set_parameter_number(parameter);
     alias->set_kind(xla::MUST_ALIAS);
   }
 

@@ -796,3 +796,27 @@ func.func @grouped_experts_blocked(%x: tensor<3x4x8xf32>, %w: tensor<3x4x1xf32>,
   %0 = kiln.grouped_experts %x, %w, %ids, %w1, %w1, %w2 {blocked, fqn = "layers.0.moe.experts"} : (tensor<3x4x8xf32>, tensor<3x4x1xf32>, tensor<3x4x1xi64>, tensor<4x6x8xf32>, tensor<4x6x8xf32>, tensor<4x8x6xf32>) -> tensor<3x4x8xf32>
   return
 }
+
+// -----
+
+// The state a step updates: one entry per result, each an argument or -1.
+// expected-error@+1 {{'kiln.input_output_alias' has 1 entries for 2 results and 1 arguments}}
+func.func @alias_per_result(%w: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    attributes {kiln.input_output_alias = array<i64: 0>} {
+  return %w, %w : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{'kiln.out_param_buffers' names argument 2 of 2}}
+func.func @out_param_buffers_range(%w: memref<4xf32>, %out: memref<4xf32>)
+    attributes {kiln.out_param_buffers = array<i64: 2>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'kiln.input_output_alias' must be an array<i64> on a function}}
+func.func @alias_type(%w: tensor<4xf32>) -> tensor<4xf32> attributes {kiln.input_output_alias = [0]} {
+  return %w : tensor<4xf32>
+}

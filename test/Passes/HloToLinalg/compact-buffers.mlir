@@ -62,3 +62,55 @@ func.func @early_copy(%out: memref<4xf32>) {
   memref.dealloc %r : memref<4xf32>
   return
 }
+
+// The state a step updates (kiln.input_output_alias: by result, the argument
+// it updates; the out-parameters are the last arguments). An out-parameter
+// may take its argument's buffer (kiln.out_param_buffers) when every read of
+// the argument comes before the out-parameter's first use, or is that use:
+// an elementwise op reading the argument where it writes. w: read and
+// written by one elementwise op, shared. v: read transposed where written,
+// not. u: read after its out-parameter's first write, not. t: never read,
+// shared. s: the writing op reads the out-parameter's old contents, not.
+// CHECK-LABEL: func.func @state
+// CHECK-SAME: attributes {kiln.out_param_buffers = array<i64: 0, -1, -1, 3, -1>}
+#id = affine_map<(i) -> (i)>
+#id2 = affine_map<(i, j) -> (i, j)>
+#tr2 = affine_map<(i, j) -> (j, i)>
+func.func @state(%w: memref<4xf32>, %v: memref<2x2xf32>, %u: memref<4xf32>, %t: memref<4xf32>,
+                 %s: memref<4xf32>, %w_out: memref<4xf32>, %v_out: memref<2x2xf32>,
+                 %u_out: memref<4xf32>, %t_out: memref<4xf32>, %s_out: memref<4xf32>)
+    attributes {kiln.input_output_alias = array<i64: 0, 1, 2, 3, 4>} {
+  %one = arith.constant 1.0 : f32
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%w : memref<4xf32>) outs(%w_out : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %a, %one : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#tr2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<2x2xf32>) outs(%v_out : memref<2x2xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  }
+  linalg.fill ins(%one : f32) outs(%u_out : memref<4xf32>)
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%u, %u_out : memref<4xf32>, memref<4xf32>) outs(%t_out : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%s : memref<4xf32>) outs(%s_out : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// Without the attribute (no state), none is recorded.
+// CHECK-LABEL: func.func @stateless
+// CHECK-NOT: kiln.out_param_buffers
+func.func @stateless(%out: memref<4xf32>) {
+  return
+}

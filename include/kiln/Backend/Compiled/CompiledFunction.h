@@ -64,8 +64,18 @@ public:
   /// Calls it. Each argument must have its signature's dtype and shape (an
   /// error names the first that does not); the code reads the arguments in
   /// place (kiln-convert-hlo-to-linalg marks them not writable, so
-  /// bufferization copies one it would update).
+  /// bufferization copies one it would update) and writes each result to a
+  /// buffer of its own.
   std::vector<Tensor> operator()(const std::vector<Tensor> &arguments) const;
+  /// The same, donating to the results the state arguments whose buffers
+  /// they may take (outParamBuffers) where nothing else holds them
+  /// (Tensor::isUniquelyOwned): such a result is the argument's tensor,
+  /// updated in place, and its entry in `arguments` is left empty, also when
+  /// a host call's error is rethrown after the call (the old state is gone).
+  std::vector<Tensor> donating(std::vector<Tensor> &arguments) const;
+  /// By result: the argument whose buffer the code may write it to
+  /// (kiln-compact-buffers' kiln.out_param_buffers), -1 for none.
+  const std::vector<int64_t> &outParamBuffers() const { return outParamBuffers_; }
 
   const FunctionSignature &signature() const { return signature_; }
   /// Where the code's buffers come from when the module was lowered with the
@@ -79,11 +89,14 @@ public:
   double compileSeconds() const { return compileSeconds_; }
 
 private:
+  std::vector<Tensor> call(std::vector<Tensor> &arguments, bool donate) const;
+
   struct Engine;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<StepArena> arena_;
   std::string name_;
   FunctionSignature signature_;
+  std::vector<int64_t> outParamBuffers_;
   double compileSeconds_ = 0;
   mutable int64_t lastPeakLiveBytes_ = 0;
 };

@@ -90,7 +90,7 @@ def OutlineLoops : Pass<"kiln-outline-loops", "mlir::ModuleOp"> {
 }
 
 def CompactBuffers : Pass<"kiln-compact-buffers", "mlir::func::FuncOp"> {
-  let summary = "Free each temporary after its last use; compute results in their out-parameters";
+  let summary = "Free each temporary after its last use; compute results in their out-parameters, the state in its old buffer where safe";
   let description = [{
     Runs on bufferized functions after `buffer-results-to-out-params` and
     `buffer-deallocation-pipeline`, whose ownership-based deallocation frees
@@ -109,6 +109,18 @@ def CompactBuffers : Pass<"kiln-compact-buffers", "mlir::func::FuncOp"> {
 
     Only top-level deallocs of top-level allocations move; anything else
     (a dealloc under a condition) stays.
+
+    Then the state the step updates (`kiln.input_output_alias`, which
+    `kiln-convert-hlo-to-linalg` records: by result, the argument it
+    updates) is matched with its buffers: an out-parameter may share its
+    argument's buffer when every read of the argument (its views and its
+    data pointer included) comes before the out-parameter's first use, or
+    is that use, an elementwise linalg op reading the argument itself with
+    the map it writes the out-parameter with and not reading the
+    out-parameter's old contents. The result is `kiln.out_param_buffers`
+    (StateAliases.h), which compiled mode's runner reads: it passes a
+    donated argument's buffer as the out-parameter, and the step updates
+    its state in place.
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }

@@ -4,6 +4,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
+#include "kiln/Dialect/Kiln/IR/StateAliases.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -180,9 +181,28 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitOpError() << "'" << name << "' must be a unit attribute on a kiln op";
     return success();
   }
+  if (name == kInputOutputAliasAttr || name == kOutParamBuffersAttr) {
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    auto entries = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!fn || !entries)
+      return op->emitOpError() << "'" << name << "' must be an array<i64> on a function";
+    // One entry per result, or per out-parameter once bufferization made
+    // the results arguments.
+    int64_t count = entries.size(), args = fn.getNumArguments();
+    if (fn.getNumResults() ? count != int64_t(fn.getNumResults()) : count > args)
+      return op->emitOpError() << "'" << name << "' has " << count << " entries for "
+                               << fn.getNumResults() << " results and " << args
+                               << " arguments";
+    for (int64_t a : entries.asArrayRef())
+      if (a < -1 || a >= args)
+        return op->emitOpError() << "'" << name << "' names argument " << a << " of " << args;
+    return success();
+  }
   return op->emitOpError() << "unknown kiln attribute '" << name << "' (known on ops: '"
                            << kSavedAttr << "', '" << kRecomputedAttr << "', '"
                            << kLoopShardingAttr << "', '"
-                           << kResultShardingAttr << "'; on modules: '" << kModelAttr
+                           << kResultShardingAttr << "'; on functions: '"
+                           << kInputOutputAliasAttr << "', '" << kOutParamBuffersAttr
+                           << "'; on modules: '" << kModelAttr
                            << "', '" << kGridAxesAttr << "')";
 }
