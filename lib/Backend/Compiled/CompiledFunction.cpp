@@ -166,6 +166,7 @@ CompiledFunction::CompiledFunction(
   if (auto func = llvmModule.lookupSymbol<mlir::LLVM::LLVMFuncOp>(name))
     if (auto shared = func->getAttrOfType<mlir::DenseI64ArrayAttr>(kOutParamBuffersAttr))
       outParamBuffers_.assign(shared.asArrayRef().begin(), shared.asArrayRef().end());
+  returnFreedMemoryToSystem(); // LLVM's temporaries
   compileSeconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -3,9 +3,12 @@
 #include "kiln/Backend/Compiled/StepArena.h"
 
 #include <algorithm>
-#include <sys/mman.h>
 #include <cstdlib>
 #include <numeric>
+#include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace kiln {
 namespace {
@@ -34,6 +37,12 @@ void releaseSystemMemory(void *pointer, size_t bytes) {
 }
 
 } // namespace
+
+void returnFreedMemoryToSystem() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 StepArena::~StepArena() {
   for (auto &[pointer, bytes] : systemLive_)
@@ -101,6 +110,7 @@ void StepArena::end() {
       e = int64_t(events_.size());
   size_t size = layOut(blockBytes_, blockStart_, blockEnd_, blockOffsets_);
   if (size > arenaSize_) {
+    returnFreedMemoryToSystem();
     if (arena_)
       releaseSystemMemory(arena_, arenaSize_);
     arena_ = static_cast<char *>(systemMemory(roundedUp(size)));
