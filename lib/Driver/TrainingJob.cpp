@@ -11,6 +11,7 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
+#include "kiln/Runtime/ThreadBudget.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
@@ -413,8 +414,9 @@ int runTrainingJob(const TrainConfig &config) {
   if (trainer.compiled()) {
     auto [lower, llvm] = trainer.compileSeconds();
     fmt::print("compile: the step compiled for the CPU in {:.1f} s (lowering {:.1f} s, LLVM "
-               "{:.1f} s), apart from the step times\n",
-               lower + llvm, lower, llvm);
+               "{:.1f} s), apart from the step times; {} loop nests on up to {} threads\n",
+               lower + llvm, lower, llvm, trainer.compiledStep()->function->threadedLoopNests(),
+               ThreadBudget::current());
   }
   if (resumeDir) {
     fmt::print("resumed from checkpoint {} at step {} (weights, optimizer state, learning-rate "

@@ -140,8 +140,10 @@ void registerUpstreamLoweringPasses() {
 /// function boundaries (identity layouts: the runner passes dense
 /// row-major buffers), the results as caller-allocated out-parameters (the
 /// step allocates none of its outputs), ownership-based deallocation of
-/// the temporaries moved to their last uses, loops, each loop nest a
-/// function of its own, then LLVM (docs/compiled.md).
+/// the temporaries moved to their last uses, loops (scf.parallel where the
+/// iterators are), each loop nest a function of its own (a large parallel
+/// one run on the host's threads, with parallel-loop-work), then LLVM
+/// (docs/compiled.md).
 void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   registerUpstreamLoweringPasses();
   // The inner pass list: parsePassPipeline nests a builtin.module(...) text
@@ -161,9 +163,11 @@ void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   if (failed(parsePassPipeline(kBufferize, pm)))
     llvm::report_fatal_error("compiled mode's bufferization pipeline does not parse");
   pm.addNestedPass<func::FuncOp>(createCompactBuffers());
-  if (failed(parsePassPipeline("convert-linalg-to-loops", pm)))
+  if (failed(parsePassPipeline("convert-linalg-to-parallel-loops", pm)))
     llvm::report_fatal_error("compiled mode's loop lowering does not parse");
-  pm.addPass(createOutlineLoops());
+  OutlineLoopsOptions outline;
+  outline.parallelWork = o.parallelLoopWork;
+  pm.addPass(createOutlineLoops(outline));
   if (failed(parsePassPipeline(lower, pm)))
     llvm::report_fatal_error("compiled mode's lowering pipeline does not parse");
 }

@@ -1,18 +1,26 @@
 //===- OutlineLoops.cpp - kiln-outline-loops -------------------------------===//
 //
 // Each top-level loop nest of a function as a function of its own, so that
-// LLVM's optimizer works on small functions (Passes.td says why).
+// LLVM's optimizer works on small functions; a large parallel one run
+// across the host's threads (Passes.td says why).
 //
 //===----------------------------------------------------------------------===//
 
+#include "HloToLinalg.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Passes/HloToLinalg/HostCalls.h"
 #include "kiln/Passes/HloToLinalg/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 namespace kiln {
@@ -21,6 +29,7 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using namespace kiln;
 
 namespace {
 
@@ -31,20 +40,87 @@ bool isClonable(Value v) {
          (def->hasTrait<OpTrait::ConstantLike>() || isa<memref::GetGlobalOp>(def));
 }
 
-void outline(scf::ForOp loop, func::FuncOp parent, unsigned index, SymbolTable &symbols) {
-  llvm::SetVector<Value> above;
-  getUsedValuesDefinedAbove(loop->getRegions(), above);
-  // The bounds and the step are operands of the loop, not of its region.
-  for (Value v : loop->getOperands())
-    above.insert(v);
-  SmallVector<Value> arguments, cloned;
-  for (Value v : above)
-    (isClonable(v) ? cloned : arguments).push_back(v);
+/// Innermost iterations of the nest `loop` heads (trip counts multiplied
+/// down the nest, summed over sibling loops), or nullopt when a bound or
+/// step is not a constant.
+std::optional<int64_t> iterations(Operation *loop) {
+  int64_t trips = 1;
+  auto tripsOf = [&](ValueRange lower, ValueRange upper, ValueRange step) {
+    for (auto [l, u, s] : llvm::zip(lower, upper, step)) {
+      std::optional<int64_t> lc = getConstantIntValue(l), uc = getConstantIntValue(u),
+                             sc = getConstantIntValue(s);
+      if (!lc || !uc || !sc || *sc <= 0)
+        return false;
+      trips *= std::max<int64_t>(0, (*uc - *lc + *sc - 1) / *sc);
+    }
+    return true;
+  };
+  bool known = false;
+  if (auto f = dyn_cast<scf::ForOp>(loop))
+    known = tripsOf(f.getLowerBound(), f.getUpperBound(), f.getStep());
+  else if (auto p = dyn_cast<scf::ParallelOp>(loop))
+    known = tripsOf(p.getLowerBound(), p.getUpperBound(), p.getStep());
+  if (!known)
+    return std::nullopt;
+  int64_t inner = 0;
+  bool nested = false;
+  for (Region &region : loop->getRegions())
+    for (Operation &op : region.getOps())
+      if (isa<scf::ForOp, scf::ParallelOp>(op)) {
+        std::optional<int64_t> n = iterations(&op);
+        if (!n)
+          return std::nullopt;
+        inner += *n;
+        nested = true;
+      }
+  return trips * (nested ? inner : 1);
+}
+
+/// The words of `v`'s LLVM arguments, as the packed wrapper of a function
+/// taking it reads them (one i64 each): a memref's descriptor (its aligned
+/// pointer twice: the loop never frees it), a scalar's bits; nullopt for a
+/// type without them.
+std::optional<SmallVector<Value>> packedWords(OpBuilder &b, Location loc, Value v) {
+  Type i64 = b.getI64Type();
+  auto word = [&](Value index) -> Value { return arith::IndexCastOp::create(b, loc, i64, index); };
+  Type type = v.getType();
+  if (auto memref = dyn_cast<MemRefType>(type)) {
+    Value pointer = word(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, v));
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, v);
+    SmallVector<Value> words{pointer, pointer, word(metadata.getOffset())};
+    for (Value size : metadata.getSizes())
+      words.push_back(word(size));
+    for (Value stride : metadata.getStrides())
+      words.push_back(word(stride));
+    return words;
+  }
+  if (type.isIndex())
+    return SmallVector<Value>{word(v)};
+  if (auto integer = dyn_cast<IntegerType>(type)) {
+    if (integer.getWidth() == 64)
+      return SmallVector<Value>{v};
+    if (integer.getWidth() < 64) // the wrapper reads the low bytes
+      return SmallVector<Value>{arith::ExtUIOp::create(b, loc, i64, v)};
+    return std::nullopt;
+  }
+  if (auto flt = dyn_cast<FloatType>(type); flt && flt.getWidth() <= 64) {
+    Value bits = arith::BitcastOp::create(b, loc, b.getIntegerType(flt.getWidth()), v);
+    return SmallVector<Value>{flt.getWidth() == 64 ? bits : arith::ExtUIOp::create(b, loc, i64, bits)};
+  }
+  return std::nullopt;
+}
+
+/// The outlined nest's function: `arguments` (then, for a parallel one, the
+/// bounds of its outermost dimension) as parameters, the clonable values
+/// cloned in, the nest cloned.
+func::FuncOp outlinedFunction(Operation *loop, func::FuncOp parent, StringRef name,
+                              ArrayRef<Value> arguments, ArrayRef<Value> cloned, bool bounded,
+                              SymbolTable &symbols) {
   OpBuilder b(parent);
-  auto type = b.getFunctionType(ValueRange(arguments).getTypes(), {});
-  auto func = func::FuncOp::create(b, loop.getLoc(),
-                                   (parent.getName() + "_loop" + Twine(index)).str(), type);
-  func.setPrivate();
+  SmallVector<Type> types(ValueRange(arguments).getTypes());
+  if (bounded)
+    types.append(2, b.getIndexType());
+  auto func = func::FuncOp::create(b, loop->getLoc(), name, b.getFunctionType(types, {}));
   func->setAttr("passthrough", b.getArrayAttr({b.getStringAttr("noinline")}));
   symbols.insert(func);
   Block *entry = func.addEntryBlock();
@@ -54,27 +130,101 @@ void outline(scf::ForOp loop, func::FuncOp parent, unsigned index, SymbolTable &
     mapping.map(v, arg);
   for (Value v : cloned)
     mapping.map(v, inside.clone(*v.getDefiningOp())->getResult(0));
-  inside.clone(*loop, mapping);
-  func::ReturnOp::create(inside, loop.getLoc());
+  Operation *copy = inside.clone(*loop, mapping);
+  if (bounded) {
+    auto parallel = cast<scf::ParallelOp>(copy);
+    parallel.getLowerBoundMutable()[0].set(entry->getArgument(arguments.size()));
+    parallel.getUpperBoundMutable()[0].set(entry->getArgument(arguments.size() + 1));
+  }
+  func::ReturnOp::create(inside, loop->getLoc());
+  return func;
+}
+
+/// Outlines `loop`; a parallel nest of at least `parallelWork` iterations
+/// whose values from above all have packed words becomes a call of the
+/// host's kiln_parallel_for with site `parallelLoops.size()` (appended).
+void outline(Operation *loop, func::FuncOp parent, unsigned index, SymbolTable &symbols,
+             int64_t parallelWork, SmallVectorImpl<Attribute> &parallelLoops) {
+  llvm::SetVector<Value> above;
+  getUsedValuesDefinedAbove(loop->getRegions(), above);
+  // The bounds and the steps are operands of the loop, not of its region.
+  for (Value v : loop->getOperands())
+    above.insert(v);
+  SmallVector<Value> arguments, cloned;
+  for (Value v : above)
+    (isClonable(v) ? cloned : arguments).push_back(v);
+  std::string name = (parent.getName() + "_loop" + Twine(index)).str();
   OpBuilder at(loop);
-  func::CallOp::create(at, loop.getLoc(), func, arguments);
-  loop.erase();
+  Location loc = loop->getLoc();
+
+  auto parallel = dyn_cast<scf::ParallelOp>(loop);
+  std::optional<int64_t> work = parallel ? iterations(loop) : std::nullopt;
+  bool threaded = parallelWork > 0 && work && *work >= parallelWork &&
+                  getConstantIntValue(parallel.getStep()[0]) == 1 &&
+                  // Only loads, stores and arithmetic: no call (an arena
+                  // allocation is per thread) runs on the workers.
+                  !loop->walk([](Operation *op) {
+                         return isa<CallOpInterface, memref::AllocOp, memref::AllocaOp>(op)
+                                    ? WalkResult::interrupt()
+                                    : WalkResult::advance();
+                       }).wasInterrupted();
+  SmallVector<Value> words;
+  for (Value v : arguments) {
+    if (!threaded)
+      break;
+    std::optional<SmallVector<Value>> w = packedWords(at, loc, v);
+    if (!w)
+      threaded = false;
+    else
+      words.append(*w);
+  }
+  func::FuncOp func =
+      outlinedFunction(loop, parent, name, arguments, cloned, threaded, symbols);
+  if (!threaded) {
+    func.setPrivate();
+    func::CallOp::create(at, loc, func, arguments);
+    loop->erase();
+    return;
+  }
+  // Public: the JIT gives it a packed wrapper, _mlir_<name>(void **), which
+  // the host calls on each thread's share of the outermost dimension.
+  Type i64 = at.getI64Type();
+  Value table = memref::AllocaOp::create(at, loc, MemRefType::get({int64_t(words.size())}, i64));
+  for (auto [i, w] : llvm::enumerate(words))
+    memref::StoreOp::create(at, loc, w, table,
+                            ValueRange{arith::ConstantIndexOp::create(at, loc, int64_t(i))});
+  Value site = arith::ConstantIntOp::create(at, loc, int64_t(parallelLoops.size()), 64);
+  Value lower = arith::IndexCastOp::create(at, loc, i64, parallel.getLowerBound()[0]);
+  Value upper = arith::IndexCastOp::create(at, loc, i64, parallel.getUpperBound()[0]);
+  Value dynamic =
+      memref::CastOp::create(at, loc, MemRefType::get({ShapedType::kDynamic}, i64), table);
+  func::CallOp::create(at, loc, kParallelForFunction, TypeRange{},
+                       ValueRange{site, lower, upper, dynamic});
+  parallelLoops.push_back(FlatSymbolRefAttr::get(func));
+  loop->erase();
 }
 
 struct OutlineLoopsPass : kiln::impl::OutlineLoopsBase<OutlineLoopsPass> {
+  using OutlineLoopsBase::OutlineLoopsBase;
   void runOnOperation() override {
-    SymbolTable symbols(getOperation());
-    SmallVector<func::FuncOp> funcs(getOperation().getOps<func::FuncOp>());
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    SmallVector<Attribute> parallelLoops;
     for (func::FuncOp parent : funcs) {
       if (parent.isExternal())
         continue;
-      SmallVector<scf::ForOp> loops;
-      for (auto loop : parent.getBody().front().getOps<scf::ForOp>())
-        if (loop.getNumResults() == 0)
-          loops.push_back(loop);
+      SmallVector<Operation *> loops;
+      for (Operation &op : parent.getBody().front())
+        if (isa<scf::ForOp, scf::ParallelOp>(op) && op.getNumResults() == 0)
+          loops.push_back(&op);
       for (auto [i, loop] : llvm::enumerate(loops))
-        outline(loop, parent, unsigned(i), symbols);
+        outline(loop, parent, unsigned(i), symbols, parallelWork, parallelLoops);
     }
+    if (parallelLoops.empty())
+      return;
+    hlo_to_linalg::declareHostFunction(module, kParallelForFunction, 3);
+    module->setAttr(kParallelLoopsAttr, ArrayAttr::get(module.getContext(), parallelLoops));
   }
 };
 

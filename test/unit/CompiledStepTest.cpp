@@ -328,3 +328,27 @@ func.func @train_step(%w: tensor<4x8xf32> {kiln.param = "w"}, %m: tensor<4x8xf32
   std::vector<Tensor> read = step(again);
   EXPECT_NE(read[0].rawData(), results[0].rawData());
 }
+
+// Loop nests of 2^15 iterations and more run on the host's OpenMP threads
+// (kiln_parallel_for, each thread a share of the outermost dimension):
+// an elementwise chain, a row reduction (parallel rows, each summed on one
+// thread) and a transpose over 256 x 256, against the evaluator.
+TEST(CompiledStepTest, ThreadedLoopNestsAgreeWithTheEvaluator) {
+  const char *text = R"(
+func.func @train_step(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>)
+    -> (tensor<256x256xf32>, tensor<256xf32>) {
+  %e = hlo.exp %a : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %bt = hlo.transpose %b {permutation = array<i64: 1, 0>} : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %m = hlo.multiply %e, %bt : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %zero = hlo.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %rows = hlo.reduce %m, %zero {dimensions = array<i64: 1>, combiner = #hlo<combiner add>} : (tensor<256x256xf32>, tensor<f32>) -> tensor<256xf32>
+  return %m, %rows : tensor<256x256xf32>, tensor<256xf32>
+}
+)";
+  std::mt19937 rng(13);
+  expectAgreesWithEvaluator(text, {randomTensor({256, 256}, rng), randomTensor({256, 256}, rng)});
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, text);
+  CompiledStep step = compileHloStep(*module, "the test step");
+  EXPECT_GE(step.function->threadedLoopNests(), 2u);
+}

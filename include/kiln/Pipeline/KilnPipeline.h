@@ -107,6 +107,10 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
       *this, "host-allocator", llvm::cl::init(false),
       llvm::cl::desc("compiled mode: buffers come from the host's step arena "
                      "(_mlir_memref_to_llvm_alloc/free) instead of malloc")};
+  Option<int64_t> parallelLoopWork{
+      *this, "parallel-loop-work", llvm::cl::init(0),
+      llvm::cl::desc("compiled mode: parallel loop nests of at least this many innermost "
+                     "iterations run on the host's threads (kiln_parallel_for; 0: never)")};
   // kiln-shard and kiln-partition (only with more than one rank).
   Option<int64_t> dpReplicate{*this, "dp-replicate", llvm::cl::init(1),
                               llvm::cl::desc("data_parallel_replicate_degree")};

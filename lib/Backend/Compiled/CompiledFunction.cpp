@@ -11,6 +11,8 @@
 #include "kiln/Backend/Compiled/CompiledFunction.h"
 #include "HostFunctions.h"
 #include "kiln/Dialect/Kiln/IR/StateAliases.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Passes/HloToLinalg/HostCalls.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,12 +31,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <omp.h>
 
 namespace kiln {
 
 struct CompiledFunction::Engine {
   std::unique_ptr<mlir::ExecutionEngine> engine;
   void (*entry)(void **) = nullptr;
+  /// The packed wrappers of the threaded loop nests, by site
+  /// (kiln_parallel_loops).
+  std::vector<void (*)(void **)> parallelLoops;
 };
 
 namespace {
@@ -42,6 +48,40 @@ namespace {
 /// The arena of the function running on this thread: the lowered code's
 /// allocations (finalize-memref-to-llvm's generic functions) go there.
 thread_local StepArena *activeArena = nullptr;
+/// The function running on this thread, whose loop nests kiln_parallel_for
+/// runs.
+thread_local const CompiledFunction::Engine *activeEngine = nullptr;
+
+/// kiln_parallel_for's C interface (kiln/Passes/HloToLinalg/HostCalls.h):
+/// the nest of `site` on each OpenMP thread's contiguous share of [lower,
+/// upper). The nest only loads, stores and computes (kiln-outline-loops
+/// threads no other), so the workers need neither the arena nor the step.
+extern "C" void kilnParallelFor(int64_t site, int64_t lower, int64_t upper,
+                                StridedMemRefType<int64_t, 1> *table) {
+  void (*nest)(void **) = activeEngine->parallelLoops[size_t(site)];
+  const int64_t *words = table->data + table->offset;
+  int64_t count = table->sizes[0];
+  int64_t total = upper - lower;
+  int threads = int(std::min<int64_t>(omp_get_max_threads(), total));
+  auto run = [&](int64_t from, int64_t to) {
+    std::vector<int64_t> own(words, words + count);
+    own.push_back(from);
+    own.push_back(to);
+    std::vector<void *> pointers;
+    for (int64_t &w : own)
+      pointers.push_back(&w);
+    nest(pointers.data());
+  };
+  if (threads <= 1)
+    return run(lower, upper);
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+    int64_t from = lower + total * t / n, to = lower + total * (t + 1) / n;
+    if (from < to)
+      run(from, to);
+  }
+}
 
 extern "C" void *kilnAllocate(size_t bytes) {
   return activeArena ? activeArena->allocate(bytes, 1) : std::malloc(bytes);
@@ -152,6 +192,8 @@ CompiledFunction::CompiledFunction(
         llvm::orc::ExecutorAddr::fromPtr(&kilnAllocateAligned), llvm::JITSymbolFlags::Exported};
     symbols[interner("_mlir_memref_to_llvm_free")] = {
         llvm::orc::ExecutorAddr::fromPtr(&kilnRelease), llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_ciface_kiln_parallel_for")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&kilnParallelFor), llvm::JITSymbolFlags::Exported};
     for (const auto &[symbol, address] : hostSymbols)
       symbols[interner(symbol)] = {llvm::orc::ExecutorAddr::fromPtr(address),
                                    llvm::JITSymbolFlags::Exported};
@@ -163,6 +205,14 @@ CompiledFunction::CompiledFunction(
   if (!entry)
     fail("compiled mode: @{} does not compile: {}", name, llvm::toString(entry.takeError()));
   engine_->entry = *entry;
+  if (auto loops = llvmModule->getAttrOfType<mlir::ArrayAttr>(kParallelLoopsAttr))
+    for (auto symbol : loops.getAsRange<mlir::FlatSymbolRefAttr>()) {
+      auto nest = engine_->engine->lookupPacked(symbol.getValue());
+      if (!nest)
+        fail("compiled mode: the loop nest @{} of @{} is missing: {}", symbol.getValue().str(),
+             name, llvm::toString(nest.takeError()));
+      engine_->parallelLoops.push_back(*nest);
+    }
   if (auto func = llvmModule.lookupSymbol<mlir::LLVM::LLVMFuncOp>(name))
     if (auto shared = func->getAttrOfType<mlir::DenseI64ArrayAttr>(kOutParamBuffersAttr))
       outParamBuffers_.assign(shared.asArrayRef().begin(), shared.asArrayRef().end());
@@ -172,6 +222,8 @@ CompiledFunction::CompiledFunction(
 }
 
 CompiledFunction::~CompiledFunction() = default;
+
+size_t CompiledFunction::threadedLoopNests() const { return engine_->parallelLoops.size(); }
 
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &arguments) const {
   // Copies share the buffers: nothing is uniquely owned, nothing donated.
@@ -234,15 +286,19 @@ std::vector<Tensor> CompiledFunction::call(std::vector<Tensor> &arguments, bool 
     // This function's arena for the call (and only then), however it ends.
     struct Activation {
       StepArena *outer;
-      explicit Activation(StepArena *arena) : outer(activeArena) {
+      const Engine *outerEngine;
+      Activation(StepArena *arena, const Engine *engine)
+          : outer(activeArena), outerEngine(activeEngine) {
         activeArena = arena;
+        activeEngine = engine;
         arena->begin();
       }
       ~Activation() {
         activeArena->end();
         activeArena = outer;
+        activeEngine = outerEngine;
       }
-    } activation(arena_.get());
+    } activation(arena_.get(), engine_.get());
     engine_->entry(packed.data());
   }
   int64_t held = 0; // a donated argument is its result

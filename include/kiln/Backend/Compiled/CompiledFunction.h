@@ -85,13 +85,17 @@ public:
   /// The last call's live peak: its arguments and results (the runner's)
   /// and the most of its temporaries live at once (the arena's count).
   int64_t lastPeakLiveBytes() const { return lastPeakLiveBytes_; }
+  /// How many of its loop nests run on the host's threads (kiln_parallel_for).
+  size_t threadedLoopNests() const;
   /// Seconds spent translating to LLVM IR, optimizing and generating code.
   double compileSeconds() const { return compileSeconds_; }
+
+  /// The JIT and what the host calls look up in it (CompiledFunction.cpp).
+  struct Engine;
 
 private:
   std::vector<Tensor> call(std::vector<Tensor> &arguments, bool donate) const;
 
-  struct Engine;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<StepArena> arena_;
   std::string name_;

@@ -14,6 +14,14 @@
 // (numberCollectiveSites) to its kind, dimension, reduction and group, and
 // runs it over MPI among the group's ranks.
 //
+// A large parallel loop nest runs across the host's threads
+// (kiln-outline-loops): `kiln_parallel_for(i64 site, i64 lower, i64 upper,
+// memref<?xi64> words)` runs the nest's function, the site-th symbol of
+// the module's kiln.parallel_loops (kParallelLoopsAttr), on shares of [lower, upper) of its
+// outermost dimension, through the JIT's packed wrapper `_mlir_<name>(void
+// **)`: a pointer to each word (the arguments' LLVM values: a memref's
+// descriptor, a scalar's bits), then to the share's two bounds.
+//
 //===----------------------------------------------------------------------===//
 #ifndef KILN_PASSES_HLOTOLINALG_HOSTCALLS_H
 #define KILN_PASSES_HLOTOLINALG_HOSTCALLS_H
@@ -30,6 +38,7 @@ inline constexpr llvm::StringLiteral kSgemmFunction = "kiln_sgemm";
 inline constexpr llvm::StringLiteral kCallSiteAttr = "kiln_call_site";
 inline constexpr llvm::StringLiteral kCollectiveFunction = "kiln_collective";
 inline constexpr llvm::StringLiteral kCollectiveSiteAttr = "kiln_collective_site";
+inline constexpr llvm::StringLiteral kParallelForFunction = "kiln_parallel_for";
 
 /// Numbers the hlo.custom_call ops of `module` in walk order (kCallSiteAttr)
 /// and returns them in that order.

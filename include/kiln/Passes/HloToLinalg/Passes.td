@@ -85,8 +85,23 @@ def OutlineLoops : Pass<"kiln-outline-loops", "mlir::ModuleOp"> {
     the values it uses from above are its arguments, except constants and
     `memref.get_global`s, which are cloned into it. LLVM then optimizes
     many small functions, each in time proportional to its size.
+
+    With `parallel-work` (0, the default: never), a top-level `scf.parallel`
+    (convert-linalg-to-parallel-loops) of at least that many innermost
+    iterations, step 1 on its outermost dimension and no call or
+    allocation inside, runs across the host's threads: its function takes
+    the outermost dimension's bounds as two more parameters and stays
+    public (the JIT gives it a packed wrapper), and the nest becomes a call
+    of `kiln_parallel_for` with its site, its bounds and the words of its
+    arguments (HostCalls.h); the module's `kiln.parallel_loops` lists the
+    functions by site.
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect"];
+  let options = [
+    Option<"parallelWork", "parallel-work", "int64_t", "0",
+           "Innermost iterations from which a parallel loop nest runs on the host's threads (0: never)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"];
 }
 
 def CompactBuffers : Pass<"kiln-compact-buffers", "mlir::func::FuncOp"> {

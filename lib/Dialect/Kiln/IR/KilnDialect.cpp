@@ -145,6 +145,13 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitOpError() << "'" << name << "' must be a list of axis names on a module";
     return success();
   }
+  if (name == kParallelLoopsAttr) {
+    auto loops = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !loops ||
+        !llvm::all_of(loops, [](Attribute a) { return isa<FlatSymbolRefAttr>(a); }))
+      return op->emitOpError() << "'" << name << "' must be a list of function symbols on a module";
+    return success();
+  }
   if (name == kResultShardingAttr) {
     auto list = dyn_cast<ArrayAttr>(attr.getValue());
     if (!list || list.size() != op->getNumResults())
@@ -204,5 +211,5 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                            << kResultShardingAttr << "'; on functions: '"
                            << kInputOutputAliasAttr << "', '" << kOutParamBuffersAttr
                            << "'; on modules: '" << kModelAttr
-                           << "', '" << kGridAxesAttr << "')";
+                           << "', '" << kGridAxesAttr << "', '" << kParallelLoopsAttr << "')";
 }

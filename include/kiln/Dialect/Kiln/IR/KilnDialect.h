@@ -34,6 +34,9 @@ inline constexpr llvm::StringLiteral kModelAttr = "kiln.model";
 /// Module attribute naming the axes of its `shard.grid`, in order
 /// (["dp_replicate", "dp_shard", "tp"]).
 inline constexpr llvm::StringLiteral kGridAxesAttr = "kiln.grid_axes";
+/// Module attribute: compiled mode's loop nests that run on the host's
+/// threads, by site (kiln-outline-loops; kiln/Passes/HloToLinalg/HostCalls.h).
+inline constexpr llvm::StringLiteral kParallelLoopsAttr = "kiln.parallel_loops";
 /// Argument/result attribute: how the value is stored across ranks (kiln::Sharding).
 inline constexpr llvm::StringLiteral kShardingAttr = "kiln.sharding";
 /// Op attribute: the sharding of each of its loops (ShardingRule) and of
