@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <type_traits>
@@ -29,6 +30,7 @@ struct Rule {
 /// One configuration key: where it lives, how to type-check, read and write it.
 struct Field {
   std::string section, key;
+  std::string description;                // one line, for --help and docs/cli.md
   std::string kindText;                   // "must be an integer", ...
   std::function<bool(const json &)> isKind;
   std::function<void(TrainConfig &, const json &)> set;
@@ -98,11 +100,12 @@ template <typename T> json toJsonValue(const T &value) {
 }
 
 template <typename S, typename T>
-Field field(const char *section, const char *key, S TrainConfig::*sec, T S::*member,
-            std::optional<Rule> rule = std::nullopt) {
+Field field(const char *section, const char *key, const char *description, S TrainConfig::*sec,
+            T S::*member, std::optional<Rule> rule = std::nullopt) {
   auto [kindText, isKind] = kindOf<T>();
   return {section,
           key,
+          description,
           kindText,
           isKind,
           [=](TrainConfig &c, const json &v) { (c.*sec).*member = fromJson<T>(v); },
@@ -161,118 +164,181 @@ Rule oneOf(std::vector<std::string> choices, bool ignoreCase = false) {
 const std::vector<Field> &fields() {
   using C = TrainConfig;
   static const std::vector<Field> table = {
-      field("model", "hf_path", &C::model, &C::Model::hfPath),
-      field("model", "flavor", &C::model, &C::Model::flavor),
+      field("model", "hf_path", "a Hugging Face directory (config.json, safetensors) to train; or model.flavor",
+            &C::model, &C::Model::hfPath),
+      field("model", "flavor", "a built-in Qwen3 flavor, randomly initialised (kiln capture --list-flavors); or model.hf_path",
+            &C::model, &C::Model::flavor),
 
-      field("training", "steps", &C::training, &C::Training::steps, positive()),
-      field("training", "local_batch_size", &C::training, &C::Training::localBatchSize, positive()),
-      field("training", "seq_len", &C::training, &C::Training::seqLen, positive()),
-      field("training", "max_norm", &C::training, &C::Training::maxNorm, positive()),
-      field("training", "seed", &C::training, &C::Training::seed),
-      field("training", "mixed_precision_param", &C::training,
+      field("training", "steps", "optimizer steps to run",
+            &C::training, &C::Training::steps, positive()),
+      field("training", "local_batch_size", "sequences per step on each data-parallel rank",
+            &C::training, &C::Training::localBatchSize, positive()),
+      field("training", "seq_len", "tokens per sequence",
+            &C::training, &C::Training::seqLen, positive()),
+      field("training", "max_norm", "gradient clipping: the global gradient norm's ceiling",
+            &C::training, &C::Training::maxNorm, positive()),
+      field("training", "seed", "the seed of the initial weights",
+            &C::training, &C::Training::seed),
+      field("training", "mixed_precision_param", "parameters' compute precision; unset: float32 for kiln train, bfloat16 for kiln compile",
+            &C::training,
             &C::Training::mixedPrecisionParam, orUnset(oneOf({"bfloat16", "float32"}))),
-      field("training", "mixed_precision_reduce", &C::training,
+      field("training", "mixed_precision_reduce", "gradient reductions' precision",
+            &C::training,
             &C::Training::mixedPrecisionReduce, oneOf({"float32"})),
 
-      field("optimizer", "name", &C::optimizer, &C::Optimizer::name, oneOf({"AdamW"}, true)),
-      field("optimizer", "lr", &C::optimizer, &C::Optimizer::lr, positive()),
-      field("optimizer", "betas", &C::optimizer, &C::Optimizer::betas, betasRule()),
-      field("optimizer", "eps", &C::optimizer, &C::Optimizer::eps, positive()),
-      field("optimizer", "weight_decay", &C::optimizer, &C::Optimizer::weightDecay, nonNegative()),
+      field("optimizer", "name", "the optimizer",
+            &C::optimizer, &C::Optimizer::name, oneOf({"AdamW"}, true)),
+      field("optimizer", "lr", "the peak learning rate",
+            &C::optimizer, &C::Optimizer::lr, positive()),
+      field("optimizer", "betas", "AdamW's moment decay rates",
+            &C::optimizer, &C::Optimizer::betas, betasRule()),
+      field("optimizer", "eps", "AdamW's epsilon",
+            &C::optimizer, &C::Optimizer::eps, positive()),
+      field("optimizer", "weight_decay", "AdamW's decoupled weight decay",
+            &C::optimizer, &C::Optimizer::weightDecay, nonNegative()),
 
-      field("lr_scheduler", "warmup_steps", &C::lrScheduler, &C::LrScheduler::warmupSteps,
+      field("lr_scheduler", "warmup_steps", "steps of linear warmup to optimizer.lr",
+            &C::lrScheduler, &C::LrScheduler::warmupSteps,
             nonNegative()),
-      field("lr_scheduler", "decay_ratio", &C::lrScheduler, &C::LrScheduler::decayRatio,
+      field("lr_scheduler", "decay_ratio", "the fraction of steps that decays; null: every step after warmup",
+            &C::lrScheduler, &C::LrScheduler::decayRatio,
             unitInterval()),
-      field("lr_scheduler", "decay_type", &C::lrScheduler, &C::LrScheduler::decayType,
+      field("lr_scheduler", "decay_type", "the decay's shape",
+            &C::lrScheduler, &C::LrScheduler::decayType,
             oneOf({"linear", "sqrt", "cosine"})),
-      field("lr_scheduler", "min_lr_factor", &C::lrScheduler, &C::LrScheduler::minLrFactor,
+      field("lr_scheduler", "min_lr_factor", "the final learning rate as a fraction of optimizer.lr",
+            &C::lrScheduler, &C::LrScheduler::minLrFactor,
             unitInterval()),
 
-      field("activation_checkpoint", "mode", &C::activationCheckpoint,
+      field("activation_checkpoint", "mode", "what the backward recomputes instead of saving",
+            &C::activationCheckpoint,
             &C::ActivationCheckpoint::mode, oneOf({"none", "selective", "full"})),
-      field("activation_checkpoint", "selective_ac_option", &C::activationCheckpoint,
+      field("activation_checkpoint", "selective_ac_option", "with mode selective: \"op\", or N to checkpoint every N-th layer",
+            &C::activationCheckpoint,
             &C::ActivationCheckpoint::selectiveAcOption,
             Rule{"must be \"op\" or a positive integer N (checkpoint every N-th layer)",
                  [](const json &v) {
                    return parseSelectiveAcOption(v.get<std::string>()).has_value();
                  }}),
 
-      field("checkpoint", "enable", &C::checkpoint, &C::Checkpoint::enable),
-      field("checkpoint", "folder", &C::checkpoint, &C::Checkpoint::folder),
-      field("checkpoint", "initial_load_path", &C::checkpoint, &C::Checkpoint::initialLoadPath),
-      field("checkpoint", "initial_load_in_hf", &C::checkpoint, &C::Checkpoint::initialLoadInHf),
-      field("checkpoint", "last_save_model_only", &C::checkpoint,
+      field("checkpoint", "enable", "save full checkpoints every interval steps and resume from the folder's latest",
+            &C::checkpoint, &C::Checkpoint::enable),
+      field("checkpoint", "folder", "where checkpoints go",
+            &C::checkpoint, &C::Checkpoint::folder),
+      field("checkpoint", "initial_load_path", "a checkpoint to start from",
+            &C::checkpoint, &C::Checkpoint::initialLoadPath),
+      field("checkpoint", "initial_load_in_hf", "initial_load_path is a Hugging Face directory",
+            &C::checkpoint, &C::Checkpoint::initialLoadInHf),
+      field("checkpoint", "last_save_model_only", "the final save holds the model alone",
+            &C::checkpoint,
             &C::Checkpoint::lastSaveModelOnly),
-      field("checkpoint", "last_save_in_hf", &C::checkpoint, &C::Checkpoint::lastSaveInHf),
-      field("checkpoint", "interval", &C::checkpoint, &C::Checkpoint::interval, positive()),
-      field("checkpoint", "keep_latest_k", &C::checkpoint, &C::Checkpoint::keepLatestK,
+      field("checkpoint", "last_save_in_hf", "a final model save in Hugging Face safetensors, even without enable",
+            &C::checkpoint, &C::Checkpoint::lastSaveInHf),
+      field("checkpoint", "interval", "steps between saves",
+            &C::checkpoint, &C::Checkpoint::interval, positive()),
+      field("checkpoint", "keep_latest_k", "checkpoints kept; 0 keeps all",
+            &C::checkpoint, &C::Checkpoint::keepLatestK,
             nonNegative()),
-      field("checkpoint", "load_step", &C::checkpoint, &C::Checkpoint::loadStep,
+      field("checkpoint", "load_step", "the step to resume from; -1: the latest",
+            &C::checkpoint, &C::Checkpoint::loadStep,
             Rule{"must be -1 (the latest) or >= 0", [](const json &v) {
                    return v.get<int64_t>() >= -1;
                  }}),
-      field("checkpoint", "max_shard_bytes", &C::checkpoint, &C::Checkpoint::maxShardBytes,
+      field("checkpoint", "max_shard_bytes", "the largest safetensors file a save writes",
+            &C::checkpoint, &C::Checkpoint::maxShardBytes,
             positive()),
 
-      field("metrics", "log_freq", &C::metrics, &C::Metrics::logFreq, positive()),
-      field("metrics", "jsonl", &C::metrics, &C::Metrics::jsonl),
-      field("metrics", "eval_freq", &C::metrics, &C::Metrics::evalFreq, nonNegative()),
-      field("metrics", "loss_curve", &C::metrics, &C::Metrics::lossCurve),
+      field("metrics", "log_freq", "steps between logged lines",
+            &C::metrics, &C::Metrics::logFreq, positive()),
+      field("metrics", "jsonl", "a file of one JSON line per logged step and evaluation",
+            &C::metrics, &C::Metrics::jsonl),
+      field("metrics", "eval_freq", "steps between validations; 0: before and after training only",
+            &C::metrics, &C::Metrics::evalFreq, nonNegative()),
+      field("metrics", "loss_curve", "an SVG of the train and validation loss",
+            &C::metrics, &C::Metrics::lossCurve),
 
-      field("data", "source", &C::data, &C::Data::source,
+      field("data", "source", "where the tokens come from (docs/data.md)",
+            &C::data, &C::Data::source,
             oneOf({"tokens", "text", "jsonl", "brown"})),
-      field("data", "tokens_file", &C::data, &C::Data::tokensFile),
-      field("data", "path", &C::data, &C::Data::path),
-      field("data", "tokenizer", &C::data, &C::Data::tokenizer),
-      field("data", "seq_len", &C::data, &C::Data::seqLen, nonNegative()),
-      field("data", "seed", &C::data, &C::Data::seed),
-      field("data", "validation_fraction", &C::data, &C::Data::validationFraction,
+      field("data", "tokens_file", "source tokens: one global batch of token ids, used every step",
+            &C::data, &C::Data::tokensFile),
+      field("data", "path", "source text or jsonl: the file or folder",
+            &C::data, &C::Data::path),
+      field("data", "tokenizer", "a tokenizer.json; default: the fetched Qwen3 one",
+            &C::data, &C::Data::tokenizer),
+      field("data", "seq_len", "0: training.seq_len; else it overrides it",
+            &C::data, &C::Data::seqLen, nonNegative()),
+      field("data", "seed", "the seed of the batches' order",
+            &C::data, &C::Data::seed),
+      field("data", "validation_fraction", "the share of the data held out for validation",
+            &C::data, &C::Data::validationFraction,
             Rule{"must be in [0, 1)", [](const json &v) {
                    return v.get<double>() >= 0 && v.get<double>() < 1;
                  }}),
-      field("data", "cache_dir", &C::data, &C::Data::cacheDir),
-      field("data", "save_validation_tokens", &C::data, &C::Data::saveValidationTokens),
+      field("data", "cache_dir", "where tokenized data is cached",
+            &C::data, &C::Data::cacheDir),
+      field("data", "save_validation_tokens", "write the held-out batches as a token file for kiln eval",
+            &C::data, &C::Data::saveValidationTokens),
 
-      field("parallelism", "data_parallel_replicate_degree", &C::parallelism,
+      field("parallelism", "data_parallel_replicate_degree", "ranks holding whole replicas (HSDP's replicate dimension)",
+            &C::parallelism,
             &C::Parallelism::dataParallelReplicateDegree, positive()),
-      field("parallelism", "data_parallel_shard_degree", &C::parallelism,
+      field("parallelism", "data_parallel_shard_degree", "ranks sharding the weights (FSDP2); -1: the ranks left",
+            &C::parallelism,
             &C::Parallelism::dataParallelShardDegree,
             Rule{"must be -1 or > 0", [](const json &v) {
                    return v.get<int64_t>() == -1 || v.get<int64_t>() > 0;
                  }}),
-      field("parallelism", "tensor_parallel_degree", &C::parallelism,
+      field("parallelism", "tensor_parallel_degree", "ranks splitting each layer's matmuls",
+            &C::parallelism,
             &C::Parallelism::tensorParallelDegree, positive()),
-      field("parallelism", "expert_parallel_degree", &C::parallelism,
+      field("parallelism", "expert_parallel_degree", "MoE: ranks of the dp_shard group splitting the experts",
+            &C::parallelism,
             &C::Parallelism::expertParallelDegree, positive()),
-      field("parallelism", "expert_dispatch", &C::parallelism, &C::Parallelism::expertDispatch,
+      field("parallelism", "expert_dispatch", "MoE: how tokens reach the experts",
+            &C::parallelism, &C::Parallelism::expertDispatch,
             oneOf({"all_gather", "all_to_all"})),
-      field("parallelism", "expert_capacity_factor", &C::parallelism,
+      field("parallelism", "expert_capacity_factor", "MoE all_to_all: GShard's capacity factor; 0 drops nothing",
+            &C::parallelism,
             &C::Parallelism::expertCapacityFactor, nonNegative()),
-      field("parallelism", "enable_sequence_parallel", &C::parallelism,
+      field("parallelism", "enable_sequence_parallel", "with TP: norms and residuals split over the sequence",
+            &C::parallelism,
             &C::Parallelism::enableSequenceParallel),
-      field("parallelism", "fsdp_reshard_after_forward", &C::parallelism,
+      field("parallelism", "fsdp_reshard_after_forward", "FSDP2: free the gathered weights after the forward",
+            &C::parallelism,
             &C::Parallelism::fsdpReshardAfterForward, oneOf({"default", "always", "never"})),
-      field("parallelism", "world_size", &C::parallelism, &C::Parallelism::worldSize,
+      field("parallelism", "world_size", "ranks of the run; 0: the launcher's",
+            &C::parallelism, &C::Parallelism::worldSize,
             nonNegative()),
 
-      field("override", "rules", &C::overrides, &C::Override::rules),
-      field("override", "files", &C::overrides, &C::Override::files),
+      field("override", "rules", "kernel substitution rules (docs/kernels.md)",
+            &C::overrides, &C::Override::rules),
+      field("override", "files", "rule files, a list or a.json,b.json",
+            &C::overrides, &C::Override::files),
 
-      field("target", "name", &C::target, &C::Target::name, oneOf({"trn2", "trn1", "cpu"})),
+      field("target", "name", "the machine kernel constraints are checked against",
+            &C::target, &C::Target::name, oneOf({"trn2", "trn1", "cpu"})),
       // Logical NeuronCores: 1 or 2 physical cores each (trn2's LNC=1 or 2).
-      field("target", "lnc", &C::target, &C::Target::lnc,
+      field("target", "lnc", "logical NeuronCore size: 1 or 2 physical cores",
+            &C::target, &C::Target::lnc,
             numberRule("must be 1 or 2", [](double x) { return x == 1 || x == 2; })),
-      field("target", "neuron_max_communicators", &C::target,
+      field("target", "neuron_max_communicators", "distinct replica-group lists a NEFF may hold (kiln compile)",
+            &C::target,
             &C::Target::neuronMaxCommunicators, positive()),
 
-      field("compile", "enable", &C::compile, &C::Compile::enable),
-      field("compile", "backend", &C::compile, &C::Compile::backend, oneOf({"cpu"})),
+      field("compile", "enable", "train with the step compiled for the CPU (docs/compiled.md)",
+            &C::compile, &C::Compile::enable),
+      field("compile", "backend", "what compiled mode compiles for",
+            &C::compile, &C::Compile::backend, oneOf({"cpu"})),
 
-      field("debug", "save_grads", &C::debug, &C::Debug::saveGrads),
-      field("debug", "kill_during_save", &C::debug, &C::Debug::killDuringSave, nonNegative()),
-      field("debug", "kill_during_compile", &C::debug, &C::Debug::killDuringCompile),
-      field("debug", "fail_collective_on_rank", &C::debug, &C::Debug::failCollectiveOnRank,
+      field("debug", "save_grads", "write the first step's raw gradients to this file under HF keys",
+            &C::debug, &C::Debug::saveGrads),
+      field("debug", "kill_during_save", "crash test: SIGKILL the run while it saves this step's checkpoint",
+            &C::debug, &C::Debug::killDuringSave, nonNegative()),
+      field("debug", "kill_during_compile", "crash test: kiln compile SIGKILLs itself before its artifacts replace -o",
+            &C::debug, &C::Debug::killDuringCompile),
+      field("debug", "fail_collective_on_rank", "fault test, compiled mode: this rank's first collective of each step fails",
+            &C::debug, &C::Debug::failCollectiveOnRank,
             numberRule("must be >= -1", [](double x) { return x >= -1; })),
   };
   return table;
@@ -298,14 +364,48 @@ bool isSection(const std::string &section) {
                      [&](const Field &f) { return f.section == section; });
 }
 
-void requireSection(const std::string &section, const std::string &source) {
+/// Edits (insertions, deletions, substitutions) from `a` to `b`.
+size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+/// "; did you mean 'section.key'?" for the known key nearest to `name`
+/// (a third of its letters changed at most), "" when none is near.
+std::string suggestion(const std::string &name) {
+  std::string best;
+  size_t bestDistance = name.size() / 3 + 1;
+  for (const Field &f : fields()) {
+    std::string known = f.section + "." + f.key;
+    if (size_t d = editDistance(name, known); d < bestDistance) {
+      best = known;
+      bestDistance = d;
+    }
+  }
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+void requireSection(const std::string &section, const std::string &key,
+                    const std::string &source) {
   if (!isSection(section))
-    fail("{}: unknown section '{}' (known: {})", source, section, knownList(""));
+    fail("{}: unknown section '{}' (known: {}){}", source, section, knownList(""),
+         suggestion(section + "." + key));
 }
 
 const Field &findField(const std::string &section, const std::string &key,
                        const std::string &source) {
-  requireSection(section, source);
+  requireSection(section, key, source);
   for (const Field &f : fields())
     if (f.section == section && f.key == key)
       return f;
@@ -313,7 +413,8 @@ const Field &findField(const std::string &section, const std::string &key,
   if (section == "model")
     for (const std::string &name : Qwen3Config::hfFieldNames())
       known += ", " + name;
-  fail("{}: unknown key '{}.{}' (known in '{}': {})", source, section, key, section, known);
+  fail("{}: unknown key '{}.{}' (known in '{}': {}){}", source, section, key, section, known,
+       suggestion(section + "." + key));
 }
 
 void assign(TrainConfig &config, const Field &f, const json &value,
@@ -341,7 +442,7 @@ bool assignModelField(TrainConfig &config, const std::string &section, const std
 void applyFile(TrainConfig &config, const std::string &path) {
   JsonObject doc = JsonObject::parse(readFile(path), path);
   for (const auto &[section, body] : doc.json().items()) {
-    requireSection(section, path);
+    requireSection(section, body.is_object() && !body.empty() ? body.begin().key() : "", path);
     if (!body.is_object())
       fail("{}: section '{}' must be an object, got {}", path, section, briefJson(body));
     for (const auto &[key, value] : body.items())
@@ -394,6 +495,24 @@ TrainConfig TrainConfig::load(const std::string &path,
   // Rules are checked now, so a typo stops the run before any work.
   (void)config.overrideRules();
   return config;
+}
+
+std::vector<ConfigKey> TrainConfig::schema() {
+  const TrainConfig defaults;
+  std::vector<ConfigKey> keys;
+  for (const Field &f : fields()) {
+    std::string type = f.kindText.substr(f.kindText.find(' ') + 1); // past "must"
+    for (const char *article : {"be an ", "be a ", "be "})
+      if (type.rfind(article, 0) == 0) {
+        type = type.substr(std::strlen(article));
+        break;
+      }
+    std::string allowed = f.rule ? f.rule->what : "";
+    if (allowed.rfind("must be ", 0) == 0)
+      allowed = allowed.substr(8);
+    keys.push_back({f.section, f.key, type, f.get(defaults), allowed, f.description});
+  }
+  return keys;
 }
 
 json TrainConfig::toJson() const {

@@ -224,6 +224,44 @@ TEST(TrainConfig, OverrideSyntaxErrors) {
   expectOverrideError("--training.stepz=5", {"unknown key 'training.stepz'"});
 }
 
+// An unknown key names the nearest known one, when one is near (a third of
+// its letters changed at most), across sections too.
+TEST(TrainConfig, UnknownKeysSuggestTheNearest) {
+  expectOverrideError("--training.seqlen=5", {"did you mean 'training.seq_len'?"});
+  expectOverrideError("--trainng.steps=5", {"did you mean 'training.steps'?"});
+  expectOverrideError("--metric.log_freq=5", {"did you mean 'metrics.log_freq'?"});
+  expectFileError(R"({"optimiser": {"lr": 0.1}})", {"did you mean 'optimizer.lr'?"});
+  expectFileError(R"({"training": {"stepz": 1}})", {"did you mean 'training.steps'?"});
+  try {
+    TrainConfig::load("", {kFlavor, "--training.zzzzzzzzzz=1"});
+    FAIL() << "an unknown key was accepted";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+  }
+}
+
+// The schema `kiln help` and docs/cli.md show is the parser's own: every key
+// it lists is accepted with its default, which a default config holds.
+TEST(TrainConfig, SchemaListsEveryKeyTheParserReads) {
+  std::vector<ConfigKey> keys = TrainConfig::schema();
+  nlohmann::json defaults = TrainConfig().toJson();
+  size_t counted = 0;
+  for (const auto &[section, body] : defaults.items())
+    counted += body.size();
+  EXPECT_EQ(keys.size(), counted);
+  for (const ConfigKey &k : keys) {
+    EXPECT_EQ(defaults[k.section][k.key], k.defaultValue) << k.section << "." << k.key;
+    EXPECT_FALSE(k.description.empty()) << k.section << "." << k.key;
+    EXPECT_FALSE(k.type.empty()) << k.section << "." << k.key;
+  }
+  auto steps = std::find_if(keys.begin(), keys.end(), [](const ConfigKey &k) {
+    return k.section == "training" && k.key == "steps";
+  });
+  ASSERT_NE(steps, keys.end());
+  EXPECT_EQ(steps->type, "integer");
+  EXPECT_EQ(steps->allowed, "> 0");
+}
+
 TEST(TrainConfig, RangeErrors) {
   struct Case {
     std::string override, message;

@@ -24,6 +24,15 @@
 
 namespace kiln {
 
+/// One key of the run configuration, as `kiln help` and docs/cli.md show it.
+struct ConfigKey {
+  std::string section, key;
+  std::string type;             ///< "integer", "string", "list of strings or ...", ...
+  nlohmann::json defaultValue;  ///< a default-constructed TrainConfig's
+  std::string allowed;          ///< the values beyond the type ("> 0", "one of ..."), or ""
+  std::string description;      ///< one line
+};
+
 struct TrainConfig {
   struct Model {
     std::string hfPath; ///< HF directory (config.json + safetensors) to start from
@@ -189,6 +198,9 @@ struct TrainConfig {
 
   /// The full effective configuration under the same section/key names.
   nlohmann::json toJson() const;
+  /// Every key the parser reads, in the documented order, from the table it
+  /// reads them with (lib/Driver/TrainConfig.cpp).
+  static std::vector<ConfigKey> schema();
 
   /// "section.key" of every key the file or the command line set (the rest
   /// are defaults), e.g. to let a token file's shape fill in the batch.

@@ -1,0 +1,54 @@
+//===- ConfigHelp.cpp - The run configuration's keys, described ----------===//
+
+#include "kiln/Driver/ConfigHelp.h"
+#include "kiln/Driver/TrainConfig.h"
+
+#include <fmt/core.h>
+
+namespace kiln {
+
+namespace {
+
+/// A default as JSON writes it; "" for an unset string reads `""`.
+std::string shown(const nlohmann::json &value) { return value.dump(); }
+
+/// "integer, > 0", "string, one of ...".
+std::string typeAndAllowed(const ConfigKey &k) {
+  return k.allowed.empty() ? k.type : k.type + ", " + k.allowed;
+}
+
+/// config.json fields are keys of `model` too, checked against the model.
+std::string modelFields(const char *quote) {
+  std::string names;
+  for (const std::string &name : Qwen3Config::hfFieldNames())
+    names += (names.empty() ? "" : ", ") + (quote + name + quote);
+  return "model also takes any config.json field by its Hugging Face name "
+         "(model.num_experts=64), checked against the model: " + names;
+}
+
+} // namespace
+
+std::string configKeysText() {
+  std::string out = "config keys: sections of the --config file, or --section.key=value on the "
+                    "command line (later wins)\n";
+  std::string section;
+  for (const ConfigKey &k : TrainConfig::schema()) {
+    if (k.section != section) {
+      section = k.section;
+      out += fmt::format("\n  {}\n", section);
+    }
+    out += fmt::format("    {} = {}  ({})\n        {}\n", k.key, shown(k.defaultValue),
+                       typeAndAllowed(k), k.description);
+  }
+  return out + "\n" + modelFields("") + "\n";
+}
+
+std::string configKeysMarkdown() {
+  std::string out = "| key | default | type | description |\n|---|---|---|---|\n";
+  for (const ConfigKey &k : TrainConfig::schema())
+    out += fmt::format("| `{}.{}` | `{}` | {} | {} |\n", k.section, k.key, shown(k.defaultValue),
+                       typeAndAllowed(k), k.description);
+  return out + "\n" + modelFields("`") + ".\n";
+}
+
+} // namespace kiln
