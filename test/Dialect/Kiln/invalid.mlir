@@ -210,6 +210,16 @@ func.func @cross_entropy_labels(%l: tensor<2x8x64xf32>, %y: tensor<2x7xi64>) {
 
 // -----
 
+func.func @reshape_overflow(%x: tensor<2x8x64xf32>) {
+  // A shape whose element count overflows int64 (found by the IR fuzzer).
+  // expected-error@+2 {{'kiln.reshape' op (fqn 'layers.0.attention.k_heads'): target shape has more elements than an int64 counts}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = kiln.reshape %x {shape = array<i64: 2, 8, 66666666666666662, 16>, fqn = "layers.0.attention.k_heads"} : (tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @reshape_count(%x: tensor<2x8x64xf32>) {
   // expected-error@+2 {{'kiln.reshape' op (fqn 'layers.0.attention.q_heads'): cannot reshape 'tensor<2x8x64xf32>' (1024 elements) to 960 elements}}
   // expected-error@+1 {{failed to infer returned types}}

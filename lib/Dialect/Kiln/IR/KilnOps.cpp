@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -321,7 +322,9 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location>
     if (dim < 0)
       return shapeError<ReshapeOp>(loc, fqn, "target dimensions must be static and "
                                              "non-negative");
-    count *= dim;
+    if (llvm::MulOverflow(count, dim, count))
+      return shapeError<ReshapeOp>(loc, fqn, "target shape has more elements than an int64 "
+                                             "counts");
   }
   if (count != input.getNumElements())
     return shapeError<ReshapeOp>(loc, fqn, "cannot reshape ", input, " (",
