@@ -20,6 +20,7 @@ CXXFLAGS := -std=gnu++17 -O1 -g -fsanitize=fuzzer-no-link $(SANITIZE) -DNDEBUG \
   -Wno-deprecated-declarations -Wno-c++20-extensions -Iinclude -I$(GEN) -isystem $(LLVM)/include \
   -isystem /usr/include/$(OPENBLAS) \
   -D_GNU_SOURCE -D__STDC_CONSTANT_MACROS -D__STDC_FORMAT_MACROS -D__STDC_LIMIT_MACROS \
+  -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 \
   -MMD -MP
 LDFLAGS := -fsanitize=fuzzer $(SANITIZE)
 
@@ -37,7 +38,8 @@ RUNTIME_KERNELS := lib/Runtime/ForwardKernels.cpp lib/Runtime/BackwardKernels.cp
 SOURCES_safetensors := fuzz/SafeTensorsFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_config := fuzz/ConfigFuzzer.cpp lib/Driver/TrainConfig.cpp lib/Frontend/Qwen3Config.cpp \
   lib/Frontend/HfConfigFields.cpp \
-  lib/Config/OverrideRules.cpp lib/Config/SelectiveAcOption.cpp $(SUPPORT)
+  lib/Config/ConfigDocument.cpp lib/Config/OverrideRules.cpp lib/Config/SelectiveAcOption.cpp \
+  $(SUPPORT)
 SOURCES_tokens := fuzz/TokensFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
 SOURCES_tokenizer := fuzz/TokenizerFuzzer.cpp lib/Data/Tokenizer.cpp $(SUPPORT)
 # The manifest check with the generated HloModuleProto classes.
@@ -47,6 +49,7 @@ SOURCES_target := fuzz/TargetProfileFuzzer.cpp lib/Planner/TargetProfile.cpp $(S
 SOURCES_mlir := fuzz/MlirFuzzer.cpp $(DIALECT) $(KERNELS) lib/Runtime/Tensor.cpp \
   $(RUNTIME_KERNELS) $(SUPPORT)
 
+LIBS_config := -ltomlplusplus
 LIBS_manifest := -lprotobuf
 LIBS_tokenizer := -lpcre2-8 $(shell pkg-config --libs icu-i18n icu-uc)
 LIBS_mlir := -L$(LLVM)/lib -Wl,-rpath,$(LLVM)/lib -lMLIR -lLLVM-22 \

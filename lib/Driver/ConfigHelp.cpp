@@ -1,6 +1,7 @@
 //===- ConfigHelp.cpp - The run configuration's keys, described ----------===//
 
 #include "kiln/Driver/ConfigHelp.h"
+#include "kiln/Config/ConfigDocument.h"
 #include "kiln/Driver/TrainConfig.h"
 
 #include <fmt/core.h>
@@ -40,7 +41,12 @@ std::string configKeysText() {
     out += fmt::format("    {} = {}  ({})\n        {}\n", k.key, shown(k.defaultValue),
                        typeAndAllowed(k), k.description);
   }
-  return out + "\n" + modelFields("") + "\n";
+  out += "\n" + modelFields("") + "\n";
+  out += "\n--config takes JSON or torchtitan's TOML (a .toml file); torchtitan keys without a "
+         "use in Kiln are ignored with a warning:\n";
+  for (const auto &[key, why] : torchtitanKeysWithoutUse())
+    out += fmt::format("    {}: {}\n", key, why);
+  return out;
 }
 
 std::string configKeysMarkdown() {
@@ -48,7 +54,12 @@ std::string configKeysMarkdown() {
   for (const ConfigKey &k : TrainConfig::schema())
     out += fmt::format("| `{}.{}` | `{}` | {} | {} |\n", k.section, k.key, shown(k.defaultValue),
                        typeAndAllowed(k), k.description);
-  return out + "\n" + modelFields("`") + ".\n";
+  out += "\n" + modelFields("`") + ".\n";
+  out += "\nIn a TOML file, torchtitan keys without a use in Kiln are ignored with one warning "
+         "line:\n\n| torchtitan key | why Kiln has no use for it |\n|---|---|\n";
+  for (const auto &[key, why] : torchtitanKeysWithoutUse())
+    out += fmt::format("| `{}` | {} |\n", key, why);
+  return out;
 }
 
 } // namespace kiln

@@ -3,8 +3,11 @@
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
+#include "kiln/Config/ConfigDocument.h"
 #include "kiln/Config/OverrideRules.h"
 #include "kiln/Config/SelectiveAcOption.h"
+
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cctype>
@@ -440,14 +443,24 @@ bool assignModelField(TrainConfig &config, const std::string &section, const std
 }
 
 void applyFile(TrainConfig &config, const std::string &path) {
-  JsonObject doc = JsonObject::parse(readFile(path), path);
-  for (const auto &[section, body] : doc.json().items()) {
-    requireSection(section, body.is_object() && !body.empty() ? body.begin().key() : "", path);
+  ConfigDocument doc = ConfigDocument::read(path);
+  for (const auto &[section, body] : doc.sections.items()) {
+    requireSection(section, body.is_object() && !body.empty() ? body.begin().key() : "",
+                   doc.where(section, ""));
     if (!body.is_object())
-      fail("{}: section '{}' must be an object, got {}", path, section, briefJson(body));
+      fail("{}: section '{}' must be an object, got {}", doc.where(section, ""), section,
+           briefJson(body));
     for (const auto &[key, value] : body.items())
       if (!assignModelField(config, section, key, value))
-        assign(config, findField(section, key, path), value, path);
+        assign(config, findField(section, key, doc.where(section, key)), value,
+               doc.where(section, key));
+  }
+  if (!doc.ignored.empty()) {
+    std::string keys;
+    for (const std::string &k : doc.ignored)
+      keys += (keys.empty() ? "" : ", ") + k;
+    fmt::print(stderr, "warning: {}: torchtitan keys without a use in Kiln, ignored: {} "
+                       "(docs/cli.md says why)\n", path, keys);
   }
 }
 
