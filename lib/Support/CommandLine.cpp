@@ -90,4 +90,13 @@ void splitConfigOverrides(const std::vector<std::string> &words, std::vector<std
   }
 }
 
+void acceptTorchtitanConfigFile(std::vector<std::string> &words) {
+  const std::string spelling = "--job.config_file";
+  for (std::string &w : words)
+    if (w == spelling)
+      w = "--config";
+    else if (w.rfind(spelling + "=", 0) == 0)
+      w = "--config=" + w.substr(spelling.size() + 1);
+}
+
 } // namespace kiln

@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 #include "kiln/Backend/CPU/DeviceGrid.h"
+#include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Error.h"
 
 #include <fmt/core.h>
@@ -70,6 +71,7 @@ int main(int argc, char **argv) {
   }
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
+  kiln::acceptTorchtitanConfigFile(args);
   // `kiln <command> --help` anywhere among its options, as torchtitan's.
   for (const std::string &arg : args)
     if (arg == "--help" || arg == "-h")

@@ -40,6 +40,10 @@ private:
 void splitConfigOverrides(const std::vector<std::string> &words, std::vector<std::string> &args,
                           std::vector<std::string> &overrides);
 
+/// torchtitan's spelling of the run config's file, `--job.config_file F`
+/// (or `=F`), rewritten to Kiln's `--config F`.
+void acceptTorchtitanConfigFile(std::vector<std::string> &words);
+
 } // namespace kiln
 
 #endif // KILN_SUPPORT_COMMANDLINE_H
