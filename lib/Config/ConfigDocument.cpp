@@ -6,38 +6,62 @@
 
 #include <toml++/toml.h>
 
-#include <sstream>
+#include <algorithm>
+#include <cctype>
 
 namespace kiln {
 
 using json = nlohmann::json;
 
-const std::vector<std::pair<std::string, std::string>> &torchtitanKeysWithoutUse() {
-  static const std::vector<std::pair<std::string, std::string>> keys = {
-      {"job.*", "where outputs go is each output's own key (checkpoint.folder, metrics.jsonl)"},
-      {"profiling.*", "Kiln's profile of a step is kiln plan --trace, ahead of the run"},
-      {"comm.*", "collectives are MPI's on CPU ranks and the Neuron runtime's on trn2, with "
-                 "their own timeouts"},
-      {"fault_tolerance.*", "torchft's replica groups; a Kiln run resumes from its checkpoints"},
-      {"memory_estimation.*", "kiln plan gives the memory per rank before the run"},
-      {"model.name", "Kiln trains Qwen3: model.flavor or model.hf_path says which"},
-      {"checkpoint.async_mode", "Kiln saves synchronously, to a temporary name then renamed"},
-      {"checkpoint.export_dtype", "checkpoints keep the training dtype (float32 master weights)"},
+const std::vector<TorchtitanKey> &torchtitanKeysWithoutUse() {
+  static const std::vector<TorchtitanKey> keys = {
+      {"job.*", "where outputs go is each output's own key (checkpoint.folder, metrics.jsonl)",
+       nullptr},
+      {"profiling.*", "Kiln's profile of a step is kiln plan --trace, ahead of the run", nullptr},
+      {"comm.*",
+       "collectives are MPI's on CPU ranks and the Neuron runtime's on trn2, with their own "
+       "timeouts",
+       nullptr},
+      {"fault_tolerance.*", "torchft's replica groups; a Kiln run resumes from its checkpoints",
+       nullptr},
+      {"memory_estimation.*", "kiln plan gives the memory per rank before the run", nullptr},
+      {"validation.*", "validation is metrics.eval_freq on data.validation_fraction", nullptr},
+      {"experimental.*", "torchtitan's extension points", nullptr},
+      {"quantize.*", "float8 and MX training are not in Kiln", nullptr},
+      {"float8.*", "float8 training is not in Kiln", nullptr},
+      {"model.name", "Kiln trains Qwen3; model.flavor says which (torchtitan's \"4B\" is qwen3-4b)",
+       "qwen3"},
+      {"model.hf_assets_path",
+       "the tokenizer is data.tokenizer, initial weights checkpoint.initial_load_path", nullptr},
+      {"model.converters", "float8 and MX training are not in Kiln", nlohmann::json::array()},
+      {"training.data", "the dataset is Kiln's data section (data.source, data.path)", nullptr},
+      {"training.dataset", "the dataset is Kiln's data section (data.source, data.path)", nullptr},
+      {"training.dataset_path", "the dataset is Kiln's data section (data.source, data.path)",
+       nullptr},
+      {"metrics.enable_tensorboard", "TensorBoard logs are not written yet", false},
+      {"metrics.save_tb_folder", "TensorBoard logs are not written yet", nullptr},
+      {"metrics.enable_wandb", "Weights & Biases logging is not in Kiln", false},
+      {"parallelism.context_parallel_degree", "context parallelism is not in Kiln yet", 1},
+      {"parallelism.pipeline_parallel_degree", "pipeline parallelism is not in Kiln yet", 1},
+      {"checkpoint.async_mode", "Kiln saves synchronously, to a temporary name then renamed",
+       nullptr},
+      {"checkpoint.export_dtype", "checkpoints keep the training dtype (float32 master weights)",
+       nullptr},
+      {"compile.components", "compiled mode compiles the whole step", nullptr},
   };
   return keys;
 }
 
 namespace {
 
-bool withoutUse(const std::string &section, const std::string &key) {
-  for (const auto &[name, why] : torchtitanKeysWithoutUse())
-    if (name == section + ".*" || name == section + "." + key)
-      return true;
-  return false;
+const TorchtitanKey *withoutUse(const std::string &section, const std::string &key) {
+  for (const TorchtitanKey &k : torchtitanKeysWithoutUse())
+    if (k.name == section + ".*" || k.name == section + "." + key)
+      return &k;
+  return nullptr;
 }
 
 json fromToml(const toml::node &node, const std::string &path) {
-  auto line = [&] { return int64_t(node.source().begin.line); };
   if (const toml::table *table = node.as_table()) {
     json out = json::object();
     for (const auto &[key, value] : *table)
@@ -58,7 +82,16 @@ json fromToml(const toml::node &node, const std::string &path) {
     return *d;
   if (auto b = node.value_exact<bool>())
     return *b;
-  fail("{}:{}: a date or time is not a config value", path, line());
+  fail("{}:{}: a date or time is not a config value", path, node.source().begin.line);
+}
+
+/// torchtitan names Qwen3's flavors by size ("4B", "30B-A3B"); Kiln's are
+/// "qwen3-4b", "qwen3-30b-a3b".
+std::string kilnFlavor(const std::string &flavor) {
+  std::string lower = flavor;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return lower.rfind("qwen3-", 0) == 0 ? lower : "qwen3-" + lower;
 }
 
 ConfigDocument readToml(const std::string &path) {
@@ -82,11 +115,18 @@ ConfigDocument readToml(const std::string &path) {
     json &out = doc.sections[section] = json::object();
     for (const auto &[key, value] : *keys) {
       std::string name(key.str());
-      if (withoutUse(section, name)) {
+      if (const TorchtitanKey *unused = withoutUse(section, name)) {
+        json given = fromToml(value, path);
+        if (!unused->only.is_null() && given != unused->only)
+          fail("{}:{}: '{}.{}' = {}: {} (Kiln takes {} alone)", path, value.source().begin.line,
+               section, name, given.dump(), unused->why, unused->only.dump());
         doc.ignored.push_back(section + "." + name);
         continue;
       }
       out[name] = fromToml(value, path);
+      // With model.name, the flavor is torchtitan's.
+      if (section == "model" && name == "flavor" && out[name].is_string() && keys->contains("name"))
+        out[name] = kilnFlavor(out[name].get<std::string>());
       doc.lines[section + "." + name] = int64_t(value.source().begin.line);
     }
     if (out.empty() && std::any_of(doc.ignored.begin(), doc.ignored.end(), [&](const auto &k) {

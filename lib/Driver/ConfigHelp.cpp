@@ -44,8 +44,9 @@ std::string configKeysText() {
   out += "\n" + modelFields("") + "\n";
   out += "\n--config takes JSON or torchtitan's TOML (a .toml file); torchtitan keys without a "
          "use in Kiln are ignored with a warning:\n";
-  for (const auto &[key, why] : torchtitanKeysWithoutUse())
-    out += fmt::format("    {}: {}\n", key, why);
+  for (const TorchtitanKey &k : torchtitanKeysWithoutUse())
+    out += fmt::format("    {}{}: {}\n", k.name,
+                       k.only.is_null() ? "" : " (only " + k.only.dump() + ")", k.why);
   return out;
 }
 
@@ -56,9 +57,11 @@ std::string configKeysMarkdown() {
                        typeAndAllowed(k), k.description);
   out += "\n" + modelFields("`") + ".\n";
   out += "\nIn a TOML file, torchtitan keys without a use in Kiln are ignored with one warning "
-         "line:\n\n| torchtitan key | why Kiln has no use for it |\n|---|---|\n";
-  for (const auto &[key, why] : torchtitanKeysWithoutUse())
-    out += fmt::format("| `{}` | {} |\n", key, why);
+         "line (one that may only be off is an error otherwise):\n\n"
+         "| torchtitan key | value | why Kiln has no use for it |\n|---|---|---|\n";
+  for (const TorchtitanKey &k : torchtitanKeysWithoutUse())
+    out += fmt::format("| `{}` | {} | {} |\n", k.name,
+                       k.only.is_null() ? "any" : "`" + k.only.dump() + "`", k.why);
   return out;
 }
 

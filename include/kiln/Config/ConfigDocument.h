@@ -37,9 +37,16 @@ struct ConfigDocument {
   std::string where(const std::string &section, const std::string &key) const;
 };
 
-/// The torchtitan keys Kiln accepts and ignores, each with why ("job.*" for
-/// a whole section), for docs/cli.md.
-const std::vector<std::pair<std::string, std::string>> &torchtitanKeysWithoutUse();
+/// A torchtitan key Kiln accepts in a TOML file and ignores.
+struct TorchtitanKey {
+  std::string name; ///< "section.key", or "section.*" for a whole section
+  std::string why;
+  /// The one value it may have (the feature off), JSON; null: any value.
+  nlohmann::json only;
+};
+
+/// Those keys, for the reader and for docs/cli.md.
+const std::vector<TorchtitanKey> &torchtitanKeysWithoutUse();
 
 } // namespace kiln
 
