@@ -94,12 +94,14 @@ std::string kilnFlavor(const std::string &flavor) {
   return lower.rfind("qwen3-", 0) == 0 ? lower : "qwen3-" + lower;
 }
 
-ConfigDocument readToml(const std::string &path) {
+} // namespace
+
+ConfigDocument ConfigDocument::parseToml(const std::string &text, const std::string &path) {
   ConfigDocument doc;
   doc.path = path;
   toml::table root;
   try {
-    root = toml::parse(readFile(path), path);
+    root = toml::parse(text, path);
   } catch (const toml::parse_error &e) {
     fail("{}:{}:{}: not TOML: {}", path, e.source().begin.line, e.source().begin.column,
          std::string(e.description()));
@@ -137,6 +139,8 @@ ConfigDocument readToml(const std::string &path) {
   return doc;
 }
 
+namespace {
+
 bool endsWith(const std::string &s, const std::string &suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -145,7 +149,7 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 
 ConfigDocument ConfigDocument::read(const std::string &path) {
   if (endsWith(path, ".toml"))
-    return readToml(path);
+    return parseToml(readFile(path), path);
   ConfigDocument doc;
   doc.path = path;
   doc.sections = JsonObject::parse(readFile(path), path).json();

@@ -33,6 +33,8 @@ struct ConfigDocument {
   /// kiln::Error naming the file (and for TOML the line and column) when it
   /// does not parse, or holds a value no JSON key could (a date).
   static ConfigDocument read(const std::string &path);
+  /// TOML `text`, named `path` in errors.
+  static ConfigDocument parseToml(const std::string &text, const std::string &path);
   /// Where `section.key` was set: "run.toml:12" for TOML, the path for JSON.
   std::string where(const std::string &section, const std::string &key) const;
 };
