@@ -48,9 +48,10 @@ public:
                         SmallVectorImpl<std::string> &violations) const override {
     if (target.name != "cpu")
       violations.push_back(
-          "target.name == \"cpu\" (a CPU-only kernel; target.name = \"" + target.name +
-          "\": a run checks its kernels against target.name, \"trn2\" unless the config sets "
-          "it; set target.name = \"cpu\" (--target.name=cpu) to use CPU-only kernels)");
+          "target.name == \"cpu\" (a CPU-only kernel, without a Neuron implementation, "
+          "checked against \"" + target.name + "\": kiln train and calibrate-cpu check kernels "
+          "against cpu and kiln compile, check-hlo, capture and plan against trn2, unless "
+          "target.name says otherwise)");
   }
 
   SmallVector<Value> substitute(OpBuilder &b, Operation *op,

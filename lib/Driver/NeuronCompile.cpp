@@ -300,7 +300,9 @@ std::string neuronxCommand(const std::string &target, int64_t lnc) {
   return fmt::format("{} {} {}", neuronxHead(target, lnc), kLlmTraining, kNeuronxTail);
 }
 
-void compileForNeuron(const TrainConfig &config, const std::string &outDir) {
+void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
+  TrainConfig config = given;
+  config.target.name = given.target.nameOr("trn2");
   if (config.target.name != "trn2" && config.target.name != "trn1")
     fail("compile: target '{}' is not a Neuron target (trn2, trn1)", config.target.name);
   if (outDir.empty())

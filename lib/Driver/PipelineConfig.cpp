@@ -13,10 +13,11 @@ namespace kiln {
 std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c,
                                                      const Qwen3Config &model,
                                                      const ParallelLayout *layout,
-                                                     llvm::StringRef defaultParamDtype) {
+                                                     llvm::StringRef defaultParamDtype,
+                                                     llvm::StringRef defaultTarget) {
   auto o = std::make_unique<KilnPipelineOptions>();
   o->inlineRules = c.overrideRules();
-  o->target = c.target.name;
+  o->target = c.target.nameOr(defaultTarget.str());
   o->lnc = c.target.lnc;
   o->paramDtype = c.training.paramDtypeOr(defaultParamDtype.str());
   o->reduceDtype = c.training.mixedPrecisionReduce;

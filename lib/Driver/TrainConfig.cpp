@@ -319,8 +319,8 @@ const std::vector<Field> &fields() {
       field("override", "files", "rule files, a list or a.json,b.json",
             &C::overrides, &C::Override::files),
 
-      field("target", "name", "the machine kernel constraints are checked against",
-            &C::target, &C::Target::name, oneOf({"trn2", "trn1", "cpu"})),
+      field("target", "name", "the machine kernel constraints are checked against; unset: cpu for kiln train and calibrate-cpu, whose kernels run here, trn2 for compile, check-hlo, capture and plan",
+            &C::target, &C::Target::name, orUnset(oneOf({"trn2", "trn1", "cpu"}))),
       // Logical NeuronCores: 1 or 2 physical cores each (trn2's LNC=1 or 2).
       field("target", "lnc", "logical NeuronCore size: 1 or 2 physical cores",
             &C::target, &C::Target::lnc,

@@ -176,7 +176,9 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     execution_.threads = std::max(1, int(std::thread::hardware_concurrency()) / world.localSize());
   }
   // The captured step takes the global batch; kiln-partition splits it.
-  pipeline_ = pipelineOptions(config, model_, &layout_);
+  // The kernels run here: their constraints are the CPU's unless the run
+  // names a target (to hold a CPU run to trn2's).
+  pipeline_ = pipelineOptions(config, model_, &layout_, "float32", "cpu");
   pipeline_->log = execution_.rank == 0;
   module_ = captureTrainingStep(context_, model_, {globalBatchSize(), config.training.seqLen},
                                 *pipeline_);
@@ -279,7 +281,8 @@ double Trainer::measureMachine() {
 
 MemoryPlan Trainer::singleRankPlan() const {
   MLIRContext context;
-  std::unique_ptr<KilnPipelineOptions> whole = pipelineOptions(config_, model_, nullptr);
+  std::unique_ptr<KilnPipelineOptions> whole =
+      pipelineOptions(config_, model_, nullptr, "float32", "cpu");
   whole->log = false;
   OwningOpRef<ModuleOp> module =
       captureTrainingStep(context, model_, {globalBatchSize(), config_.training.seqLen}, *whole);

@@ -157,7 +157,14 @@ struct TrainConfig {
 
   /// The machine kernels are checked against (KernelTarget).
   struct Target {
-    std::string name = "trn2";
+    /// The machine kernel constraints are checked against; "" (unset): the
+    /// command's, cpu where the kernels run here (kiln train,
+    /// calibrate-cpu), trn2 where they go to Neuron (compile, check-hlo,
+    /// capture, plan), see nameOr.
+    std::string name;
+    std::string nameOr(const std::string &commandDefault) const {
+      return name.empty() ? commandDefault : name;
+    }
     int64_t lnc = 2;
     /// Communicators (distinct replica-group lists) the Neuron runtime
     /// allows one NEFF: 16 from the 2.32 runtime, 12 before.

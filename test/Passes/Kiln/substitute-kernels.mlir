@@ -78,7 +78,7 @@ func.func @loss(%q: tensor<1x256x4x8xf32> {kiln.input = "q"},
 // VJP: return {{.*}} : tensor<f32>, tensor<16x32xf32>
 
 // chunked_cross_entropy has no NKI kernel: on trn2 it is a constraint error.
-// CPU-ONLY: error: override rule 'fused_loss': loss (kiln.cross_entropy) violates the constraint of kernel 'chunked_cross_entropy' on target trn2 (lnc 2): target.name == "cpu" (a CPU-only kernel; target.name = "trn2": a run checks its kernels against target.name, "trn2" unless the config sets it; set target.name = "cpu" (--target.name=cpu) to use CPU-only kernels)
+// CPU-ONLY: error: override rule 'fused_loss': loss (kiln.cross_entropy) violates the constraint of kernel 'chunked_cross_entropy' on target trn2 (lnc 2): target.name == "cpu" (a CPU-only kernel, without a Neuron implementation, checked against "trn2": kiln train and calibrate-cpu check kernels against cpu and kiln compile, check-hlo, capture and plan against trn2, unless target.name says otherwise)
 
 // rope_hf tiles the sequence in 128 * lnc rows.
 // LNC: error: override rule 'nki_rope': layers.0.attention.rope (kiln.rope) violates the constraint of kernel 'nki_rope' on target trn2 (lnc 4): seq % (128 * lnc) == 0 (seq = 256, 128 * lnc = 512)
