@@ -122,7 +122,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
                     "enable_sequence_parallel": true,
                     "fsdp_reshard_after_forward": "default", "world_size": 0},
     "override": {"rules": [], "files": []},
-    "target": {"name": "trn2", "lnc": 2, "neuron_max_communicators": 16},
+    "target": {"name": "", "lnc": 2, "neuron_max_communicators": 16},
     "compile": {"enable": false, "backend": "cpu"},
     "debug": {"save_grads": "", "kill_during_save": 0, "kill_during_compile": false,
               "fail_collective_on_rank": -1}
