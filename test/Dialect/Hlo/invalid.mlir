@@ -41,6 +41,14 @@ func.func @reduce_init(%x: tensor<4x3xf32>, %init: tensor<1xf32>) {
 
 // -----
 
+func.func @all_gather_overflow(%x: tensor<4611686018427387904x8xf32>) {
+  // expected-error@+1 {{'hlo.all_gather' op dimension 0 (4611686018427387904) gathered from 2 ranks overflows int64}}
+  %0 = hlo.all_gather %x {all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4611686018427387904x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 func.func @all_gather_size(%x: tensor<2x8xf32>) {
   // expected-error@+1 {{'hlo.all_gather' op result shape [2, 8] should be [4, 8]}}
   %0 = hlo.all_gather %x {all_gather_dim = 0 : i64, channel_id = 1 : i64, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<2x8xf32>) -> tensor<2x8xf32>

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <vector>
@@ -359,7 +360,9 @@ LogicalResult AllGatherOp::verify() {
     return failure();
   auto in = getOperand().getType();
   SmallVector<int64_t> shape(in.getShape());
-  shape[dim] *= *n;
+  if (llvm::MulOverflow(shape[dim], *n, shape[dim]))
+    return emitOpError() << "dimension " << dim << " (" << in.getDimSize(dim)
+                         << ") gathered from " << *n << " ranks overflows int64";
   return checkShape(*this, shape, getType());
 }
 
