@@ -115,6 +115,7 @@ ConfigDocument ConfigDocument::parseToml(const std::string &text, const std::str
       continue;
     }
     json &out = doc.sections[section] = json::object();
+    bool anyIgnored = false;
     for (const auto &[key, value] : *keys) {
       std::string name(key.str());
       if (const TorchtitanKey *unused = withoutUse(section, name)) {
@@ -123,6 +124,7 @@ ConfigDocument ConfigDocument::parseToml(const std::string &text, const std::str
           fail("{}:{}: '{}.{}' = {}: {} (Kiln takes {} alone)", path, value.source().begin.line,
                section, name, given.dump(), unused->why, unused->only.dump());
         doc.ignored.push_back(section + "." + name);
+        anyIgnored = true;
         continue;
       }
       out[name] = fromToml(value, path);
@@ -131,9 +133,7 @@ ConfigDocument ConfigDocument::parseToml(const std::string &text, const std::str
         out[name] = kilnFlavor(out[name].get<std::string>());
       doc.lines[section + "." + name] = int64_t(value.source().begin.line);
     }
-    if (out.empty() && std::any_of(doc.ignored.begin(), doc.ignored.end(), [&](const auto &k) {
-          return k.rfind(section + ".", 0) == 0;
-        }))
+    if (out.empty() && anyIgnored)
       doc.sections.erase(section); // a section of ignored keys alone
   }
   return doc;

@@ -134,6 +134,15 @@ void declareHostFunction(ModuleOp module, StringRef name, unsigned leadingArgs) 
   declaration->setAttr("llvm.emit_c_interface", b.getUnitAttr());
 }
 
+Value wordTable(OpBuilder &b, Location loc, ValueRange words) {
+  Type i64 = b.getI64Type();
+  Value buffer = memref::AllocaOp::create(b, loc, MemRefType::get({int64_t(words.size())}, i64));
+  for (auto [i, word] : llvm::enumerate(words))
+    memref::StoreOp::create(b, loc, word, buffer,
+                            ValueRange{arith::ConstantIndexOp::create(b, loc, int64_t(i))});
+  return memref::CastOp::create(b, loc, MemRefType::get({ShapedType::kDynamic}, i64), buffer);
+}
+
 SmallVector<Value> callHost(OpBuilder &b, Location loc, StringRef name, ValueRange leadingArgs,
                             ArrayRef<int64_t> words, ValueRange inputs, TypeRange resultTypes) {
   Type i64 = b.getI64Type();
@@ -157,14 +166,8 @@ SmallVector<Value> callHost(OpBuilder &b, Location loc, StringRef name, ValueRan
         b, loc, MemRefType::get(tensor.getShape(), tensor.getElementType())));
     table.push_back(pointerOf(outputs.back()));
   }
-  Value buffer =
-      memref::AllocaOp::create(b, loc, MemRefType::get({int64_t(table.size())}, i64));
-  for (auto [i, word] : llvm::enumerate(table))
-    memref::StoreOp::create(b, loc, word, buffer,
-                            ValueRange{arith::ConstantIndexOp::create(b, loc, i)});
   SmallVector<Value> args(leadingArgs);
-  args.push_back(memref::CastOp::create(b, loc, MemRefType::get({ShapedType::kDynamic}, i64),
-                                        buffer));
+  args.push_back(wordTable(b, loc, table));
   // A call of an external function has unknown effects: nothing moves
   // across it, so the results are read after the host wrote them.
   func::CallOp::create(b, loc, name, TypeRange{}, args);

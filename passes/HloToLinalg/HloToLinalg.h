@@ -49,6 +49,10 @@ void populateCollectivePatterns(const mlir::TypeConverter &converter,
 /// `module`, once: how compiled code calls the host (custom calls, sgemm).
 void declareHostFunction(mlir::ModuleOp module, llvm::StringRef name, unsigned leadingArgs);
 
+/// The i64 `words` in a stack table, as the host functions take them
+/// (memref<?xi64>).
+mlir::Value wordTable(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange words);
+
 /// Calls host function `name` with `leadingArgs` and a table of i64 words:
 /// `words`, then the aligned data pointer of each input's buffer (dense,
 /// row-major, read-only), then of each result's (allocated here, for the

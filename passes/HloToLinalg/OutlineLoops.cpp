@@ -76,11 +76,21 @@ std::optional<int64_t> iterations(Operation *loop) {
   return trips * (nested ? inner : 1);
 }
 
-/// The words of `v`'s LLVM arguments, as the packed wrapper of a function
-/// taking it reads them (one i64 each): a memref's descriptor (its aligned
-/// pointer twice: the loop never frees it), a scalar's bits; nullopt for a
-/// type without them.
-std::optional<SmallVector<Value>> packedWords(OpBuilder &b, Location loc, Value v) {
+/// Whether a value of `type` is LLVM arguments of one i64 word each: a
+/// memref, an index, an integer or float of 64 bits or fewer.
+bool hasPackedWords(Type type) {
+  if (isa<MemRefType>(type) || type.isIndex())
+    return true;
+  if (auto integer = dyn_cast<IntegerType>(type))
+    return integer.getWidth() <= 64;
+  auto flt = dyn_cast<FloatType>(type);
+  return flt && flt.getWidth() <= 64;
+}
+
+/// The words of `v`'s LLVM arguments (hasPackedWords), as the packed wrapper
+/// of a function taking it reads them: a memref's descriptor (its aligned
+/// pointer twice: the loop never frees it), a scalar's bits.
+SmallVector<Value> packedWords(OpBuilder &b, Location loc, Value v) {
   Type i64 = b.getI64Type();
   auto word = [&](Value index) -> Value { return arith::IndexCastOp::create(b, loc, i64, index); };
   Type type = v.getType();
@@ -95,19 +105,13 @@ std::optional<SmallVector<Value>> packedWords(OpBuilder &b, Location loc, Value 
     return words;
   }
   if (type.isIndex())
-    return SmallVector<Value>{word(v)};
-  if (auto integer = dyn_cast<IntegerType>(type)) {
-    if (integer.getWidth() == 64)
-      return SmallVector<Value>{v};
-    if (integer.getWidth() < 64) // the wrapper reads the low bytes
-      return SmallVector<Value>{arith::ExtUIOp::create(b, loc, i64, v)};
-    return std::nullopt;
-  }
-  if (auto flt = dyn_cast<FloatType>(type); flt && flt.getWidth() <= 64) {
-    Value bits = arith::BitcastOp::create(b, loc, b.getIntegerType(flt.getWidth()), v);
-    return SmallVector<Value>{flt.getWidth() == 64 ? bits : arith::ExtUIOp::create(b, loc, i64, bits)};
-  }
-  return std::nullopt;
+    return {word(v)};
+  Value bits = isa<FloatType>(type)
+                   ? Value(arith::BitcastOp::create(
+                         b, loc, b.getIntegerType(type.getIntOrFloatBitWidth()), v))
+                   : v;
+  // Narrower than a word: the wrapper reads the low bytes.
+  return {type.getIntOrFloatBitWidth() == 64 ? bits : arith::ExtUIOp::create(b, loc, i64, bits)};
 }
 
 /// The outlined nest's function: `arguments` (then, for a parallel one, the
@@ -167,17 +171,8 @@ void outline(Operation *loop, func::FuncOp parent, unsigned index, SymbolTable &
                          return isa<CallOpInterface, memref::AllocOp, memref::AllocaOp>(op)
                                     ? WalkResult::interrupt()
                                     : WalkResult::advance();
-                       }).wasInterrupted();
-  SmallVector<Value> words;
-  for (Value v : arguments) {
-    if (!threaded)
-      break;
-    std::optional<SmallVector<Value>> w = packedWords(at, loc, v);
-    if (!w)
-      threaded = false;
-    else
-      words.append(*w);
-  }
+                       }).wasInterrupted() &&
+                  llvm::all_of(arguments, [](Value v) { return hasPackedWords(v.getType()); });
   func::FuncOp func =
       outlinedFunction(loop, parent, name, arguments, cloned, threaded, symbols);
   if (!threaded) {
@@ -188,18 +183,16 @@ void outline(Operation *loop, func::FuncOp parent, unsigned index, SymbolTable &
   }
   // Public: the JIT gives it a packed wrapper, _mlir_<name>(void **), which
   // the host calls on each thread's share of the outermost dimension.
+  SmallVector<Value> words;
+  for (Value v : arguments)
+    words.append(packedWords(at, loc, v));
+  Value table = hlo_to_linalg::wordTable(at, loc, words);
   Type i64 = at.getI64Type();
-  Value table = memref::AllocaOp::create(at, loc, MemRefType::get({int64_t(words.size())}, i64));
-  for (auto [i, w] : llvm::enumerate(words))
-    memref::StoreOp::create(at, loc, w, table,
-                            ValueRange{arith::ConstantIndexOp::create(at, loc, int64_t(i))});
   Value site = arith::ConstantIntOp::create(at, loc, int64_t(parallelLoops.size()), 64);
   Value lower = arith::IndexCastOp::create(at, loc, i64, parallel.getLowerBound()[0]);
   Value upper = arith::IndexCastOp::create(at, loc, i64, parallel.getUpperBound()[0]);
-  Value dynamic =
-      memref::CastOp::create(at, loc, MemRefType::get({ShapedType::kDynamic}, i64), table);
   func::CallOp::create(at, loc, kParallelForFunction, TypeRange{},
-                       ValueRange{site, lower, upper, dynamic});
+                       ValueRange{site, lower, upper, table});
   parallelLoops.push_back(FlatSymbolRefAttr::get(func));
   loop->erase();
 }

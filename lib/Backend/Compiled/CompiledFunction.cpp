@@ -39,7 +39,7 @@ struct CompiledFunction::Engine {
   std::unique_ptr<mlir::ExecutionEngine> engine;
   void (*entry)(void **) = nullptr;
   /// The packed wrappers of the threaded loop nests, by site
-  /// (kiln_parallel_loops).
+  /// (the module's kiln.parallel_loops).
   std::vector<void (*)(void **)> parallelLoops;
 };
 

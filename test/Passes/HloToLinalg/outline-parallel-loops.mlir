@@ -17,8 +17,8 @@
 // CHECK: func.func private @step_loop2(
 // CHECK-LABEL: func.func @step(
 // CHECK: %[[TABLE:.*]] = memref.alloca() : memref<15xi64>
-// CHECK: %[[SITE:.*]] = arith.constant 0 : i64
 // CHECK: %[[DYN:.*]] = memref.cast %[[TABLE]] : memref<15xi64> to memref<?xi64>
+// CHECK: %[[SITE:.*]] = arith.constant 0 : i64
 // CHECK: call @kiln_parallel_for(%[[SITE]], %{{.*}}, %{{.*}}, %[[DYN]]) : (i64, i64, i64, memref<?xi64>) -> ()
 // CHECK: call @step_loop1(
 // CHECK: call @step_loop2(
