@@ -175,6 +175,11 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
     bool layoutRefused = false;
     for (const CheckpointingChoice &checkpointing : options.checkpointing) {
       for (int64_t batch = 1; batch <= options.maxLocalBatchSize && !layoutRefused; batch *= 2) {
+        // A fixed global batch (training.global_batch_size) takes the local
+        // batches whose microbatches divide it; the rest accumulate.
+        int64_t global = base.training.globalBatchSize;
+        if (global != -1 && global % (batch * layout.dpReplicate * layout.dpShard))
+          continue;
         SearchCandidate candidate = layout;
         candidate.checkpointing = checkpointing;
         candidate.localBatchSize = batch;

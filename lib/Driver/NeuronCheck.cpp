@@ -284,7 +284,10 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   // One step of the CPU runtime on one rank, on the whole batch.
   TrainConfig cpu = config;
   cpu.parallelism = TrainConfig::Parallelism{};
-  cpu.training.localBatchSize = manifest["batch"]["global"].get<int64_t>();
+  // The same accumulation, over microbatches of the whole microbatch rows.
+  int64_t microbatches = manifest["batch"].value("microbatches", int64_t(1));
+  cpu.training.globalBatchSize = manifest["batch"]["global"].get<int64_t>();
+  cpu.training.localBatchSize = cpu.training.globalBatchSize / microbatches;
   cpu.training.seqLen = manifest["batch"]["seq_len"].get<int64_t>();
   cpu.explicitKeys.insert("training.local_batch_size");
   cpu.explicitKeys.insert("training.seq_len");
@@ -294,7 +297,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   if (cpu.data.tokensFile.empty())
     fail("check-hlo: data.tokens_file must name the token batch to evaluate");
   Tensor tokens = readTokenBatch(cpu.data.tokensFile);
-  InputsAndLabels io = splitInputsAndLabels(tokens);
+  std::vector<InputsAndLabels> io = splitMicrobatches(tokens, microbatches);
   Trainer trainer(cpu);
   TensorMap initial = trainer.parameters();
   StepMetrics metrics = trainer.step(tokens);
@@ -314,9 +317,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
     if (role == "param")
       whole = arrayOf(paramByKey(initial, name, wholeShape.empty() ? 0 : wholeShape[0]));
     else if (role == "input" && name == "input_ids")
-      whole = arrayOf(io.inputIds);
+      whole = arrayOf(io.at(p.value("microbatch", size_t(0))).inputIds);
     else if (role == "input" && name == "labels")
-      whole = arrayOf(io.labels);
+      whole = arrayOf(io.at(p.value("microbatch", size_t(0))).labels);
     else if (role == "state")
       whole = zeros(wholeShape, name == "step" ? xla::S64 : xla::F32);
     else

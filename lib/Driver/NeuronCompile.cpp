@@ -75,6 +75,8 @@ json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> 
         p["role"] = role.drop_front(5).str(); // "param", "state", "input"
         p["name"] = name = s.str();
       }
+    if (auto microbatch = step.getArgAttrOfType<IntegerAttr>(i, kMicrobatchAttr))
+      p["microbatch"] = microbatch.getInt();
     SmallVector<int64_t> whole(type.getShape());
     std::optional<Sharding> sharding;
     if (Attribute attr = step.getArgAttr(i, kShardingAttr)) {
@@ -359,9 +361,12 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
         {{"axis", axisNames[a]},
          {"size", grid[a]},
          {"replica_groups", hlo::gridReplicaGroups(grid, {int16_t(a)})}});
-  manifest["batch"] = {{"global", config.training.localBatchSize * layout.dataParallelDegree()},
-                       {"per_data_parallel_rank", config.training.localBatchSize},
-                       {"seq_len", seq}};
+  int64_t microbatches = config.training.microbatches(layout.dataParallelDegree());
+  manifest["batch"] = {
+      {"global", config.training.localBatchSize * layout.dataParallelDegree() * microbatches},
+      {"per_data_parallel_rank", config.training.localBatchSize},
+      {"microbatches", microbatches},
+      {"seq_len", seq}};
   manifest["parameters"] = describeParameters(step, loss, grid, axisNames);
   manifest["kernels"] = describeKernels(step);
   // Plain HLO runs a MoE layer's experts densely (LowerToHloMoe.cpp); the
@@ -491,11 +496,15 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
   double writeSeconds = secondsSince(t);
 
   fmt::print("compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {} x tp {}{}), "
-             "batch {} x seq {}\n",
+             "batch {} x seq {}{}\n",
              model.name, config.target.name, config.target.lnc, layout.worldSize(),
              layout.worldSize() > 1 ? "s" : "", layout.dpReplicate, layout.dpShard, layout.tp,
              layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
-             config.training.localBatchSize * layout.dataParallelDegree(), seq);
+             manifest["batch"]["global"].get<int64_t>(), seq,
+             microbatches > 1 ? fmt::format(" in {} microbatches of {}", microbatches,
+                                            config.training.localBatchSize *
+                                                layout.dataParallelDegree())
+                              : "");
   fmt::print("precision: {} parameters and matmuls; float32 master weights, optimizer state "
              "and gradient reductions (training.mixed_precision_param)\n",
              paramDtype);

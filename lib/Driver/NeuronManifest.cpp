@@ -138,7 +138,12 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
     fail("check-hlo: {}: the grid's sizes multiply to {}, not world_size {}", path, product,
          world);
   const json &batch = r.field(manifest, "batch", "batch");
-  r.positive(batch, "batch.global", "global");
+  int64_t globalBatch = r.positive(batch, "batch.global", "global");
+  int64_t microbatches =
+      batch.contains("microbatches") ? r.positive(batch, "batch.microbatches", "microbatches") : 1;
+  if (globalBatch % microbatches)
+    fail("check-hlo: {}: 'batch.global' ({}) is not a multiple of 'batch.microbatches' ({})",
+         path, globalBatch, microbatches);
   r.positive(batch, "batch.seq_len", "seq_len");
   std::string precision =
       r.string(r.field(manifest, "mixed_precision", "mixed_precision"), "mixed_precision.param",
@@ -163,7 +168,17 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
     if (role != "param" && role != "state" && role != "input" && role != "rank")
       fail("check-hlo: {}: '{}.role' must be param, state, input or rank, got '{}'", path, at,
            role);
-    if (!names.insert(role + ":" + name).second)
+    // A data input repeats once per microbatch (gradient accumulation).
+    int64_t microbatch = 0;
+    if (p.contains("microbatch")) {
+      if (role != "input" || !p["microbatch"].is_number_integer() ||
+          p["microbatch"].get<int64_t>() < 0 || p["microbatch"].get<int64_t>() >= microbatches)
+        fail("check-hlo: {}: '{}.microbatch' must be an integer in [0, batch.microbatches = {}) "
+             "on an input",
+             path, at, microbatches);
+      microbatch = p["microbatch"].get<int64_t>();
+    }
+    if (!names.insert(role + ":" + name + ":" + std::to_string(microbatch)).second)
       fail("check-hlo: {}: {} '{}' is listed twice", path, role, name);
     rankParams += role == "rank";
     const xla::ShapeProto &shape = program.parameters(int(i));

@@ -36,6 +36,7 @@ std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c,
   o->decayType = c.lrScheduler.decayType;
   o->minLrFactor = c.lrScheduler.minLrFactor;
   o->loadBalanceCoeff = model.loadBalanceCoeff;
+  o->microbatches = c.training.microbatches(layout ? layout->dataParallelDegree() : 1);
   if (!layout)
     return o;
   o->expertDispatch = layout->expertDispatch;

@@ -71,7 +71,8 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.model = model.name;
   setting.parameters = model.parameterCount();
   setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
-  setting.tokensPerStep = config.training.localBatchSize * layout.dataParallelDegree() * seq;
+  setting.tokensPerStep = config.training.localBatchSize * layout.dataParallelDegree() *
+                          config.training.microbatches(layout.dataParallelDegree()) * seq;
   setting.nodes = nodes;
   setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}", layout.dpReplicate,
                                layout.dpShard, layout.tp,

@@ -192,7 +192,8 @@ void restoreTrainCheckpoint(Trainer &trainer, const std::string &dir, const Trai
                             state.seqLen));
   if (state.globalBatchSize != batch)
     refuse(dir, fmt::format("the global batch (training.local_batch_size x data-parallel "
-                            "degree) is {} rows in this run, {} in the checkpoint's",
+                            "degree x microbatches, training.global_batch_size) is {} rows in "
+                            "this run, {} in the checkpoint's",
                             batch, state.globalBatchSize));
   std::shared_ptr<SafeTensorsFile> file =
       SafeTensorsFile::open((fs::path(dir) / kOptimizerStateFile).string());

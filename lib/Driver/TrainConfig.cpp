@@ -174,8 +174,13 @@ const std::vector<Field> &fields() {
 
       field("training", "steps", "optimizer steps to run",
             &C::training, &C::Training::steps, positive()),
-      field("training", "local_batch_size", "sequences per step on each data-parallel rank",
+      field("training", "local_batch_size", "sequences per microbatch on each data-parallel rank (a step without accumulation is one microbatch)",
             &C::training, &C::Training::localBatchSize, positive()),
+      field("training", "global_batch_size", "sequences per optimizer step over all data-parallel ranks; more than local_batch_size x the data-parallel degree accumulates gradients over microbatches (-1: no accumulation)",
+            &C::training, &C::Training::globalBatchSize,
+            Rule{"must be -1 or > 0", [](const json &v) {
+                   return v.get<int64_t>() == -1 || v.get<int64_t>() > 0;
+                 }}),
       field("training", "seq_len", "tokens per sequence",
             &C::training, &C::Training::seqLen, positive()),
       field("training", "max_norm", "gradient clipping: the global gradient norm's ceiling",
@@ -535,6 +540,20 @@ json TrainConfig::toJson() const {
   for (const auto &[key, value] : model.overrides.items())
     out["model"][key] = value;
   return out;
+}
+
+int64_t TrainConfig::Training::microbatches(int64_t dp) const {
+  if (globalBatchSize == -1)
+    return 1;
+  // Bounded before the product, which a fuzzed config could overflow.
+  int64_t perStep = localBatchSize <= globalBatchSize / std::max<int64_t>(dp, 1)
+                        ? localBatchSize * dp
+                        : 0;
+  if (perStep == 0 || globalBatchSize % perStep)
+    fail("training.global_batch_size = {} must be a multiple of training.local_batch_size = {} "
+         "x the data-parallel degree {} (dp_replicate x dp_shard)",
+         globalBatchSize, localBatchSize, dp);
+  return globalBatchSize / perStep;
 }
 
 std::vector<OverrideRule> TrainConfig::overrideRules() const {

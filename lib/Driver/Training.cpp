@@ -161,7 +161,9 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
   }
   layout_ = ParallelLayout::resolve(config.parallelism, model_, config.training.seqLen,
                                     world.size());
-  if (tokens && !config.explicitKeys.count("training.local_batch_size"))
+  // With global_batch_size set the file's rows are checked against it.
+  if (tokens && !config.explicitKeys.count("training.local_batch_size") &&
+      config.training.globalBatchSize == -1)
     config_.training.localBatchSize =
         layout_.batchRows(tokens->dim(0), 0, config.data.tokensFile).second;
   // Before the grid's first collective: ranks that resolved different runs
@@ -180,7 +182,7 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
   // names a target (to hold a CPU run to trn2's).
   pipeline_ = pipelineOptions(config, model_, &layout_, "float32", "cpu");
   pipeline_->log = execution_.rank == 0;
-  module_ = captureTrainingStep(context_, model_, {globalBatchSize(), config.training.seqLen},
+  module_ = captureTrainingStep(context_, model_, {microbatchSize(), config.training.seqLen},
                                 *pipeline_);
   loss_ = module_->lookupSymbol<func::FuncOp>("loss");
   lossGrad_ = module_->lookupSymbol<func::FuncOp>("loss_grad");
@@ -285,13 +287,19 @@ MemoryPlan Trainer::singleRankPlan() const {
       pipelineOptions(config_, model_, nullptr, "float32", "cpu");
   whole->log = false;
   OwningOpRef<ModuleOp> module =
-      captureTrainingStep(context, model_, {globalBatchSize(), config_.training.seqLen}, *whole);
+      captureTrainingStep(context, model_, {microbatchSize(), config_.training.seqLen}, *whole);
   return planMemory(module->lookupSymbol<func::FuncOp>("train_step"));
 }
 
-int64_t Trainer::globalBatchSize() const {
+int64_t Trainer::microbatchSize() const {
   return config_.training.localBatchSize * layout_.dataParallelDegree();
 }
+
+int64_t Trainer::microbatches() const {
+  return config_.training.microbatches(layout_.dataParallelDegree());
+}
+
+int64_t Trainer::globalBatchSize() const { return microbatchSize() * microbatches(); }
 
 
 /// Applies `step(tensor, axes, dim)` for every split dimension of @train_step
@@ -349,13 +357,14 @@ bool Trainer::anyRank(bool value) const {
 void Trainer::checkTokens(const Tensor &tokens) const {
   int64_t batch = globalBatchSize(), seq = config_.training.seqLen;
   if (tokens.rank() != 2 || tokens.dim(0) != batch || tokens.dim(1) != seq + 1)
-    fail("token batch {} does not match training.local_batch_size={}{} and "
+    fail("token batch {} does not match training.local_batch_size={}{}{} and "
          "training.seq_len={} (expected [{}, {}])",
          shapeToString(tokens.shape()), config_.training.localBatchSize,
          layout_.dataParallelDegree() > 1
              ? fmt::format(" x data-parallel degree {}", layout_.dataParallelDegree())
              : "",
-         seq, batch, seq + 1);
+         microbatches() > 1 ? fmt::format(" x {} microbatches", microbatches()) : "", seq,
+         batch, seq + 1);
   // The eager kernels refuse an id outside the vocabulary; compiled code
   // follows XLA, whose gather clamps it and whose one-hot misses it.
   if (compiled_) {
@@ -450,7 +459,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   checkTokens(tokens);
   std::vector<Tensor> args = std::move(state_);
   state_.clear();
-  bindInputs(signature_.inputs, tokens, args);
+  bindInputs(signature_.inputs, splitMicrobatches(tokens, microbatches()), args);
   for (const Signature::Slot &input : signature_.inputs)
     args[input.index] = localSlice(std::move(args[input.index]), input.index);
   ExecutionStats stats;
@@ -531,10 +540,10 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   return m;
 }
 
-void Trainer::bindInputs(ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
-                         std::vector<Tensor> &args) {
-  InputsAndLabels split = splitInputsAndLabels(tokens);
+void Trainer::bindInputs(ArrayRef<Signature::Slot> inputs,
+                         ArrayRef<InputsAndLabels> microbatches, std::vector<Tensor> &args) {
   for (const Signature::Slot &input : inputs) {
+    const InputsAndLabels &split = microbatches[input.microbatch];
     if (input.name == kInputIdsInput)
       args[input.index] = split.inputIds;
     else if (input.name == kLabelsInput)
@@ -551,14 +560,18 @@ void Trainer::checkState() const {
 }
 
 std::vector<Tensor> Trainer::argumentsOf(func::FuncOp fn, const TensorMap &params,
-                                         const Tensor &tokens) const {
-  checkTokens(tokens);
+                                         const InputsAndLabels &microbatch) const {
   Signature sig = *Signature::get(fn);
   std::vector<Tensor> args(fn.getNumArguments());
   for (const Signature::Slot &p : sig.params())
     args[p.index] = params.at(p.name);
-  bindInputs(sig.inputs(), tokens, args);
+  bindInputs(sig.inputs(), microbatch, args);
   return args;
+}
+
+std::vector<InputsAndLabels> Trainer::microbatchesOf(const Tensor &tokens) const {
+  checkTokens(tokens);
+  return splitMicrobatches(tokens, microbatches());
 }
 
 double Trainer::evaluate(const Tensor &tokens) { return evaluate(std::vector<Tensor>{tokens}); }
@@ -578,13 +591,17 @@ func::FuncOp Trainer::rankLoss() {
   return rankLoss_;
 }
 
+// @loss takes one microbatch: a batch's loss is the mean of its
+// microbatches' (each has as many positions).
 double Trainer::evaluate(const std::vector<Tensor> &batches) {
   double sum = 0;
+  double count = double(batches.size() * microbatches());
   if (!rankLoss()) {
     TensorMap params = parameterState();
     for (const Tensor &tokens : batches)
-      sum += *runFunction(loss_, argumentsOf(loss_, params, tokens)).at(0).data<float>();
-    return sum / double(batches.size());
+      for (const InputsAndLabels &microbatch : microbatchesOf(tokens))
+        sum += *runFunction(loss_, argumentsOf(loss_, params, microbatch)).at(0).data<float>();
+    return sum / count;
   }
   // This rank's slices of the weights (stored as @train_step stores them)
   // and its rows of each batch (split as @train_step's inputs are).
@@ -593,25 +610,39 @@ double Trainer::evaluate(const std::vector<Tensor> &batches) {
   std::vector<Tensor> args(rankLoss_.getNumArguments());
   for (const TrainStepSignature::Param &p : signature_.params)
     args[*sig.argument(kParamAttr, p.key)] = state_[p.arg];
-  for (const Tensor &tokens : batches) {
-    checkTokens(tokens);
-    std::vector<Tensor> inputs(trainStep_.getNumArguments());
-    bindInputs(signature_.inputs, tokens, inputs);
-    for (const Signature::Slot &input : signature_.inputs)
-      args[*sig.argument(kInputAttr, input.name)] =
-          localSlice(std::move(inputs[input.index]), input.index);
-    sum += *runFunction(rankLoss_, args, nullptr, execution_).at(0).data<float>();
-  }
-  return sum / double(batches.size());
+  for (const Tensor &tokens : batches)
+    for (const InputsAndLabels &microbatch : microbatchesOf(tokens)) {
+      // Split as @train_step's microbatch-0 inputs are.
+      std::vector<Tensor> inputs(trainStep_.getNumArguments());
+      for (const Signature::Slot &input : signature_.inputs)
+        if (input.microbatch == 0) {
+          bindInputs(input, microbatch, inputs);
+          args[*sig.argument(kInputAttr, input.name)] =
+              localSlice(std::move(inputs[input.index]), input.index);
+        }
+      sum += *runFunction(rankLoss_, args, nullptr, execution_).at(0).data<float>();
+    }
+  return sum / count;
 }
 
 TensorMap Trainer::gradients(const Tensor &tokens) {
-  std::vector<Tensor> results =
-      runFunction(lossGrad_, argumentsOf(lossGrad_, parameterState(), tokens));
-  TensorMap grads;
-  for (unsigned i = 0, e = lossGrad_.getNumResults(); i < e; ++i)
-    if (auto key = lossGrad_.getResultAttrOfType<StringAttr>(i, kGradAttr))
-      grads.emplace(key.str(), results[i]);
+  // The mean of the microbatches' gradients, as a step accumulates them.
+  TensorMap params = parameterState(), grads;
+  std::vector<InputsAndLabels> parts = microbatchesOf(tokens);
+  for (const InputsAndLabels &microbatch : parts) {
+    std::vector<Tensor> results = runFunction(lossGrad_, argumentsOf(lossGrad_, params, microbatch));
+    for (unsigned i = 0, e = lossGrad_.getNumResults(); i < e; ++i)
+      if (auto key = lossGrad_.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
+        auto [it, first] = grads.emplace(key.str(), results[i]);
+        float *sum = it->second.mutableData<float>();
+        const float *add = results[i].data<float>();
+        for (int64_t j = 0, n = first ? 0 : it->second.numel(); j < n; ++j)
+          sum[j] += add[j];
+      }
+  }
+  for (auto &[key, grad] : grads)
+    for (float &g : llvm::MutableArrayRef(grad.mutableData<float>(), grad.numel()))
+      g /= float(parts.size());
   return unstackTensors(grads);
 }
 

@@ -403,9 +403,14 @@ int runTrainingJob(const TrainConfig &config) {
                                          ": field 'data'");
   const int64_t steps = config.training.steps, first = resumed.step;
   const Qwen3Config &model = trainer.model();
-  fmt::print("kiln train: {} ({} parameters), batch {} x seq {}, {} steps\n", model.name,
+  fmt::print("kiln train: {} ({} parameters), batch {} x seq {}{}, {} steps\n", model.name,
              model.parameterCount(), trainer.config().training.localBatchSize,
-             trainer.config().training.seqLen, steps);
+             trainer.config().training.seqLen,
+             trainer.microbatches() > 1
+                 ? fmt::format(" (global batch {}: {} microbatches accumulated per step)",
+                               trainer.globalBatchSize(), trainer.microbatches())
+                 : "",
+             steps);
   if (leader && config.lrScheduler.warmupSteps > steps)
     fmt::print(stderr, "warning: lr_scheduler.warmup_steps = {} is more than training.steps = {}: "
                        "the learning rate warms up over the whole run, reaching optimizer.lr "

@@ -98,6 +98,7 @@ void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   optimizer.decayType = o.decayType;
   optimizer.minLrFactor = o.minLrFactor;
   optimizer.loadBalanceCoeff = o.loadBalanceCoeff;
+  optimizer.microbatches = o.microbatches;
   pm.addPass(createOptimizer(optimizer));
   buildPartitionPipeline(pm, o, "train_step");
 }
@@ -231,6 +232,8 @@ std::string KilnPipelineOptions::invalidOption() const {
         oneOf("reshard-after-forward", reshardAfterForward, {"default", "always", "never"})})
     if (!problem.empty())
       return problem;
+  if (microbatches < 1)
+    return fmt::format("microbatches={}: must be >= 1", int64_t(microbatches));
   for (auto [name, steps] : {std::pair<const char *, int64_t>{"warmup-steps", warmupSteps},
                              {"stable-steps", stableSteps},
                              {"decay-steps", decaySteps}})

@@ -146,6 +146,12 @@ MemoryPlan planMemory(func::FuncOp fn, const ValuePrecision *precision, size_t c
     for (unsigned id : step.released)
       release(id);
   }
+  // Microbatches run one after another: the activation memory is one's.
+  int64_t microbatches = 1;
+  for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+    if (auto m = fn.getArgAttrOfType<IntegerAttr>(i, kMicrobatchAttr))
+      microbatches = std::max(microbatches, m.getInt() + 1);
+  plan.savedActivationBytes /= microbatches;
   for (Value gradient : gradients)
     plan.gradientBytes += precision ? precision->bytes(gradient) : tensorBytes(gradient.getType());
 

@@ -4,6 +4,8 @@
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 Tensor readTokenBatch(const std::string &path) {
@@ -33,21 +35,39 @@ Tensor readTokenBatch(const std::string &path) {
   return tokens;
 }
 
-InputsAndLabels splitInputsAndLabels(const Tensor &tokens) {
-  if (tokens.rank() != 2 || tokens.dim(1) < 2)
-    fail("a token batch must be [batch, seq + 1] with seq >= 1, got {}",
-         shapeToString(tokens.shape()));
-  int64_t batch = tokens.dim(0), seq = tokens.dim(1) - 1;
+namespace {
+/// Inputs and labels of `count` rows of `tokens` from row `first`.
+InputsAndLabels splitRows(const Tensor &tokens, int64_t first, int64_t count) {
+  int64_t seq = tokens.dim(1) - 1;
   size_t elt = dtypeSize(tokens.dtype());
-  Tensor inputs = Tensor::uninitialized(tokens.dtype(), {batch, seq});
-  Tensor labels = Tensor::uninitialized(tokens.dtype(), {batch, seq});
+  Tensor inputs = Tensor::uninitialized(tokens.dtype(), {count, seq});
+  Tensor labels = Tensor::uninitialized(tokens.dtype(), {count, seq});
   auto *src = static_cast<const char *>(tokens.rawData());
-  for (int64_t b = 0; b < batch; ++b) {
-    const char *row = src + b * (seq + 1) * elt;
+  for (int64_t b = 0; b < count; ++b) {
+    const char *row = src + (first + b) * (seq + 1) * elt;
     std::copy_n(row, seq * elt, inputs.mutableData<char>() + b * seq * elt);
     std::copy_n(row + elt, seq * elt, labels.mutableData<char>() + b * seq * elt);
   }
   return {inputs, labels};
+}
+} // namespace
+
+InputsAndLabels splitInputsAndLabels(const Tensor &tokens) {
+  return splitMicrobatches(tokens, 1).front();
+}
+
+std::vector<InputsAndLabels> splitMicrobatches(const Tensor &tokens, int64_t microbatches) {
+  if (tokens.rank() != 2 || tokens.dim(1) < 2)
+    fail("a token batch must be [batch, seq + 1] with seq >= 1, got {}",
+         shapeToString(tokens.shape()));
+  if (microbatches < 1 || tokens.dim(0) % microbatches)
+    fail("a token batch of {} rows does not split into {} microbatches", tokens.dim(0),
+         microbatches);
+  std::vector<InputsAndLabels> split;
+  for (int64_t m = 0; m < microbatches; ++m)
+    split.push_back(splitRows(tokens, m * (tokens.dim(0) / microbatches),
+                              tokens.dim(0) / microbatches));
+  return split;
 }
 
 } // namespace kiln

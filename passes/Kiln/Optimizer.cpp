@@ -50,6 +50,11 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return fail("decay-type must be linear, sqrt or cosine, got '" + decayType + "'");
     if (!(loadBalanceCoeff >= 0) || !std::isfinite(double(loadBalanceCoeff)))
       return fail("load-balance-coeff must be a finite number >= 0");
+    if (microbatches < 1)
+      return fail("microbatches must be at least 1, got " + std::to_string(microbatches));
+    if (microbatches > 1 && loadBalanceCoeff > 0)
+      return fail("microbatches > 1 with load-balance-coeff > 0 is not built yet: the expert "
+                  "bias update would need the load of every microbatch");
     return success();
   }
 
@@ -88,7 +93,7 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return argTypes.size() - 1;
     };
     auto typeOf = [&](const Signature::Slot &slot) { return grad.getArgumentTypes()[slot.index]; };
-    SmallVector<size_t> paramArgs, expAvgArgs, expAvgSqArgs, inputArgs;
+    SmallVector<size_t> paramArgs, expAvgArgs, expAvgSqArgs;
     for (const Signature::Slot &p : sig->params())
       paramArgs.push_back(addArg(typeOf(p), tag(kParamAttr, p.name)));
     size_t stepArg = addArg(RankedTensorType::get({}, b.getI64Type()), tag(kStateAttr, kStepState));
@@ -96,8 +101,15 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       expAvgArgs.push_back(addArg(typeOf(p), tag(kStateAttr, expAvgName(p.name))));
     for (const Signature::Slot &p : sig->params())
       expAvgSqArgs.push_back(addArg(typeOf(p), tag(kStateAttr, expAvgSqName(p.name))));
-    for (const Signature::Slot &input : sig->inputs())
-      inputArgs.push_back(addArg(typeOf(input), grad.getArgAttrDict(input.index)));
+    // One copy of the data inputs per microbatch, microbatch-major.
+    SmallVector<SmallVector<size_t>> inputArgs(microbatches);
+    for (int64_t m = 0; m < microbatches; ++m)
+      for (const Signature::Slot &input : sig->inputs()) {
+        NamedAttrList attrs(grad.getArgAttrDict(input.index));
+        if (microbatches > 1)
+          attrs.set(kMicrobatchAttr, b.getI64IntegerAttr(m));
+        inputArgs[m].push_back(addArg(typeOf(input), attrs.getDictionary(b.getContext())));
+      }
     // Aux-loss-free balancing: an expert bias per router of the forward.
     SmallVector<RouterOp> routers;
     SmallVector<size_t> biasArgs;
@@ -119,15 +131,53 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     Block *entry = train.addEntryBlock();
     auto arg = [&](size_t index) { return entry->getArgument(index); };
 
-    // Inline the loss and gradients.
-    IRMapping mapping;
-    for (auto [p, index] : llvm::zip(sig->params(), paramArgs))
-      mapping.map(grad.getArgument(p.index), arg(index));
-    for (auto [input, index] : llvm::zip(sig->inputs(), inputArgs))
-      mapping.map(grad.getArgument(input.index), arg(index));
+    // Inline the loss and gradients, once per microbatch; each microbatch's
+    // loss, metrics and gradients are added to the running sums right away,
+    // so its activations and gradients die before the next one starts.
     b.setInsertionPointToStart(entry);
-    for (Operation &op : grad.getBody().front().without_terminator())
-      b.clone(op, mapping);
+    auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
+    SmallVector<Signature::Slot> metrics = metricOutputs(grad);
+    IRMapping mapping;
+    Value loss;
+    SmallVector<Value> grads, metricValues;
+    for (int64_t m = 0; m < microbatches; ++m) {
+      mapping.clear();
+      for (auto [p, index] : llvm::zip(sig->params(), paramArgs))
+        mapping.map(grad.getArgument(p.index), arg(index));
+      for (auto [input, index] : llvm::zip(sig->inputs(), inputArgs[m]))
+        mapping.map(grad.getArgument(input.index), arg(index));
+      for (Operation &op : grad.getBody().front().without_terminator())
+        b.clone(op, mapping);
+      auto accumulate = [&](Value &sum, Value value, StringRef fqn, bool gradient) {
+        if (m == 0) {
+          sum = value;
+          return;
+        }
+        auto add = AddOp::create(b, grad.getLoc(), sum, value,
+                                 b.getStringAttr("optimizer.accumulate." + fqn));
+        if (gradient)
+          add->setAttr(kAccumulateAttr, b.getUnitAttr());
+        sum = add;
+      };
+      accumulate(loss, mapping.lookup(gradReturn.getOperand(*lossResult)), kLossOutput, false);
+      grads.resize(gradResults.size());
+      for (auto [i, r] : llvm::enumerate(gradResults))
+        accumulate(grads[i], mapping.lookup(gradReturn.getOperand(r)), sig->params()[i].name,
+                   true);
+      metricValues.resize(metrics.size());
+      for (auto [value, metric] : llvm::zip(metricValues, metrics))
+        accumulate(value, mapping.lookup(gradReturn.getOperand(metric.index)), metric.name, false);
+    }
+    // Sums of N microbatches' means to the mean over the step (scalars only).
+    auto mean = [&](Value sum, StringRef fqn) -> Value {
+      if (microbatches == 1)
+        return sum;
+      return ScaleOp::create(b, grad.getLoc(), sum, b.getF64FloatAttr(1.0 / double(microbatches)),
+                             b.getStringAttr("optimizer.mean." + fqn));
+    };
+    loss = mean(loss, kLossOutput);
+    for (auto [value, metric] : llvm::zip(metricValues, metrics))
+      value = mean(value, metric.name);
     SmallVector<Value> newBiases;
     for (auto [router, index] : llvm::zip(routers, biasArgs)) {
       auto routed = cast<RouterOp>(mapping.lookup(router.getWeights()).getDefiningOp());
@@ -137,19 +187,18 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
                                                      b.getF64FloatAttr(loadBalanceCoeff),
                                                      routed.getFqnAttr()));
     }
-    auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
-    Value loss = mapping.lookup(gradReturn.getOperand(*lossResult));
-    SmallVector<Value> grads;
-    for (unsigned r : gradResults)
-      grads.push_back(mapping.lookup(gradReturn.getOperand(r)));
 
-    // Clip by total norm, schedule the rate, update every parameter.
+    // Clip by total norm, schedule the rate, update every parameter. With
+    // microbatches the gradients are sums: the norm and the coefficient the
+    // update multiplies them by carry the 1/N.
     Location loc = grad.getLoc();
     Value step = arg(stepArg);
-    Value norm = GlobalNormOp::create(b, loc, grads, b.getStringAttr("optimizer.grad_norm"),
-                                      UnitAttr());
-    Value coef = ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
-                                    b.getStringAttr("optimizer.clip_grad_norm"));
+    Value norm = mean(GlobalNormOp::create(b, loc, grads, b.getStringAttr("optimizer.grad_norm"),
+                                           UnitAttr()),
+                      kGradNormOutput);
+    Value coef = mean(ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
+                                         b.getStringAttr("optimizer.clip_grad_norm")),
+                      "clip_grad_norm");
     Value rate = LrScheduleOp::create(
         b, loc, step, b.getF64FloatAttr(lr), b.getI64IntegerAttr(warmupSteps),
         b.getI64IntegerAttr(stableSteps), b.getI64IntegerAttr(decaySteps),
@@ -183,8 +232,8 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     results.append({loss, norm});
     resultAttrs.push_back(tag(kOutputAttr, kLossOutput));
     resultAttrs.push_back(tag(kOutputAttr, kGradNormOutput));
-    for (const Signature::Slot &metric : metricOutputs(grad)) {
-      results.push_back(mapping.lookup(gradReturn.getOperand(metric.index)));
+    for (auto [value, metric] : llvm::zip(metricValues, metrics)) {
+      results.push_back(value);
       resultAttrs.push_back(tag(kOutputAttr, metric.name));
     }
     func::ReturnOp::create(b, loc, results);

@@ -320,9 +320,19 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       visible[arg] = params.contains(arg) ? compute[arg] : storage[arg];
 
     // Partial gradients resolve into the layout their update needs.
+    // Each microbatch's gradient takes it too, before it is accumulated.
     DenseMap<Value, Sharding> target;
-    for (auto adamw : body.getOps<AdamWOp>())
-      target[adamw.getGrad()] = storage.lookup(adamw.getParam());
+    for (auto adamw : body.getOps<AdamWOp>()) {
+      Sharding stored = storage.lookup(adamw.getParam());
+      for (Value grad = adamw.getGrad();;) {
+        target[grad] = stored;
+        auto sum = grad.getDefiningOp<AddOp>();
+        if (!sum || !sum->hasAttr(kAccumulateAttr))
+          break;
+        target[sum.getRhs()] = stored;
+        grad = sum.getLhs();
+      }
+    }
     // Sequence parallelism: the residual stream, from the token embedding
     // on, is split on its sequence dimension over tp; norms and residual
     // adds follow it, colwise linears gather it, rowwise ones scatter into it.
@@ -481,7 +491,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
           });
           bool oneReader = result.hasOneUse() &&
                            isa<ShardingRuleOpInterface>(*result.getUsers().begin());
-          if ((!onlySums && !oneReader) || result.use_empty())
+          // A norm's pending part is a sum of squares, which only the norm
+          // itself can resolve (kiln-partition adds them before the root):
+          // no reader may take it as a plain sum (gradient accumulation's
+          // mean scales the norm).
+          if (isa<GlobalNormOp>(op) || (!onlySums && !oneReader) || result.use_empty())
             s.partial.clear();
         }
         visible[result] = s;

@@ -96,11 +96,31 @@ TEST(TrainConfig, DefaultsMatchTorchtitan) {
   EXPECT_EQ(c.debug.saveGrads, "");
 }
 
+// training.global_batch_size: microbatches of local_batch_size x dp rows.
+TEST(TrainConfig, GlobalBatchSizeGivesMicrobatches) {
+  TrainConfig c = withOverrides({"--training.local_batch_size=2"});
+  EXPECT_EQ(c.training.microbatches(4), 1); // -1: one microbatch
+  c = withOverrides({"--training.local_batch_size=2", "--training.global_batch_size=24"});
+  EXPECT_EQ(c.training.microbatches(1), 12);
+  EXPECT_EQ(c.training.microbatches(4), 3);
+  EXPECT_EQ(c.training.microbatches(12), 1);
+  expectError([&] { c.training.microbatches(8); },
+              {"training.global_batch_size = 24 must be a multiple of training.local_batch_size "
+               "= 2 x the data-parallel degree 8"});
+  // Smaller than one microbatch, and a product that would overflow.
+  expectError([&] { c.training.microbatches(24); }, {"must be a multiple"});
+  c = withOverrides({"--training.local_batch_size=4611686018427387904",
+                     "--training.global_batch_size=8"});
+  expectError([&] { c.training.microbatches(4); }, {"must be a multiple"});
+  expectError([] { withOverrides({"--training.global_batch_size=-2"}); },
+              {"'training.global_batch_size' must be -1 or > 0, got -2"});
+}
+
 TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
   TrainConfig c = withOverrides({});
   json expected = json::parse(R"({
     "model": {"hf_path": "", "flavor": "qwen3-0.6b"},
-    "training": {"steps": 10000, "local_batch_size": 8, "seq_len": 2048,
+    "training": {"steps": 10000, "local_batch_size": 8, "global_batch_size": -1, "seq_len": 2048,
                  "max_norm": 1.0, "seed": 0, "mixed_precision_param": "",
                  "mixed_precision_reduce": "float32"},
     "optimizer": {"name": "AdamW", "lr": 0.0008, "betas": [0.9, 0.95],

@@ -47,6 +47,13 @@ struct TrainConfig {
   struct Training {
     int64_t steps = 10000;
     int64_t localBatchSize = 8;
+    /// Sequences per optimizer step over all data-parallel ranks; -1: one
+    /// microbatch (local_batch_size x the data-parallel degree).
+    int64_t globalBatchSize = -1;
+    /// Microbatches whose gradients a step accumulates under a data-parallel
+    /// degree `dp`: global_batch_size / (local_batch_size x dp). Throws
+    /// kiln::Error naming the three numbers when that does not divide.
+    int64_t microbatches(int64_t dp) const;
     int64_t seqLen = 2048;
     double maxNorm = 1.0; ///< gradient-norm clipping threshold
     int64_t seed = 0;

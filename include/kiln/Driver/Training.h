@@ -21,6 +21,7 @@
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Runtime/SafeTensors.h"
+#include "kiln/Runtime/TokenBatch.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -129,8 +130,12 @@ public:
 
   const ParallelLayout &layout() const { return layout_; }
   /// Rows of the token batches `step` takes: local_batch_size per
-  /// data-parallel rank.
+  /// data-parallel rank and microbatch (training.global_batch_size).
   int64_t globalBatchSize() const;
+  /// Microbatches a step accumulates gradients over, and the rows of each
+  /// (local_batch_size x the data-parallel degree: the captured batch).
+  int64_t microbatches() const;
+  int64_t microbatchSize() const;
   /// The memory plan of the whole (unpartitioned) step on one rank, for
   /// comparison with the per-rank plan.
   MemoryPlan singleRankPlan() const;
@@ -178,12 +183,15 @@ private:
   template <typename StepFn> Tensor overSplitDims(Tensor t, unsigned arg, StepFn step) const;
   /// Calls `fn(name, arg)` for each optimizer-state argument of @train_step.
   template <typename Fn> void forEachOptimizerState(Fn fn) const;
-  /// Fills the input slots of `args` from a token window [b, s+1].
-  static void bindInputs(llvm::ArrayRef<Signature::Slot> inputs, const Tensor &tokens,
-                         std::vector<Tensor> &args);
-  /// Arguments of @loss or @loss_grad: the whole weights `params` and the inputs.
+  /// Fills the input slots of `args`, each from its microbatch's rows.
+  static void bindInputs(llvm::ArrayRef<Signature::Slot> inputs,
+                         llvm::ArrayRef<InputsAndLabels> microbatches, std::vector<Tensor> &args);
+  /// A step's token batch [global batch, s+1], checked, as its microbatches.
+  std::vector<InputsAndLabels> microbatchesOf(const Tensor &tokens) const;
+  /// Arguments of @loss or @loss_grad: the whole weights `params` and one
+  /// microbatch.
   std::vector<Tensor> argumentsOf(mlir::func::FuncOp fn, const TensorMap &params,
-                                  const Tensor &tokens) const;
+                                  const InputsAndLabels &microbatch) const;
 
   TrainConfig config_;
   Qwen3Config model_;

@@ -97,6 +97,9 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
                              llvm::cl::desc("lr_scheduler.min_lr_factor")};
   Option<double> loadBalanceCoeff{*this, "load-balance-coeff", llvm::cl::init(0.0),
                                   llvm::cl::desc("the model's expert-bias step (0: off)")};
+  Option<int64_t> microbatches{
+      *this, "microbatches", llvm::cl::init(1),
+      llvm::cl::desc("microbatches one update accumulates (training.global_batch_size)")};
 
   // kiln-lower-to-hlo.
   Option<bool> cpuKernelCalls{

@@ -50,7 +50,8 @@ struct MemoryPlan {
   /// activations saved for the backward plus gradients in flight.
   int64_t peakIntermediateBytes = 0;
   /// Bytes of the forward results the backward reads (tagged kiln.saved by
-  /// kiln-autodiff), each buffer counted once: the activation memory.
+  /// kiln-autodiff), each buffer counted once: the activation memory (of
+  /// one microbatch, when the step accumulates gradients).
   int64_t savedActivationBytes = 0;
 
   /// The live bytes at the first point the peak is reached, by category

@@ -5,6 +5,7 @@
 #include "kiln/Runtime/Tensor.h"
 
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -21,6 +22,10 @@ struct InputsAndLabels {
   Tensor inputIds, labels;
 };
 InputsAndLabels splitInputsAndLabels(const Tensor &tokens);
+/// The same for each of `microbatches` consecutive blocks of rows (gradient
+/// accumulation: microbatch m is rows [m * b, (m + 1) * b) of the step's
+/// batch, b = batch / microbatches). Throws kiln::Error if they do not divide.
+std::vector<InputsAndLabels> splitMicrobatches(const Tensor &tokens, int64_t microbatches);
 
 } // namespace kiln
 

@@ -10,6 +10,7 @@
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/StateAliases.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -405,13 +406,18 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
 }
 
 /// The name an argument or result has in the manifest (a Hugging Face key,
-/// an optimizer state, an input, the rank; an output), "" without one.
+/// an optimizer state, an input, the rank; an output), "" without one. A
+/// data input of an accumulating step names its microbatch
+/// ("input_ids.microbatch1"): NEFF names are unique.
 std::string tensorName(DictionaryAttr attrs) {
   if (!attrs)
     return "";
   for (const char *key : {"kiln.param", "kiln.state", "kiln.input", "kiln.rank", "kiln.output"})
-    if (auto s = attrs.getAs<StringAttr>(key))
+    if (auto s = attrs.getAs<StringAttr>(key)) {
+      if (auto microbatch = attrs.getAs<IntegerAttr>(kMicrobatchAttr))
+        return s.str() + ".microbatch" + std::to_string(microbatch.getInt());
       return s.str();
+    }
   return "";
 }
 

@@ -367,6 +367,45 @@ func.func @recomputed_not_unit(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
 
 // -----
 
+// A data input repeats once per microbatch (gradient accumulation), never
+// twice in one.
+func.func @microbatch_inputs(%a: tensor<2xi64> {kiln.input = "input_ids", kiln.microbatch = 0 : i64},
+                             %b: tensor<2xi64> {kiln.input = "input_ids", kiln.microbatch = 1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #1: 'kiln.input' "input_ids" repeats argument #0}}
+func.func @microbatch_twice(%a: tensor<2xi64> {kiln.input = "input_ids", kiln.microbatch = 1 : i64},
+                            %b: tensor<2xi64> {kiln.input = "input_ids", kiln.microbatch = 1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'kiln.microbatch' must be an i64 >= 0 on a function argument tagged 'kiln.input'}}
+func.func @microbatch_of_param(%a: tensor<2xf32> {kiln.param = "w", kiln.microbatch = 1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'kiln.microbatch' must be an i64 >= 0}}
+func.func @microbatch_negative(%a: tensor<2xi64> {kiln.input = "labels", kiln.microbatch = -1 : i64}) {
+  return
+}
+
+// -----
+
+func.func @accumulate_not_add(%x: tensor<2xf32>) {
+  // expected-error@+1 {{'kiln.accumulate' must be a unit attribute on a kiln.add}}
+  %0 = kiln.scale %x {factor = 2.0 : f64, fqn = "x", kiln.accumulate} : (tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
 func.func @unknown_kiln_attribute(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
   // expected-error@+1 {{unknown kiln attribute 'kiln.savd'}}
   %0 = kiln.add %x, %y {fqn = "h", kiln.savd = array<i64: 0>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>

@@ -1,6 +1,8 @@
 // RUN: kiln-opt %s --kiln-autodiff --kiln-optimizer="load-balance-coeff=0.001" | FileCheck %s
 // RUN: kiln-opt %s --kiln-autodiff --kiln-optimizer | FileCheck %s --check-prefix=OFF
 // RUN: not kiln-opt %s --kiln-autodiff --kiln-optimizer="load-balance-coeff=-1" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: kiln-opt %s --kiln-autodiff --kiln-optimizer="microbatches=2" | FileCheck %s --check-prefix=ACCUM
+// RUN: not kiln-opt %s --kiln-autodiff --kiln-optimizer="microbatches=2 load-balance-coeff=0.001" 2>&1 | FileCheck %s --check-prefix=ACCUM-BIAS
 
 // A MoE layer with the router's aux loss. kiln-optimizer carries the aux
 // loss metric to @train_step, and with load-balance-coeff adds torchtitan's
@@ -26,6 +28,16 @@
 // OFF-NOT: expert_bias
 
 // BAD: kiln-optimizer: load-balance-coeff must be a finite number >= 0
+
+// With gradient accumulation the aux loss, like the loss, is the mean of the
+// microbatches' values.
+// ACCUM-LABEL: func.func @train_step(
+// ACCUM: %[[AUX0:[0-9]+]] = kiln.load_balancing_loss %
+// ACCUM: %[[AUX1:[0-9]+]] = kiln.load_balancing_loss %
+// ACCUM: %[[SUM:.*]] = kiln.add %[[AUX0]], %[[AUX1]] {fqn = "optimizer.accumulate.aux_loss"}
+// ACCUM: %[[MEAN:.*]] = kiln.scale %[[SUM]] {factor = 5.000000e-01 : f64, fqn = "optimizer.mean.aux_loss"}
+// ACCUM: return {{.*}}, %[[MEAN]] :
+// ACCUM-BIAS: kiln-optimizer: microbatches > 1 with load-balance-coeff > 0 is not built yet
 
 module {
   func.func @loss(%x: tensor<1x2x8xf32> {kiln.input = "input_ids"},

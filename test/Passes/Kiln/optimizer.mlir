@@ -1,4 +1,6 @@
 // RUN: kiln-opt %s --kiln-optimizer="lr=0.001 beta1=0.8 beta2=0.99 eps=1e-6 weight-decay=0.05 max-norm=0.5 warmup-steps=3 stable-steps=4 decay-steps=5 decay-type=cosine min-lr-factor=0.1" --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: kiln-opt %s --kiln-optimizer="microbatches=3" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=ACCUM
+// RUN: not kiln-opt %s --kiln-optimizer="microbatches=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=ZERO
 
 // A loss and its gradients (as kiln-autodiff leaves them) for two parameters.
 func.func @loss_grad(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
@@ -46,6 +48,44 @@ func.func @loss_grad(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
 // CHECK: %[[NP1:[a-z_0-9]+]], %[[NM1:[a-z_0-9]+]], %[[NV1:[a-z_0-9]+]] = kiln.adamw %[[P1]], %[[DW]], %[[M1]], %[[V1]], %[[STEP]], %[[LR]], %[[COEF]] {{.*}}fqn = "norm"
 // CHECK: %[[NEXT:[0-9]+]] = kiln.next_step %[[STEP]] {fqn = "optimizer.step"}
 // CHECK: return %[[NP0]], %[[NP1]], %[[NEXT]], %[[NM0]], %[[NM1]], %[[NV0]], %[[NV1]], %[[LOSS]], %[[NORM]]
+
+// Gradient accumulation over 3 microbatches: one copy of the inputs per
+// microbatch, the body once on each in turn, each microbatch's gradient
+// added to the running sum before the next starts; the 1/3 lands on the
+// loss, the norm and the coefficient kiln.adamw scales the gradient by.
+// ACCUM-LABEL: func.func @train_step(
+// ACCUM-SAME: %[[P0:[a-z0-9]+]]: tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"},
+// ACCUM-SAME: %[[IDS0:[a-z0-9]+]]: tensor<1x2xi64> {kiln.input = "input_ids", kiln.microbatch = 0 : i64},
+// ACCUM-SAME: %{{[a-z0-9]+}}: tensor<1x2xi64> {kiln.input = "labels", kiln.microbatch = 0 : i64},
+// ACCUM-SAME: %[[IDS1:[a-z0-9]+]]: tensor<1x2xi64> {kiln.input = "input_ids", kiln.microbatch = 1 : i64},
+// ACCUM-SAME: %{{[a-z0-9]+}}: tensor<1x2xi64> {kiln.input = "labels", kiln.microbatch = 1 : i64},
+// ACCUM-SAME: %[[IDS2:[a-z0-9]+]]: tensor<1x2xi64> {kiln.input = "input_ids", kiln.microbatch = 2 : i64},
+// ACCUM-SAME: %{{[a-z0-9]+}}: tensor<1x2xi64> {kiln.input = "labels", kiln.microbatch = 2 : i64})
+// ACCUM: kiln.embedding %[[P0]], %[[IDS0]]
+// ACCUM: %[[L0:[0-9]+]] = kiln.cross_entropy
+// ACCUM: %{{[a-z_0-9]+}}, %[[DW0:[a-z_0-9]+]] = kiln.rms_norm_backward
+// ACCUM: %[[DT0:[0-9]+]] = kiln.add {{.*}}fqn = "tok_embeddings.grad_accum"
+// ACCUM-NOT: kiln.embedding %[[P0]], %[[IDS2]]
+// ACCUM: kiln.embedding %[[P0]], %[[IDS1]]
+// ACCUM: %[[L1:[0-9]+]] = kiln.cross_entropy
+// ACCUM: %{{[a-z_0-9]+}}, %[[DW1:[a-z_0-9]+]] = kiln.rms_norm_backward
+// ACCUM: %[[DT1:[0-9]+]] = kiln.add {{.*}}fqn = "tok_embeddings.grad_accum"
+// ACCUM: %[[LS1:[0-9]+]] = kiln.add %[[L0]], %[[L1]] {fqn = "optimizer.accumulate.loss"}
+// ACCUM: %[[DTS1:[0-9]+]] = kiln.add %[[DT0]], %[[DT1]] {fqn = "optimizer.accumulate.model.embed_tokens.weight", kiln.accumulate}
+// ACCUM: %[[DWS1:[0-9]+]] = kiln.add %[[DW0]], %[[DW1]] {fqn = "optimizer.accumulate.model.norm.weight", kiln.accumulate}
+// ACCUM: kiln.embedding %[[P0]], %[[IDS2]]
+// ACCUM: %[[L2:[0-9]+]] = kiln.cross_entropy
+// ACCUM: %[[LS2:[0-9]+]] = kiln.add %[[LS1]], %[[L2]] {fqn = "optimizer.accumulate.loss"}
+// ACCUM: %[[DTS2:[0-9]+]] = kiln.add %[[DTS1]], {{.*}}fqn = "optimizer.accumulate.model.embed_tokens.weight"
+// ACCUM: %[[DWS2:[0-9]+]] = kiln.add %[[DWS1]], {{.*}}fqn = "optimizer.accumulate.model.norm.weight"
+// ACCUM: %[[LOSS:[0-9]+]] = kiln.scale %[[LS2]] {factor = 0.33333333333333331 : f64, fqn = "optimizer.mean.loss"}
+// ACCUM: %[[SUMNORM:[0-9]+]] = kiln.global_norm %[[DTS2]], %[[DWS2]]
+// ACCUM: %[[NORM:[0-9]+]] = kiln.scale %[[SUMNORM]] {factor = 0.33333333333333331 : f64, fqn = "optimizer.mean.grad_norm"}
+// ACCUM: %[[CLIP:[0-9]+]] = kiln.clip_coef %[[NORM]]
+// ACCUM: %[[COEF:[0-9]+]] = kiln.scale %[[CLIP]] {factor = 0.33333333333333331 : f64, fqn = "optimizer.mean.clip_grad_norm"}
+// ACCUM: kiln.adamw %[[P0]], %[[DTS2]], {{.*}}, %[[COEF]] {
+// ACCUM: return {{.*}}, %[[LOSS]], %[[NORM]] :
+// ZERO: kiln-optimizer: microbatches must be at least 1, got 0
 
 // -----
 

@@ -4,6 +4,7 @@
 // summed across ranks.
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" --kiln-partition | FileCheck %s
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" --kiln-partition="reshard-after-forward=never" | FileCheck %s --check-prefix=NEVER
+// RUN: kiln-opt %s --kiln-training="microbatches=2" --kiln-shard="dp-shard=2" --kiln-partition | FileCheck %s --check-prefix=ACCUM
 // RUN: not kiln-opt %s --kiln-training --kiln-partition 2>&1 | FileCheck %s --check-prefix=BARE
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="dp-shard=2" --kiln-partition --kiln-partition 2>&1 | FileCheck %s --check-prefix=BARE
 
@@ -66,5 +67,26 @@ func.func @loss(%ids: tensor<4x3xi64> {kiln.input = "input_ids"},
 // NEVER-COUNT-3: shard.all_gather
 // NEVER-NOT: shard.all_gather
 // NEVER: return
+
+// Gradient accumulation over 2 microbatches: as FSDP2 does, each
+// microbatch's gradients are reduce-scattered as they are made, and the
+// accumulators are the parameters' shards.
+// ACCUM-LABEL: func.func @train_step(
+// ACCUM-SAME: tensor<2x3xi64> {kiln.input = "input_ids", kiln.microbatch = 0 : i64
+// ACCUM-SAME: tensor<2x3xi64> {kiln.input = "input_ids", kiln.microbatch = 1 : i64
+// ACCUM: %[[L0:.*]] = kiln.cross_entropy {{.*}}total_positions = 12 : i64
+// ACCUM: %[[N0:.*]] = shard.reduce_scatter %{{.*}} : tensor<8xf32> -> tensor<4xf32>
+// ACCUM: %[[W0:.*]] = shard.reduce_scatter %{{.*}} : tensor<8x8xf32> -> tensor<4x8xf32>
+// ACCUM: %[[T0:.*]] = shard.reduce_scatter %{{.*}} : tensor<16x8xf32> -> tensor<8x8xf32>
+// ACCUM: %[[L1:.*]] = kiln.cross_entropy {{.*}}total_positions = 12 : i64
+// ACCUM: %[[N1:.*]] = shard.reduce_scatter %{{.*}} : tensor<8xf32> -> tensor<4xf32>
+// ACCUM: %[[W1:.*]] = shard.reduce_scatter %{{.*}} : tensor<8x8xf32> -> tensor<4x8xf32>
+// ACCUM: %[[T1:.*]] = shard.reduce_scatter %{{.*}} : tensor<16x8xf32> -> tensor<8x8xf32>
+// ACCUM: %[[T:.*]] = kiln.add %[[T0]], %[[T1]] {{{.*}}kiln.accumulate} : (tensor<8x8xf32>, tensor<8x8xf32>)
+// ACCUM: %[[W:.*]] = kiln.add %[[W0]], %[[W1]] {{{.*}}kiln.accumulate} : (tensor<4x8xf32>, tensor<4x8xf32>)
+// ACCUM: %[[N:.*]] = kiln.add %[[N0]], %[[N1]] {{{.*}}kiln.accumulate} : (tensor<4xf32>, tensor<4xf32>)
+// ACCUM: kiln.global_norm %[[T]], %[[W]], %[[N]] {fqn = "optimizer.grad_norm", squared}
+// ACCUM-NOT: shard.reduce_scatter
+// ACCUM: return
 
 // BARE: error: kiln-partition: @train_step is not annotated for partitioning (run kiln-shard first; a partitioned program cannot be partitioned again)

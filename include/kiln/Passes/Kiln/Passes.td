@@ -137,6 +137,16 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     result `expert_bias.<router fqn>` (zeros at the start), that steers its
     selection, and kiln.expert_bias_update moves it by the step's load.
     Only @<train-func> routes with the bias; @loss stays Hugging Face's.
+
+    With `microbatches` N > 1, gradient accumulation: @<train-func> takes N
+    copies of every data input (the k-th tagged `kiln.microbatch = k`),
+    runs @<grad-func>'s body on each in turn and sums the gradients as it
+    goes, then takes one optimizer step. The loss, the metrics and the
+    gradient are the means over the N microbatches (every microbatch has as
+    many positions, so this is the mean over every position of the step);
+    the 1/N is applied to scalars only: the loss and metrics, the norm,
+    and the coefficient kiln.adamw multiplies the gradient by. Ops run in
+    microbatch order, so only one microbatch's activations are live at once.
   }];
   let options = [
     Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
@@ -159,6 +169,8 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "Rate at the end of decay, as a fraction of lr">,
     Option<"loadBalanceCoeff", "load-balance-coeff", "double", "0.0",
            "Expert-bias step of aux-loss-free MoE load balancing (0: off)">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Microbatches whose gradients one update accumulates">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }

@@ -73,10 +73,14 @@ LogicalResult verifyRole(Operation *op, bool isResult, unsigned index, NamedAttr
       if (other != attr.getName().getValue() && own.get(other) &&
           other < attr.getName().getValue()) // report the pair once
         return fail() << "and '" << other << "' cannot both tag one " << what;
+  // Data inputs repeat once per microbatch (kMicrobatchAttr).
+  auto microbatch = [&](DictionaryAttr dict) {
+    return isResult || !dict ? Attribute() : dict.get(kMicrobatchAttr);
+  };
   unsigned count = isResult ? fn.getNumResults() : fn.getNumArguments();
   for (unsigned i = 0; i < count && i < index; ++i)
     if (DictionaryAttr dict = dictOf(i))
-      if (dict.get(attr.getName()) == name)
+      if (dict.get(attr.getName()) == name && microbatch(dict) == microbatch(dictOf(index)))
         return fail() << "\"" << name.getValue() << "\" repeats " << what << " #" << i;
   return success();
 }
@@ -115,6 +119,16 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned regi
     else if (!op->getRegion(region).empty())
       type = op->getRegion(region).getArgument(index).getType();
     return verifySharding(op, attr.getValue(), type, "argument #" + Twine(index));
+  }
+  if (attr.getName() == kMicrobatchAttr) {
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    auto microbatch = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!fn || !fn.getArgAttr(index, kInputAttr) || !microbatch ||
+        !microbatch.getType().isSignlessInteger(64) || microbatch.getInt() < 0)
+      return op->emitOpError() << "argument #" << index << ": '" << kMicrobatchAttr
+                               << "' must be an i64 >= 0 on a function argument tagged '"
+                               << kInputAttr << "'";
+    return success();
   }
   return verifyRole(op, /*isResult=*/false, index, attr, kArgumentRoles);
 }
@@ -181,6 +195,11 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                                  << op->getNumResults() << ") in increasing order";
       previous = index;
     }
+    return success();
+  }
+  if (name == kAccumulateAttr) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<AddOp>(op))
+      return op->emitOpError() << "'" << name << "' must be a unit attribute on a kiln.add";
     return success();
   }
   if (name == kRecomputedAttr) {

@@ -32,8 +32,12 @@ FailureOr<Signature> Signature::get(func::FuncOp fn) {
       auto name = fn.getArgAttrOfType<StringAttr>(i, role);
       if (!name)
         continue;
-      list->push_back({i, name.str()});
-      s.arguments_[roleKey(role, name.getValue())] = i;
+      int64_t microbatch = 0;
+      if (auto attr = fn.getArgAttrOfType<IntegerAttr>(i, kMicrobatchAttr))
+        microbatch = attr.getInt();
+      list->push_back({i, name.str(), microbatch});
+      if (microbatch == 0)
+        s.arguments_[roleKey(role, name.getValue())] = i;
       tagged = true;
     }
     if (!tagged)
@@ -122,6 +126,13 @@ FailureOr<TrainStepSignature> TrainStepSignature::get(func::FuncOp fn) {
     t.otherState.push_back({state.name, state.index, *result});
   }
   return t;
+}
+
+int64_t TrainStepSignature::microbatches() const {
+  int64_t last = 0;
+  for (const Signature::Slot &input : inputs)
+    last = std::max(last, input.microbatch);
+  return last + 1;
 }
 
 SmallVector<Signature::Slot> metricOutputs(func::FuncOp fn) {

@@ -16,6 +16,15 @@ namespace kiln {
 inline constexpr llvm::StringLiteral kParamAttr = "kiln.param";
 /// Argument attribute naming a data input ("input_ids", "labels").
 inline constexpr llvm::StringLiteral kInputAttr = "kiln.input";
+/// Argument attribute beside kiln.input: which microbatch of the step's batch
+/// the input holds (kiln-optimizer's microbatches; absent means 0). Inputs of
+/// one name are unique per microbatch.
+inline constexpr llvm::StringLiteral kMicrobatchAttr = "kiln.microbatch";
+/// Unit attribute on the kiln.add ops by which kiln-optimizer accumulates
+/// microbatches' gradients: kiln-shard brings every microbatch's gradient
+/// into its update's layout before the add (FSDP2 reduce-scatters each
+/// microbatch's), so the accumulators are stored as the parameters are.
+inline constexpr llvm::StringLiteral kAccumulateAttr = "kiln.accumulate";
 /// Argument/result attribute naming a piece of optimizer state ("step",
 /// "exp_avg.<key>", "exp_avg_sq.<key>").
 inline constexpr llvm::StringLiteral kStateAttr = "kiln.state";

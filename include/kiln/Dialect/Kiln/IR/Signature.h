@@ -30,15 +30,19 @@ public:
   struct Slot {
     unsigned index;
     std::string name;
+    /// A data input's microbatch (kiln.microbatch); 0 for everything else.
+    int64_t microbatch = 0;
   };
   /// Arguments tagged kiln.param (HF keys), in argument order.
   llvm::ArrayRef<Slot> params() const { return params_; }
-  /// Arguments tagged kiln.input, in argument order.
+  /// Arguments tagged kiln.input, in argument order (each name once per
+  /// microbatch).
   llvm::ArrayRef<Slot> inputs() const { return inputs_; }
   /// Arguments tagged kiln.state, in argument order.
   llvm::ArrayRef<Slot> state() const { return state_; }
 
-  /// Index of the argument tagged `role` = `name` (kParamAttr, ...).
+  /// Index of the argument tagged `role` = `name` (kParamAttr, ...); of a
+  /// data input, its microbatch 0.
   std::optional<unsigned> argument(llvm::StringRef role, llvm::StringRef name) const;
   /// Index of the result tagged `role` = `name` (kGradAttr, kOutputAttr, ...).
   std::optional<unsigned> result(llvm::StringRef role, llvm::StringRef name) const;
@@ -74,6 +78,10 @@ struct TrainStepSignature {
     unsigned arg, result;
   };
   llvm::SmallVector<OtherState> otherState;
+
+  /// Microbatches the step accumulates over: 1 + the largest microbatch of
+  /// its inputs.
+  int64_t microbatches() const;
 
   /// Emits an error at `fn` naming the first missing role.
   static mlir::FailureOr<TrainStepSignature> get(mlir::func::FuncOp fn);
