@@ -445,14 +445,17 @@ std::vector<Tensor> loadBalancingLossBackward(const Tensor &dloss,
   return grads;
 }
 
-Tensor expertBiasUpdate(const Tensor &bias, const Tensor &experts, double coeff) {
+Tensor expertBiasUpdate(const Tensor &bias, const std::vector<Tensor> &experts, double coeff) {
   const int64_t numExperts = bias.numel();
-  checkIds(experts, numExperts, "expert id");
-  // torchtitan, in float32: tokens per expert (histc), then
-  // delta = coeff * sign(mean - tokens), centred, added to the bias.
+  // torchtitan, in float32: tokens per expert (histc) over the step's
+  // microbatches, then delta = coeff * sign(mean - tokens), centred, added
+  // to the bias.
   std::vector<float> tokens(numExperts, 0.0f);
-  for (int64_t i = 0, n = experts.numel(); i < n; ++i)
-    tokens[idAt(experts, i)] += 1.0f;
+  for (const Tensor &ids : experts) {
+    checkIds(ids, numExperts, "expert id");
+    for (int64_t i = 0, n = ids.numel(); i < n; ++i)
+      tokens[idAt(ids, i)] += 1.0f;
+  }
   float mean = 0.0f;
   for (float t : tokens)
     mean += t;

@@ -52,9 +52,6 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return fail("load-balance-coeff must be a finite number >= 0");
     if (microbatches < 1)
       return fail("microbatches must be at least 1, got " + std::to_string(microbatches));
-    if (microbatches > 1 && loadBalanceCoeff > 0)
-      return fail("microbatches > 1 with load-balance-coeff > 0 is not built yet: the expert "
-                  "bias update would need the load of every microbatch");
     return success();
   }
 
@@ -138,6 +135,7 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
     SmallVector<Signature::Slot> metrics = metricOutputs(grad);
     IRMapping mapping;
+    SmallVector<SmallVector<Value>> routedExperts(routers.size());
     Value loss;
     SmallVector<Value> grads, metricValues;
     for (int64_t m = 0; m < microbatches; ++m) {
@@ -148,6 +146,13 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
         mapping.map(grad.getArgument(input.index), arg(index));
       for (Operation &op : grad.getBody().front().without_terminator())
         b.clone(op, mapping);
+      // Every microbatch routes with the step's bias; the update counts the
+      // load of all of them.
+      for (auto [router, index, experts] : llvm::zip(routers, biasArgs, routedExperts)) {
+        auto routed = cast<RouterOp>(mapping.lookup(router.getWeights()).getDefiningOp());
+        routed.getExpertBiasMutable().assign(arg(index));
+        experts.push_back(routed.getExperts());
+      }
       auto accumulate = [&](Value &sum, Value value, StringRef fqn, bool gradient) {
         if (m == 0) {
           sum = value;
@@ -179,14 +184,10 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     for (auto [value, metric] : llvm::zip(metricValues, metrics))
       value = mean(value, metric.name);
     SmallVector<Value> newBiases;
-    for (auto [router, index] : llvm::zip(routers, biasArgs)) {
-      auto routed = cast<RouterOp>(mapping.lookup(router.getWeights()).getDefiningOp());
-      routed.getExpertBiasMutable().assign(arg(index));
-      newBiases.push_back(ExpertBiasUpdateOp::create(b, routed.getLoc(), arg(index),
-                                                     routed.getExperts(),
+    for (auto [router, index, experts] : llvm::zip(routers, biasArgs, routedExperts))
+      newBiases.push_back(ExpertBiasUpdateOp::create(b, router.getLoc(), arg(index), experts,
                                                      b.getF64FloatAttr(loadBalanceCoeff),
-                                                     routed.getFqnAttr()));
-    }
+                                                     router.getFqnAttr()));
 
     // Clip by total norm, schedule the rate, update every parameter. With
     // microbatches the gradients are sums: the norm and the coefficient the

@@ -258,7 +258,11 @@ FailureOr<SmallVector<Value>> lower(ExpertBiasUpdateOp op, ExpertBiasUpdateOp::A
                                     HloBuilder &b, HloLoweringState &) {
   Value bias = a.getExpertBias();
   int64_t experts = HloBuilder::shapeOf(bias)[0];
-  Value tokens = expertCounts(b, a.getExperts(), experts);
+  Value tokens;
+  for (Value ids : a.getExperts()) {
+    Value counts = expertCounts(b, ids, experts);
+    tokens = tokens ? b.add(tokens, counts) : counts;
+  }
   auto meanOf = [&](Value v) {
     return b.broadcast(b.mulScalar(b.sumAll(v), 1.0 / double(experts)), {experts}, {});
   };

@@ -165,7 +165,7 @@ TEST(MoeHloTest, LoweringComputesTheCpuKernels) {
   expectNear(r[10], aux, 1e-6, "aux loss");
   expectNear(r[11], kernels::loadBalancingLossBackward(dloss, {routed.experts}, 4)[0], 1e-6,
              "d probs of the aux loss");
-  expectNear(r[12], kernels::expertBiasUpdate(bias, routed.experts, 1e-3), 1e-7,
+  expectNear(r[12], kernels::expertBiasUpdate(bias, {routed.experts}, 1e-3), 1e-7,
              "expert bias");
   EXPECT_NEAR(r[13].values[0], 0.01 * *aux.data<float>(), 1e-8);
 }

@@ -267,18 +267,23 @@ TEST(MoeKernelsTest, ExpertBiasUpdateFollowsTheLoad) {
   std::vector<float> b = {0.5f, 0, 0, -0.5f};
   std::copy(b.begin(), b.end(), bias.mutableData<float>());
   // sign(mean - load) = (-1, -1, +1, +1), already centred: delta = 0.1 x that.
-  Tensor updated = kernels::expertBiasUpdate(bias, ids, 0.1);
+  Tensor updated = kernels::expertBiasUpdate(bias, {ids}, 0.1);
   std::vector<float> want = {0.4f, -0.1f, 0.1f, -0.4f};
   for (int e = 0; e < 4; ++e)
     EXPECT_NEAR(updated.data<float>()[e], want[e], 1e-7) << e;
   // Balanced on average but uneven signs: (2, 2, 2, 0) -> mean 1.5, signs
   // (-1, -1, -1, +1), mean -0.5: centred delta = 0.1 x (-0.5, -0.5, -0.5, 1.5).
   Tensor skewed = kernels::expertBiasUpdate(Tensor(DType::F32, {4}),
-                                            idTensor({3, 2}, {0, 1, 1, 2, 0, 2}), 0.1);
+                                            {idTensor({3, 2}, {0, 1, 1, 2, 0, 2})}, 0.1);
   std::vector<float> centred = {-0.05f, -0.05f, -0.05f, 0.15f};
   for (int e = 0; e < 4; ++e)
     EXPECT_NEAR(skewed.data<float>()[e], centred[e], 1e-7) << e;
-  expectError([&] { kernels::expertBiasUpdate(bias, idTensor({1, 2}, {0, 4}), 0.1); },
+  // Two microbatches' routings count as one: the same tokens in 2 + 1 rows.
+  Tensor split = kernels::expertBiasUpdate(
+      bias, {idTensor({2, 2}, {0, 1, 0, 2}), idTensor({1, 2}, {0, 1})}, 0.1);
+  for (int e = 0; e < 4; ++e)
+    EXPECT_NEAR(split.data<float>()[e], want[e], 1e-7) << e;
+  expectError([&] { kernels::expertBiasUpdate(bias, {ids, idTensor({1, 2}, {0, 4})}, 0.1); },
               {"expert id 4"});
 }
 

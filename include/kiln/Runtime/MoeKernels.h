@@ -42,7 +42,7 @@ RouterOutputs router(const Tensor &logits, int64_t topK, bool normalize,
 /// torchtitan's expert-bias update after a step (float32): with tokens_e
 /// the selections of expert e in `experts`, delta = coeff * sign(mean(tokens)
 /// - tokens), centred to mean 0, added to `bias` [E].
-Tensor expertBiasUpdate(const Tensor &bias, const Tensor &experts, double coeff);
+Tensor expertBiasUpdate(const Tensor &bias, const std::vector<Tensor> &experts, double coeff);
 
 /// VJP of router: d logits [..., E] from the forward's probs and experts and
 /// the cotangents of weights ([..., k]) and of probs ([..., E], may be null

@@ -260,7 +260,8 @@ void run(LoadBalancingLossOp op, const Context &, In in, Out &out) {
   out.push_back(kernels::loadBalancingLoss(slice(in, 0, layers), slice(in, layers, layers)));
 }
 void run(ExpertBiasUpdateOp op, const Context &, In in, Out &out) {
-  out.push_back(kernels::expertBiasUpdate(in[0], in[1], op.getCoeff().convertToDouble()));
+  out.push_back(kernels::expertBiasUpdate(in[0], slice(in, 1, op.getExperts().size()),
+                                          op.getCoeff().convertToDouble()));
 }
 void run(ScaleOp op, const Context &, In in, Out &out) {
   Tensor scaled = Tensor::uninitialized(DType::F32, in[0].shape());

@@ -217,14 +217,19 @@ LogicalResult ExpertBiasUpdateOp::inferReturnTypes(MLIRContext *, std::optional<
                                                    SmallVectorImpl<Type> &types) {
   StringRef fqn = adaptor.getFqn();
   if (failed(checkOperands<ExpertBiasUpdateOp>(
-          loc, fqn, {{"expert_bias", adaptor.getExpertBias(), 1, Elt::F32},
-                     {"experts", adaptor.getExperts(), -1, Elt::Id}})))
+          loc, fqn, {{"expert_bias", adaptor.getExpertBias(), 1, Elt::F32}})))
     return failure();
-  int64_t experts = rankedType(adaptor.getExpertBias()).getDimSize(0),
-          k = rankedType(adaptor.getExperts()).getShape().back();
-  if (k < 1 || k > experts)
-    return shapeError<ExpertBiasUpdateOp>(loc, fqn, "experts selects k = ", k,
-                                          " per token, not in [1, ", experts, "]");
+  if (adaptor.getExperts().empty())
+    return shapeError<ExpertBiasUpdateOp>(loc, fqn, "needs at least one experts operand");
+  int64_t experts = rankedType(adaptor.getExpertBias()).getDimSize(0);
+  for (Value ids : adaptor.getExperts()) {
+    if (failed(checkOperands<ExpertBiasUpdateOp>(loc, fqn, {{"experts", ids, -1, Elt::Id}})))
+      return failure();
+    int64_t k = rankedType(ids).getShape().back();
+    if (k < 1 || k > experts)
+      return shapeError<ExpertBiasUpdateOp>(loc, fqn, "experts selects k = ", k,
+                                            " per token, not in [1, ", experts, "]");
+  }
   if (!(adaptor.getCoeff().convertToDouble() > 0))
     return shapeError<ExpertBiasUpdateOp>(loc, fqn, "coeff must be positive");
   types.push_back(adaptor.getExpertBias().getType());
@@ -232,8 +237,10 @@ LogicalResult ExpertBiasUpdateOp::inferReturnTypes(MLIRContext *, std::optional<
 }
 
 double ExpertBiasUpdateOp::getFlops() {
-  return double(getExperts().getType().getNumElements()) +
-         4.0 * getExpertBias().getType().getNumElements();
+  double flops = 4.0 * getExpertBias().getType().getNumElements();
+  for (Value ids : getExperts())
+    flops += double(cast<RankedTensorType>(ids.getType()).getNumElements());
+  return flops;
 }
 std::optional<unsigned> ExpertBiasUpdateOp::getTiedOperand(unsigned) { return 0; }
 

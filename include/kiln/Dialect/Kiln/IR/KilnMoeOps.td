@@ -45,7 +45,9 @@ def Kiln_ExpertBiasUpdateOp : Kiln_Op<"expert_bias_update", [
   let summary = "torchtitan's aux-loss-free balancing: the expert bias after a step";
   let description = [{
     With `tokens_e` the number of (token, slot) selections of expert e in
-    `experts` (this step's routing, over every rank), in f32:
+    `experts` (this step's routing, over every rank; one operand per
+    microbatch when the step accumulates gradients, their loads summed), in
+    f32:
     `delta = coeff * sign(mean(tokens) - tokens)`, centred to mean 0, and
     the result is `expert_bias + delta`: under-loaded experts become more
     likely to be selected. Not differentiated; the new bias may overwrite
@@ -58,8 +60,8 @@ def Kiln_ExpertBiasUpdateOp : Kiln_Op<"expert_bias_update", [
         : (tensor<64xf32>, tensor<2x128x4xi64>) -> tensor<64xf32>
     ```
   }];
-  let arguments = (ins Kiln_F32Tensor:$expert_bias, Kiln_IdTensor:$experts, F64Attr:$coeff,
-                       StrAttr:$fqn);
+  let arguments = (ins Kiln_F32Tensor:$expert_bias, Variadic<Kiln_IdTensor>:$experts,
+                       F64Attr:$coeff, StrAttr:$fqn);
   let results = (outs Kiln_F32Tensor:$result);
 }
 
