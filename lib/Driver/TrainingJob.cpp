@@ -7,6 +7,7 @@
 #include "kiln/Driver/LossCurve.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Driver/RankAgreement.h"
+#include "kiln/Driver/TensorBoardLog.h"
 #include "kiln/Driver/TrainCheckpoint.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
@@ -24,6 +25,8 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <ctime>
+#include <memory>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -181,6 +184,8 @@ void checkOutputPaths(const TrainConfig &config) {
   requireWritableFile(config.metrics.lossCurve, "metrics.loss_curve");
   requireWritableFile(config.data.saveValidationTokens, "data.save_validation_tokens");
   requireWritableFile(config.debug.saveGrads, "debug.save_grads");
+  if (config.metrics.enableTensorboard)
+    requireWritableDirectory(config.metrics.saveTbFolder, "metrics.save_tb_folder");
   if (config.checkpoint.enable || config.checkpoint.lastSaveInHf) {
     if (config.checkpoint.folder.empty())
       fail("checkpoint.folder: must name a directory when checkpoints are saved "
@@ -305,6 +310,45 @@ void printStep(const StepMetrics &m, double peakFlops) {
              m.memLivePeakBytes < 0 ? "-" : megabytes(m.memLivePeakBytes),
              megabytes(m.rssPeakBytes), m.seconds);
   std::fflush(stdout);
+}
+
+/// A step's scalars under torchtitan's TensorBoard tags (components/
+/// metrics.py) where it has one, so its dashboards carry over: the executor's
+/// live-tensor peak as the allocator's active peak, the process's peak RSS
+/// as its reserved peak. Metric outputs (a MoE model's aux_loss) keep their
+/// own names, as in metrics.jsonl.
+std::vector<std::pair<std::string, double>> stepScalars(const StepMetrics &m,
+                                                        int64_t tokensPerStep) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::vector<std::pair<std::string, double>> scalars = {
+      {"loss_metrics/global_avg_loss", m.loss},
+      {"grad_norm", m.gradNorm},
+      {"lr", m.lr},
+      {"ntokens_seen", double(m.step) * double(tokensPerStep)},
+      {"throughput(tps)", m.tokensPerSecond},
+      {"tflops", m.tflops},
+      {"mfu(%)", 100.0 * m.mfu},
+      {"time_metrics/end_to_end(s)", m.seconds},
+      {"memory/max_reserved(GiB)", double(m.rssPeakBytes) / kGiB}};
+  if (m.memLivePeakBytes >= 0) // compiled mode does not count live tensors
+    scalars.push_back({"memory/max_active(GiB)", double(m.memLivePeakBytes) / kGiB});
+  for (const auto &[name, value] : m.metrics)
+    scalars.push_back({name, value});
+  return scalars;
+}
+
+/// metrics.enable_tensorboard's event file, on the leader: torchtitan's
+/// <save_tb_folder>/<YYYYmmdd-HHMM>/.
+std::unique_ptr<TensorBoardLog> openTensorBoard(const TrainConfig &config, bool leader) {
+  if (!config.metrics.enableTensorboard || !leader)
+    return nullptr;
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M", std::localtime(&now));
+  auto log = std::make_unique<TensorBoardLog>(
+      (fs::path(config.metrics.saveTbFolder) / stamp).string());
+  fmt::print("tensorboard: {}\n", log->path());
+  return log;
 }
 
 nlohmann::json stepJson(const StepMetrics &m) {
@@ -463,6 +507,8 @@ int runTrainingJob(const TrainConfig &config) {
     fmt::print("  wrote step-{} gradients to {}\n", first + 1, config.debug.saveGrads);
   }
   MetricsLog jsonl(leader ? config.metrics.jsonl : "");
+  std::unique_ptr<TensorBoardLog> tensorboard = openTensorBoard(config, leader);
+  const int64_t tokensPerStep = trainer.globalBatchSize() * trainer.config().training.seqLen;
   LossPoints trainCurve, validationCurve;
   if (resumeDir) // the curves and the file go on from the saved run's records
     for (const nlohmann::json &record : jsonl.resume(first)) {
@@ -485,6 +531,8 @@ int runTrainingJob(const TrainConfig &config) {
     fmt::print("step {:>5}  validation loss {:.6f} over {} held-out batches\n", step, loss,
                data.validation().size());
     jsonl.write({{"step", step}, {"validation_loss", loss}});
+    if (tensorboard)
+      tensorboard->scalars(step, {{"validation_metrics/loss", loss}});
     if (!std::isfinite(loss))
       fail("step {}: the validation loss is {}: the weights are not finite", step, loss);
   };
@@ -555,6 +603,8 @@ int runTrainingJob(const TrainConfig &config) {
     if (s == 1 || s == steps || s % config.metrics.logFreq == 0 || !finite) {
       printStep(m, trainer.peakFlops());
       jsonl.write(stepJson(m));
+      if (tensorboard)
+        tensorboard->scalars(s, stepScalars(m, tokensPerStep));
       lastLogged = s;
     }
     last = m;
@@ -581,6 +631,8 @@ int runTrainingJob(const TrainConfig &config) {
   if (done < steps && lastLogged != done) {
     printStep(last, trainer.peakFlops());
     jsonl.write(stepJson(last));
+    if (tensorboard)
+      tensorboard->scalars(last.step, stepScalars(last, tokensPerStep));
   }
   if (interrupted)
     fmt::print("interrupted: stopping after step {}\n", done);

@@ -116,6 +116,10 @@ struct TrainConfig {
     std::string jsonl;     ///< one JSON line per logged step and evaluation, if set
     int64_t evalFreq = 0;  ///< validation loss every N steps (0: only at the end)
     std::string lossCurve; ///< SVG of train and validation loss, if set
+    /// TensorBoard event files of the logged scalars (rank 0), under
+    /// saveTbFolder/<YYYYmmdd-HHMM>/ as torchtitan lays them out.
+    bool enableTensorboard = false;
+    std::string saveTbFolder = "tb";
   } metrics;
 
   struct Data {
