@@ -125,7 +125,9 @@ def check_links(repo, problems):
     layer_of_target, linked = {}, []  # linked: (root, rel, own, target, libraries)
     for root, rel, own in lists:
         text = texts[root, rel]
-        for target, args in cmake_commands(text, r"add_(?:mlir_(?:dialect_)?)?library"):
+        # proto/CMakeLists.txt's kiln_proto_library wraps add_library.
+        for target, args in cmake_commands(
+                text, r"(?:add_(?:mlir_(?:dialect_)?)?|kiln_proto_)library"):
             layer_of_target[target] = own
             if "LINK_LIBS" in args:  # MLIR's form: sources, then LINK_LIBS ...
                 linked.append((root, rel, own, target, args[args.index("LINK_LIBS") + 1:]))
