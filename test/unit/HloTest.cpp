@@ -101,6 +101,31 @@ TEST(HloEvaluatorTest, CollectivesCombineTheRanksOfEachGroup) {
   EXPECT_EQ(stats.collectives.at("all-gather {{0,1}}").bytesSent, 8); // half of 16 bytes
 }
 
+// The evaluator dispatches by opcode through one table: an opcode outside it
+// (here a negate renamed in the proto) is refused by instruction and name.
+TEST(HloEvaluatorTest, AnOpcodeOutsideTheTableIsRefusedByName) {
+  mlir::MLIRContext context;
+  xla::HloModuleProto proto = exported(context, R"(
+    func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+      %n = hlo.negate %a : (tensor<2xf32>) -> tensor<2xf32>
+      return %n : tensor<2xf32>
+    })");
+  EXPECT_EQ(neuron::evaluateHlo(proto, {{array({2}, {1, -2})}})[0][0].values,
+            (std::vector<double>{-1, 2}));
+  for (auto &comp : *proto.mutable_computations())
+    for (auto &inst : *comp.mutable_instructions())
+      if (inst.opcode() == "negate")
+        inst.set_opcode("atan2");
+  try {
+    neuron::evaluateHlo(proto, {{array({2}, {1, -2})}});
+    ADD_FAILURE() << "expected kiln::Error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("HLO evaluator: cannot evaluate"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("(opcode 'atan2')"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HloEvaluatorTest, OptBarrierIsTheIdentityOnItsTuple) {
   mlir::MLIRContext context;
   xla::HloModuleProto proto = exported(context, R"(

@@ -175,15 +175,19 @@ public:
     return tuples.at(entry.root_id());
   }
 
+  /// The combiner of a reduction's called computation (its root's opcode).
+  Combine calledCombiner(const xla::HloInstructionProto &inst) const {
+    const xla::HloComputationProto &comp = *computations.at(inst.called_computation_ids(0));
+    return combinerOf(instructions.at(comp.root_id())->opcode());
+  }
+  /// Entry parameter `number` of `rank`.
+  const HloArray &argument(int64_t rank, int64_t number) const { return args[rank].at(number); }
+
 private:
   HloArray evaluate(const xla::HloInstructionProto &inst, const std::vector<const HloArray *> &in,
                     int64_t rank);
   std::vector<HloArray> collective(const xla::HloInstructionProto &inst,
                                    const std::vector<HloArray> &in);
-  Combine calledCombiner(const xla::HloInstructionProto &inst) const {
-    const xla::HloComputationProto &comp = *computations.at(inst.called_computation_ids(0));
-    return combinerOf(instructions.at(comp.root_id())->opcode());
-  }
 
   const xla::HloModuleProto &module;
   const std::vector<std::vector<HloArray>> &args;
@@ -261,293 +265,317 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
   return out;
 }
 
+/// What one opcode's evaluation on one rank reads and writes: `out` comes
+/// shaped as the instruction's result, and is rounded to its type after.
+struct OpcodeArgs {
+  const xla::HloInstructionProto &inst;
+  const std::vector<const HloArray *> &in;
+  HloArray &out;
+  int64_t rank;
+  const Evaluator &evaluator;
+};
+using OpcodeFn = void (*)(OpcodeArgs &);
+
+void mapUnary(OpcodeArgs &a, double (*f)(double)) {
+  for (int64_t i = 0; i < a.out.size(); ++i)
+    a.out.values[i] = f(a.in[0]->values[i]);
+}
+void mapBinary(OpcodeArgs &a, double (*f)(double, double)) {
+  for (int64_t i = 0; i < a.out.size(); ++i)
+    a.out.values[i] = f(a.in[0]->values[i], a.in[1]->values[i]);
+}
+
+void evalParameter(OpcodeArgs &a) {
+  const HloArray &arg = a.evaluator.argument(a.rank, a.inst.parameter_number());
+  if (arg.dims != a.out.dims)
+    fail("HLO evaluator: parameter {} of rank {} has the wrong shape",
+         a.inst.parameter_number(), a.rank);
+  a.out.values = arg.values;
+}
+
+void evalConstant(OpcodeArgs &a) {
+  const xla::LiteralProto &lit = a.inst.literal();
+  std::vector<double> v;
+  for (float x : lit.f32s())
+    v.push_back(x);
+  for (int32_t x : lit.s32s())
+    v.push_back(x);
+  for (int64_t x : lit.s64s())
+    v.push_back(double(x));
+  for (uint32_t x : lit.u32s())
+    v.push_back(x);
+  for (bool x : lit.preds())
+    v.push_back(x);
+  for (float x : bf16LiteralValues(lit))
+    v.push_back(x);
+  if (int64_t(v.size()) != a.out.size())
+    fail("HLO evaluator: {} has {} literal values for {} elements", a.inst.name(), v.size(),
+         a.out.size());
+  a.out.values = v;
+}
+
+void evalIota(OpcodeArgs &a) {
+  int64_t dim = a.inst.dimensions(0);
+  forEachIndex(a.out.dims, [&](int64_t flat, const Index &idx) { a.out.values[flat] = idx[dim]; });
+}
+
+void evalDivide(OpcodeArgs &a) {
+  bool integer = a.out.type == xla::S32 || a.out.type == xla::S64;
+  for (int64_t i = 0; i < a.out.size(); ++i) {
+    double q = a.in[0]->values[i] / a.in[1]->values[i];
+    a.out.values[i] = integer ? std::trunc(q) : q;
+  }
+}
+
+void evalCompare(OpcodeArgs &a) {
+  const std::string &dir = a.inst.comparison_direction();
+  for (int64_t i = 0; i < a.out.size(); ++i) {
+    double x = a.in[0]->values[i], y = a.in[1]->values[i];
+    a.out.values[i] = dir == "EQ"   ? x == y
+                      : dir == "NE" ? x != y
+                      : dir == "GE" ? x >= y
+                      : dir == "GT" ? x > y
+                      : dir == "LE" ? x <= y
+                                    : x < y;
+  }
+}
+
+void evalSelect(OpcodeArgs &a) {
+  for (int64_t i = 0; i < a.out.size(); ++i)
+    a.out.values[i] = a.in[0]->values[i] != 0 ? a.in[1]->values[i] : a.in[2]->values[i];
+}
+
+void evalBroadcast(OpcodeArgs &a) {
+  Index is = stridesOf(a.in[0]->dims);
+  forEachIndex(a.out.dims, [&](int64_t flat, const Index &idx) {
+    int64_t o = 0;
+    for (int i = 0; i < a.inst.dimensions_size(); ++i)
+      o += (a.in[0]->dims[i] == 1 ? 0 : idx[a.inst.dimensions(i)]) * is[i];
+    a.out.values[flat] = a.in[0]->values[o];
+  });
+}
+
+void evalTranspose(OpcodeArgs &a) {
+  Index is = stridesOf(a.in[0]->dims);
+  forEachIndex(a.out.dims, [&](int64_t flat, const Index &idx) {
+    int64_t o = 0;
+    for (int i = 0; i < a.inst.dimensions_size(); ++i)
+      o += idx[i] * is[a.inst.dimensions(i)];
+    a.out.values[flat] = a.in[0]->values[o];
+  });
+}
+
+void evalConcatenate(OpcodeArgs &a) {
+  int64_t dim = a.inst.dimensions(0), at = 0;
+  Index os = stridesOf(a.out.dims);
+  for (const HloArray *part : a.in) {
+    forEachIndex(part->dims, [&](int64_t flat, const Index &idx) {
+      Index o = idx;
+      o[dim] += at;
+      a.out.values[offsetOf(o, os)] = part->values[flat];
+    });
+    at += part->dims[dim];
+  }
+}
+
+void evalSlice(OpcodeArgs &a) {
+  Index is = stridesOf(a.in[0]->dims);
+  forEachIndex(a.out.dims, [&](int64_t flat, const Index &idx) {
+    int64_t o = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      o += (a.inst.slice_dimensions(d).start() + idx[d] * a.inst.slice_dimensions(d).stride()) *
+           is[d];
+    a.out.values[flat] = a.in[0]->values[o];
+  });
+}
+
+void evalDynamicSlice(OpcodeArgs &a) {
+  Index is = stridesOf(a.in[0]->dims), start(a.out.dims.size());
+  for (size_t d = 0; d < start.size(); ++d) // clamped into range, as XLA does
+    start[d] = std::clamp<int64_t>(int64_t(a.in[1 + d]->values[0]), 0,
+                                   a.in[0]->dims[d] - a.out.dims[d]);
+  forEachIndex(a.out.dims, [&](int64_t flat, const Index &idx) {
+    int64_t o = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      o += (start[d] + idx[d]) * is[d];
+    a.out.values[flat] = a.in[0]->values[o];
+  });
+}
+
+void evalPad(OpcodeArgs &a) {
+  std::fill(a.out.values.begin(), a.out.values.end(), a.in[1]->values[0]);
+  Index os = stridesOf(a.out.dims);
+  forEachIndex(a.in[0]->dims, [&](int64_t flat, const Index &idx) {
+    Index o = idx;
+    bool inside = true;
+    for (size_t d = 0; d < o.size(); ++d) {
+      const auto &p = a.inst.padding_config().dimensions(d);
+      o[d] = p.edge_padding_low() + idx[d] * (p.interior_padding() + 1);
+      inside &= o[d] >= 0 && o[d] < a.out.dims[d];
+    }
+    if (inside)
+      a.out.values[offsetOf(o, os)] = a.in[0]->values[flat];
+  });
+}
+
+void evalDot(OpcodeArgs &a) {
+  const auto &dn = a.inst.dot_dimension_numbers();
+  const HloArray &l = *a.in[0], &r = *a.in[1];
+  Index lb(dn.lhs_batch_dimensions().begin(), dn.lhs_batch_dimensions().end());
+  Index rb(dn.rhs_batch_dimensions().begin(), dn.rhs_batch_dimensions().end());
+  Index lc(dn.lhs_contracting_dimensions().begin(), dn.lhs_contracting_dimensions().end());
+  Index rc(dn.rhs_contracting_dimensions().begin(), dn.rhs_contracting_dimensions().end());
+  auto freeDims = [](const Index &dims, const Index &x, const Index &y) {
+    Index f;
+    for (int64_t d = 0; d < int64_t(dims.size()); ++d)
+      if (std::find(x.begin(), x.end(), d) == x.end() && std::find(y.begin(), y.end(), d) == y.end())
+        f.push_back(d);
+    return f;
+  };
+  Index lf = freeDims(l.dims, lb, lc), rf = freeDims(r.dims, rb, rc);
+  Index ls = stridesOf(l.dims), rs = stridesOf(r.dims), cdims;
+  for (int64_t d : lc)
+    cdims.push_back(l.dims[d]);
+  forEachIndex(a.out.dims, [&](int64_t flat, const Index &idx) {
+    int64_t lo = 0, ro = 0, k = 0;
+    for (size_t i = 0; i < lb.size(); ++i, ++k) {
+      lo += idx[k] * ls[lb[i]];
+      ro += idx[k] * rs[rb[i]];
+    }
+    for (int64_t d : lf)
+      lo += idx[k++] * ls[d];
+    for (int64_t d : rf)
+      ro += idx[k++] * rs[d];
+    double acc = 0;
+    forEachIndex(cdims, [&](int64_t, const Index &c) {
+      int64_t x = lo, y = ro;
+      for (size_t i = 0; i < c.size(); ++i) {
+        x += c[i] * ls[lc[i]];
+        y += c[i] * rs[rc[i]];
+      }
+      acc += l.values[x] * r.values[y];
+    });
+    a.out.values[flat] = acc;
+  });
+}
+
+void evalReduce(OpcodeArgs &a) {
+  Combine combine = a.evaluator.calledCombiner(a.inst);
+  std::fill(a.out.values.begin(), a.out.values.end(), a.in[1]->values[0]);
+  Index os = stridesOf(a.out.dims);
+  Index kept;
+  for (int64_t d = 0; d < int64_t(a.in[0]->dims.size()); ++d)
+    if (std::find(a.inst.dimensions().begin(), a.inst.dimensions().end(), d) ==
+        a.inst.dimensions().end())
+      kept.push_back(d);
+  forEachIndex(a.in[0]->dims, [&](int64_t flat, const Index &idx) {
+    int64_t o = 0;
+    for (size_t i = 0; i < kept.size(); ++i)
+      o += idx[kept[i]] * os[i];
+    a.out.values[o] = combine(a.out.values[o], a.in[0]->values[flat]);
+  });
+}
+
+[[noreturn]] void cannotEvaluate(const xla::HloInstructionProto &inst) {
+  fail("HLO evaluator: cannot evaluate {} (opcode '{}')", inst.name(), inst.opcode());
+}
+
+// Embedding rows: gather / scatter-add of whole rows at ids [...]
+// (index_vector_dim = the ids' rank, collapsed/inserted dimension 0); the
+// only forms Kiln emits.
+void evalGather(OpcodeArgs &a) {
+  const auto &g = a.inst.gather_dimension_numbers();
+  if (!(g.collapsed_slice_dims_size() == 1 && g.collapsed_slice_dims(0) == 0 &&
+        g.start_index_map_size() == 1 && g.start_index_map(0) == 0 &&
+        g.index_vector_dim() == int64_t(a.in[1]->dims.size()) && a.in[0]->dims.size() == 2))
+    cannotEvaluate(a.inst);
+  int64_t rows = a.in[0]->dims[0], width = a.in[0]->dims[1];
+  for (int64_t i = 0; i < a.in[1]->size(); ++i) {
+    int64_t id = std::clamp<int64_t>(int64_t(a.in[1]->values[i]), 0, rows - 1);
+    for (int64_t j = 0; j < width; ++j)
+      a.out.values[i * width + j] = a.in[0]->values[id * width + j];
+  }
+}
+
+void evalScatter(OpcodeArgs &a) {
+  const auto &s = a.inst.scatter_dimension_numbers();
+  if (!(s.inserted_window_dims_size() == 1 && s.inserted_window_dims(0) == 0 &&
+        s.scatter_dims_to_operand_dims_size() == 1 &&
+        s.index_vector_dim() == int64_t(a.in[1]->dims.size()) && a.in[0]->dims.size() == 2))
+    cannotEvaluate(a.inst);
+  int64_t rows = a.in[0]->dims[0], width = a.in[0]->dims[1];
+  Combine combine = a.evaluator.calledCombiner(a.inst);
+  a.out.values = a.in[0]->values;
+  for (int64_t i = 0; i < a.in[1]->size(); ++i) {
+    int64_t id = int64_t(a.in[1]->values[i]);
+    if (id < 0 || id >= rows) // out of bounds: skipped, as XLA does
+      continue;
+    for (int64_t j = 0; j < width; ++j)
+      a.out.values[id * width + j] =
+          combine(a.out.values[id * width + j], a.in[2]->values[i * width + j]);
+  }
+}
+
+/// Each opcode the evaluator knows, by XLA's name.
+const std::map<std::string, OpcodeFn, std::less<>> &opcodeTable() {
+  static const std::map<std::string, OpcodeFn, std::less<>> table = {
+      {"parameter", evalParameter},
+      {"constant", evalConstant},
+      {"iota", evalIota},
+      {"replica-id", [](OpcodeArgs &a) { a.out.values[0] = double(a.rank); }},
+      {"add", [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x + y; }); }},
+      {"subtract", [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x - y; }); }},
+      {"multiply", [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x * y; }); }},
+      {"divide", evalDivide},
+      {"maximum",
+       [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return std::max(x, y); }); }},
+      {"minimum",
+       [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return std::min(x, y); }); }},
+      {"power",
+       [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return std::pow(x, y); }); }},
+      {"and", [](OpcodeArgs &a) {
+         mapBinary(a, [](double x, double y) { return double(x != 0 && y != 0); });
+       }},
+      {"exponential", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::exp(x); }); }},
+      {"log", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::log(x); }); }},
+      {"rsqrt", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return 1.0 / std::sqrt(x); }); }},
+      {"sqrt", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::sqrt(x); }); }},
+      {"negate", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return -x; }); }},
+      {"cosine", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::cos(x); }); }},
+      {"sine", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::sin(x); }); }},
+      {"sign", [](OpcodeArgs &a) {
+         mapUnary(a, [](double x) { return double((x > 0) - (x < 0)); });
+       }},
+      // The rounding to the result type after every opcode is the conversion.
+      {"convert", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return x; }); }},
+      {"compare", evalCompare},
+      {"select", evalSelect},
+      {"reshape", [](OpcodeArgs &a) { a.out.values = a.in[0]->values; }},
+      {"broadcast", evalBroadcast},
+      {"transpose", evalTranspose},
+      {"concatenate", evalConcatenate},
+      {"slice", evalSlice},
+      {"dynamic-slice", evalDynamicSlice},
+      {"pad", evalPad},
+      {"dot", evalDot},
+      {"reduce", evalReduce},
+      {"gather", evalGather},
+      {"scatter", evalScatter},
+  };
+  return table;
+}
+
 HloArray Evaluator::evaluate(const xla::HloInstructionProto &inst,
                              const std::vector<const HloArray *> &in, int64_t rank) {
-  const std::string &op = inst.opcode();
+  auto it = opcodeTable().find(inst.opcode());
+  if (it == opcodeTable().end())
+    cannotEvaluate(inst);
   HloArray out = arrayOf(inst.shape());
-  auto finish = [&]() {
-    for (double &v : out.values)
-      v = rounded(v, out.type);
-    return out;
-  };
-  auto elementwise = [&](const std::function<double(double)> &f) {
-    for (int64_t i = 0; i < out.size(); ++i)
-      out.values[i] = f(in[0]->values[i]);
-    return finish();
-  };
-  auto binary = [&](const std::function<double(double, double)> &f) {
-    for (int64_t i = 0; i < out.size(); ++i)
-      out.values[i] = f(in[0]->values[i], in[1]->values[i]);
-    return finish();
-  };
-
-  if (op == "parameter") {
-    const HloArray &a = args[rank].at(inst.parameter_number());
-    if (a.dims != out.dims)
-      fail("HLO evaluator: parameter {} of rank {} has the wrong shape", inst.parameter_number(),
-           rank);
-    out.values = a.values;
-    return finish();
-  }
-  if (op == "constant") {
-    const xla::LiteralProto &lit = inst.literal();
-    std::vector<double> v;
-    for (float x : lit.f32s())
-      v.push_back(x);
-    for (int32_t x : lit.s32s())
-      v.push_back(x);
-    for (int64_t x : lit.s64s())
-      v.push_back(double(x));
-    for (uint32_t x : lit.u32s())
-      v.push_back(x);
-    for (bool x : lit.preds())
-      v.push_back(x);
-    for (float x : bf16LiteralValues(lit))
-      v.push_back(x);
-    if (int64_t(v.size()) != out.size())
-      fail("HLO evaluator: {} has {} literal values for {} elements", inst.name(), v.size(),
-           out.size());
-    out.values = v;
-    return finish();
-  }
-  if (op == "iota") {
-    int64_t dim = inst.dimensions(0);
-    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) { out.values[flat] = idx[dim]; });
-    return finish();
-  }
-  if (op == "replica-id") {
-    out.values[0] = double(rank);
-    return finish();
-  }
-  if (op == "add")
-    return binary([](double a, double b) { return a + b; });
-  if (op == "subtract")
-    return binary([](double a, double b) { return a - b; });
-  if (op == "multiply")
-    return binary([](double a, double b) { return a * b; });
-  if (op == "divide")
-    return binary([&](double a, double b) {
-      return out.type == xla::S32 || out.type == xla::S64 ? std::trunc(a / b) : a / b;
-    });
-  if (op == "maximum")
-    return binary([](double a, double b) { return std::max(a, b); });
-  if (op == "minimum")
-    return binary([](double a, double b) { return std::min(a, b); });
-  if (op == "power")
-    return binary([](double a, double b) { return std::pow(a, b); });
-  if (op == "and")
-    return binary([](double a, double b) { return double(a != 0 && b != 0); });
-  if (op == "exponential")
-    return elementwise([](double a) { return std::exp(a); });
-  if (op == "log")
-    return elementwise([](double a) { return std::log(a); });
-  if (op == "rsqrt")
-    return elementwise([](double a) { return 1.0 / std::sqrt(a); });
-  if (op == "sqrt")
-    return elementwise([](double a) { return std::sqrt(a); });
-  if (op == "negate")
-    return elementwise([](double a) { return -a; });
-  if (op == "cosine")
-    return elementwise([](double a) { return std::cos(a); });
-  if (op == "sine")
-    return elementwise([](double a) { return std::sin(a); });
-  if (op == "sign")
-    return elementwise([](double a) { return double((a > 0) - (a < 0)); });
-  if (op == "convert")
-    return elementwise([](double a) { return a; });
-  if (op == "compare") {
-    const std::string &dir = inst.comparison_direction();
-    return binary([&](double a, double b) -> double {
-      if (dir == "EQ")
-        return a == b;
-      if (dir == "NE")
-        return a != b;
-      if (dir == "GE")
-        return a >= b;
-      if (dir == "GT")
-        return a > b;
-      if (dir == "LE")
-        return a <= b;
-      return a < b;
-    });
-  }
-  if (op == "select") {
-    for (int64_t i = 0; i < out.size(); ++i)
-      out.values[i] = in[0]->values[i] != 0 ? in[1]->values[i] : in[2]->values[i];
-    return finish();
-  }
-  if (op == "reshape") {
-    out.values = in[0]->values;
-    return finish();
-  }
-  if (op == "broadcast") {
-    Index is = stridesOf(in[0]->dims);
-    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
-      int64_t o = 0;
-      for (int i = 0; i < inst.dimensions_size(); ++i)
-        o += (in[0]->dims[i] == 1 ? 0 : idx[inst.dimensions(i)]) * is[i];
-      out.values[flat] = in[0]->values[o];
-    });
-    return finish();
-  }
-  if (op == "transpose") {
-    Index is = stridesOf(in[0]->dims);
-    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
-      int64_t o = 0;
-      for (int i = 0; i < inst.dimensions_size(); ++i)
-        o += idx[i] * is[inst.dimensions(i)];
-      out.values[flat] = in[0]->values[o];
-    });
-    return finish();
-  }
-  if (op == "concatenate") {
-    int64_t dim = inst.dimensions(0), at = 0;
-    Index os = stridesOf(out.dims);
-    for (const HloArray *part : in) {
-      forEachIndex(part->dims, [&](int64_t flat, const Index &idx) {
-        Index o = idx;
-        o[dim] += at;
-        out.values[offsetOf(o, os)] = part->values[flat];
-      });
-      at += part->dims[dim];
-    }
-    return finish();
-  }
-  if (op == "slice") {
-    Index is = stridesOf(in[0]->dims);
-    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
-      int64_t o = 0;
-      for (size_t d = 0; d < idx.size(); ++d)
-        o += (inst.slice_dimensions(d).start() + idx[d] * inst.slice_dimensions(d).stride()) *
-             is[d];
-      out.values[flat] = in[0]->values[o];
-    });
-    return finish();
-  }
-  if (op == "dynamic-slice") {
-    Index is = stridesOf(in[0]->dims), start(out.dims.size());
-    for (size_t d = 0; d < start.size(); ++d) // clamped into range, as XLA does
-      start[d] = std::clamp<int64_t>(int64_t(in[1 + d]->values[0]), 0,
-                                     in[0]->dims[d] - out.dims[d]);
-    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
-      int64_t o = 0;
-      for (size_t d = 0; d < idx.size(); ++d)
-        o += (start[d] + idx[d]) * is[d];
-      out.values[flat] = in[0]->values[o];
-    });
-    return finish();
-  }
-  if (op == "pad") {
-    std::fill(out.values.begin(), out.values.end(), in[1]->values[0]);
-    Index os = stridesOf(out.dims);
-    forEachIndex(in[0]->dims, [&](int64_t flat, const Index &idx) {
-      Index o = idx;
-      bool inside = true;
-      for (size_t d = 0; d < o.size(); ++d) {
-        const auto &p = inst.padding_config().dimensions(d);
-        o[d] = p.edge_padding_low() + idx[d] * (p.interior_padding() + 1);
-        inside &= o[d] >= 0 && o[d] < out.dims[d];
-      }
-      if (inside)
-        out.values[offsetOf(o, os)] = in[0]->values[flat];
-    });
-    return finish();
-  }
-  if (op == "dot") {
-    const auto &dn = inst.dot_dimension_numbers();
-    const HloArray &l = *in[0], &r = *in[1];
-    Index lb(dn.lhs_batch_dimensions().begin(), dn.lhs_batch_dimensions().end());
-    Index rb(dn.rhs_batch_dimensions().begin(), dn.rhs_batch_dimensions().end());
-    Index lc(dn.lhs_contracting_dimensions().begin(), dn.lhs_contracting_dimensions().end());
-    Index rc(dn.rhs_contracting_dimensions().begin(), dn.rhs_contracting_dimensions().end());
-    auto freeDims = [](const Index &dims, const Index &a, const Index &b) {
-      Index f;
-      for (int64_t d = 0; d < int64_t(dims.size()); ++d)
-        if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end())
-          f.push_back(d);
-      return f;
-    };
-    Index lf = freeDims(l.dims, lb, lc), rf = freeDims(r.dims, rb, rc);
-    Index ls = stridesOf(l.dims), rs = stridesOf(r.dims), cdims;
-    for (int64_t d : lc)
-      cdims.push_back(l.dims[d]);
-    forEachIndex(out.dims, [&](int64_t flat, const Index &idx) {
-      int64_t lo = 0, ro = 0, k = 0;
-      for (size_t i = 0; i < lb.size(); ++i, ++k) {
-        lo += idx[k] * ls[lb[i]];
-        ro += idx[k] * rs[rb[i]];
-      }
-      for (int64_t d : lf)
-        lo += idx[k++] * ls[d];
-      for (int64_t d : rf)
-        ro += idx[k++] * rs[d];
-      double acc = 0;
-      forEachIndex(cdims, [&](int64_t, const Index &c) {
-        int64_t a = lo, b = ro;
-        for (size_t i = 0; i < c.size(); ++i) {
-          a += c[i] * ls[lc[i]];
-          b += c[i] * rs[rc[i]];
-        }
-        acc += l.values[a] * r.values[b];
-      });
-      out.values[flat] = acc;
-    });
-    return finish();
-  }
-  if (op == "reduce") {
-    Combine combine = calledCombiner(inst);
-    std::fill(out.values.begin(), out.values.end(), in[1]->values[0]);
-    Index os = stridesOf(out.dims);
-    Index kept;
-    for (int64_t d = 0; d < int64_t(in[0]->dims.size()); ++d)
-      if (std::find(inst.dimensions().begin(), inst.dimensions().end(), d) ==
-          inst.dimensions().end())
-        kept.push_back(d);
-    forEachIndex(in[0]->dims, [&](int64_t flat, const Index &idx) {
-      int64_t o = 0;
-      for (size_t i = 0; i < kept.size(); ++i)
-        o += idx[kept[i]] * os[i];
-      out.values[o] = combine(out.values[o], in[0]->values[flat]);
-    });
-    return finish();
-  }
-  // Embedding rows: gather / scatter-add of whole rows at ids [...]
-  // (index_vector_dim = the ids' rank, collapsed/inserted dimension 0).
-  bool rowsForm = false;
-  if (op == "gather") {
-    const auto &g = inst.gather_dimension_numbers();
-    rowsForm = g.collapsed_slice_dims_size() == 1 && g.collapsed_slice_dims(0) == 0 &&
-               g.start_index_map_size() == 1 && g.start_index_map(0) == 0 &&
-               g.index_vector_dim() == int64_t(in[1]->dims.size()) && in[0]->dims.size() == 2;
-  } else if (op == "scatter") {
-    const auto &s = inst.scatter_dimension_numbers();
-    rowsForm = s.inserted_window_dims_size() == 1 && s.inserted_window_dims(0) == 0 &&
-               s.scatter_dims_to_operand_dims_size() == 1 && s.index_vector_dim() == int64_t(in[1]->dims.size()) &&
-               in[0]->dims.size() == 2;
-  }
-  if (rowsForm) {
-    int64_t rows = in[0]->dims[0], width = in[0]->dims[1];
-    if (op == "gather") {
-      for (int64_t i = 0; i < in[1]->size(); ++i) {
-        int64_t id = std::clamp<int64_t>(int64_t(in[1]->values[i]), 0, rows - 1);
-        for (int64_t j = 0; j < width; ++j)
-          out.values[i * width + j] = in[0]->values[id * width + j];
-      }
-      return finish();
-    }
-    Combine combine = calledCombiner(inst);
-    out.values = in[0]->values;
-    for (int64_t i = 0; i < in[1]->size(); ++i) {
-      int64_t id = int64_t(in[1]->values[i]);
-      if (id < 0 || id >= rows) // out of bounds: skipped, as XLA does
-        continue;
-      for (int64_t j = 0; j < width; ++j)
-        out.values[id * width + j] =
-            combine(out.values[id * width + j], in[2]->values[i * width + j]);
-    }
-    return finish();
-  }
-  fail("HLO evaluator: cannot evaluate {} (opcode '{}')", inst.name(), op);
+  OpcodeArgs args{inst, in, out, rank, *this};
+  it->second(args);
+  for (double &v : out.values)
+    v = rounded(v, out.type);
+  return out;
 }
 
 } // namespace
