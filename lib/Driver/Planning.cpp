@@ -71,15 +71,19 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.model = model.name;
   setting.parameters = model.parameterCount();
   setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
-  setting.tokensPerStep = config.training.localBatchSize * layout.dataParallelDegree() *
-                          config.training.microbatches(layout.dataParallelDegree()) * seq;
+  int64_t microbatches = config.training.microbatches(layout.dataParallelDegree());
+  setting.tokensPerStep =
+      config.training.localBatchSize * layout.dataParallelDegree() * microbatches * seq;
   setting.nodes = nodes;
-  setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}", layout.dpReplicate,
+  setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}{}", layout.dpReplicate,
                                layout.dpShard, layout.tp,
                                layout.expertsSummary().empty()
                                    ? ""
                                    : " (" + layout.expertsSummary() + ")",
-                               layout.sequenceParallel ? " (sequence parallel)" : "");
+                               layout.sequenceParallel ? " (sequence parallel)" : "",
+                               microbatches > 1
+                                   ? fmt::format(", {} microbatches accumulated", microbatches)
+                                   : "");
   return setting;
 }
 
