@@ -167,8 +167,9 @@ DataLoader::DataLoader(const std::vector<std::string> &documents, const Tokenize
   if (trainWindowsPerRank() == 0) {
     const int64_t needed = o.batchSize * o.worldSize;
     fail("too little data: {} tokens make {} windows of data.seq_len + 1 = {} tokens, {} for "
-         "training ({} held out by data.validation_fraction = {}{}); {} rank(s) of "
-         "training.local_batch_size = {} need at least {} training windows ({} tokens for training alone)",
+         "training ({} held out by data.validation_fraction = {}{}); {} rank(s) of batches of {} "
+         "sequences (training.local_batch_size x data-parallel degree x microbatches) need at least "
+         "{} training windows ({} tokens for training alone)",
          n, windows, s + 1, train, held, o.validationFraction,
          held > 0 && firstHeld > 0 ? ", 1 dropped at the boundary" : "", o.worldSize,
          o.batchSize, needed, needed * s + 1);
