@@ -363,7 +363,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
          {"replica_groups", hlo::gridReplicaGroups(grid, {int16_t(a)})}});
   int64_t microbatches = config.training.microbatches(layout.dataParallelDegree());
   manifest["batch"] = {
-      {"global", config.training.localBatchSize * layout.dataParallelDegree() * microbatches},
+      {"global", config.training.globalBatch(layout.dataParallelDegree())},
       {"per_data_parallel_rank", config.training.localBatchSize},
       {"microbatches", microbatches},
       {"seq_len", seq}};

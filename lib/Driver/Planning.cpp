@@ -72,8 +72,7 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.parameters = model.parameterCount();
   setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
   int64_t microbatches = config.training.microbatches(layout.dataParallelDegree());
-  setting.tokensPerStep =
-      config.training.localBatchSize * layout.dataParallelDegree() * microbatches * seq;
+  setting.tokensPerStep = config.training.globalBatch(layout.dataParallelDegree()) * seq;
   setting.nodes = nodes;
   setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}{}", layout.dpReplicate,
                                layout.dpShard, layout.tp,

@@ -299,7 +299,9 @@ int64_t Trainer::microbatches() const {
   return config_.training.microbatches(layout_.dataParallelDegree());
 }
 
-int64_t Trainer::globalBatchSize() const { return microbatchSize() * microbatches(); }
+int64_t Trainer::globalBatchSize() const {
+  return config_.training.globalBatch(layout_.dataParallelDegree());
+}
 
 
 /// Applies `step(tensor, axes, dim)` for every split dimension of @train_step
@@ -610,16 +612,17 @@ double Trainer::evaluate(const std::vector<Tensor> &batches) {
   std::vector<Tensor> args(rankLoss_.getNumArguments());
   for (const TrainStepSignature::Param &p : signature_.params)
     args[*sig.argument(kParamAttr, p.key)] = state_[p.arg];
+  // Each microbatch is split as @train_step's microbatch-0 inputs are.
+  SmallVector<Signature::Slot> firstInputs;
+  llvm::copy_if(signature_.inputs, std::back_inserter(firstInputs),
+                [](const Signature::Slot &input) { return input.microbatch == 0; });
+  std::vector<Tensor> inputs(trainStep_.getNumArguments());
   for (const Tensor &tokens : batches)
     for (const InputsAndLabels &microbatch : microbatchesOf(tokens)) {
-      // Split as @train_step's microbatch-0 inputs are.
-      std::vector<Tensor> inputs(trainStep_.getNumArguments());
-      for (const Signature::Slot &input : signature_.inputs)
-        if (input.microbatch == 0) {
-          bindInputs(input, microbatch, inputs);
-          args[*sig.argument(kInputAttr, input.name)] =
-              localSlice(std::move(inputs[input.index]), input.index);
-        }
+      bindInputs(firstInputs, microbatch, inputs);
+      for (const Signature::Slot &input : firstInputs)
+        args[*sig.argument(kInputAttr, input.name)] =
+            localSlice(std::move(inputs[input.index]), input.index);
       sum += *runFunction(rankLoss_, args, nullptr, execution_).at(0).data<float>();
     }
   return sum / count;
@@ -634,15 +637,14 @@ TensorMap Trainer::gradients(const Tensor &tokens) {
     for (unsigned i = 0, e = lossGrad_.getNumResults(); i < e; ++i)
       if (auto key = lossGrad_.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
         auto [it, first] = grads.emplace(key.str(), results[i]);
-        float *sum = it->second.mutableData<float>();
-        const float *add = results[i].data<float>();
-        for (int64_t j = 0, n = first ? 0 : it->second.numel(); j < n; ++j)
-          sum[j] += add[j];
+        if (!first)
+          it->second = kernels::add(std::move(it->second), results[i]);
       }
   }
-  for (auto &[key, grad] : grads)
-    for (float &g : llvm::MutableArrayRef(grad.mutableData<float>(), grad.numel()))
-      g /= float(parts.size());
+  if (parts.size() > 1)
+    for (auto &[key, grad] : grads)
+      for (float &g : llvm::MutableArrayRef(grad.mutableData<float>(), grad.numel()))
+        g /= float(parts.size());
   return unstackTensors(grads);
 }
 

@@ -25,11 +25,11 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <ctime>
-#include <memory>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -509,6 +509,13 @@ int runTrainingJob(const TrainConfig &config) {
   MetricsLog jsonl(leader ? config.metrics.jsonl : "");
   std::unique_ptr<TensorBoardLog> tensorboard = openTensorBoard(config, leader);
   const int64_t tokensPerStep = trainer.globalBatchSize() * trainer.config().training.seqLen;
+  // A logged step: printed, and written to metrics.jsonl and TensorBoard.
+  auto logStep = [&](const StepMetrics &m) {
+    printStep(m, trainer.peakFlops());
+    jsonl.write(stepJson(m));
+    if (tensorboard)
+      tensorboard->scalars(m.step, stepScalars(m, tokensPerStep));
+  };
   LossPoints trainCurve, validationCurve;
   if (resumeDir) // the curves and the file go on from the saved run's records
     for (const nlohmann::json &record : jsonl.resume(first)) {
@@ -601,10 +608,7 @@ int runTrainingJob(const TrainConfig &config) {
     bar.clear();
     bool finite = std::isfinite(m.loss) && std::isfinite(m.gradNorm);
     if (s == 1 || s == steps || s % config.metrics.logFreq == 0 || !finite) {
-      printStep(m, trainer.peakFlops());
-      jsonl.write(stepJson(m));
-      if (tensorboard)
-        tensorboard->scalars(s, stepScalars(m, tokensPerStep));
+      logStep(m);
       lastLogged = s;
     }
     last = m;
@@ -629,10 +633,7 @@ int runTrainingJob(const TrainConfig &config) {
   // A run cut short (a signal on any rank) always logs the step it stopped
   // after.
   if (done < steps && lastLogged != done) {
-    printStep(last, trainer.peakFlops());
-    jsonl.write(stepJson(last));
-    if (tensorboard)
-      tensorboard->scalars(last.step, stepScalars(last, tokensPerStep));
+    logStep(last);
   }
   if (interrupted)
     fmt::print("interrupted: stopping after step {}\n", done);

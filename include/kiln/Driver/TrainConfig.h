@@ -54,6 +54,8 @@ struct TrainConfig {
     /// degree `dp`: global_batch_size / (local_batch_size x dp). Throws
     /// kiln::Error naming the three numbers when that does not divide.
     int64_t microbatches(int64_t dp) const;
+    /// Sequences per optimizer step: local x dp x microbatches(dp).
+    int64_t globalBatch(int64_t dp) const { return localBatchSize * dp * microbatches(dp); }
     int64_t seqLen = 2048;
     double maxNorm = 1.0; ///< gradient-norm clipping threshold
     int64_t seed = 0;

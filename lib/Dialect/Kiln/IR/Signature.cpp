@@ -128,13 +128,6 @@ FailureOr<TrainStepSignature> TrainStepSignature::get(func::FuncOp fn) {
   return t;
 }
 
-int64_t TrainStepSignature::microbatches() const {
-  int64_t last = 0;
-  for (const Signature::Slot &input : inputs)
-    last = std::max(last, input.microbatch);
-  return last + 1;
-}
-
 SmallVector<Signature::Slot> metricOutputs(func::FuncOp fn) {
   SmallVector<Signature::Slot> metrics;
   for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)

@@ -79,10 +79,6 @@ struct TrainStepSignature {
   };
   llvm::SmallVector<OtherState> otherState;
 
-  /// Microbatches the step accumulates over: 1 + the largest microbatch of
-  /// its inputs.
-  int64_t microbatches() const;
-
   /// Emits an error at `fn` naming the first missing role.
   static mlir::FailureOr<TrainStepSignature> get(mlir::func::FuncOp fn);
 };
