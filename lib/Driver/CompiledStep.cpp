@@ -131,14 +131,37 @@ mlir::OwningOpRef<mlir::ModuleOp> extractHloStep(mlir::ModuleOp module) {
   return alone;
 }
 
-CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what,
-                            DeviceGrid *grid) {
-  auto start = std::chrono::steady_clock::now();
+std::string printHloStep(mlir::ModuleOp module) {
+  mlir::OwningOpRef<mlir::ModuleOp> alone = extractHloStep(module);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  alone->print(os, mlir::OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));
+  return text;
+}
+
+mlir::OwningOpRef<mlir::ModuleOp> lowerToHloStep(mlir::ModuleOp captured,
+                                                 KilnPipelineOptions &options,
+                                                 const std::string &what) {
+  mlir::OwningOpRef<mlir::ModuleOp> copy = captured.clone();
+  // A CPU-only kernel (chunked_cross_entropy) is a custom call compiled mode
+  // runs.
+  options.cpuKernelCalls = true;
+  runKilnPipeline(*copy, options, PipelineStage::Hlo, PipelineStage::PerRank,
+                  "compile.enable: lowering @train_step of " + what + " to HLO failed");
+  return extractHloStep(*copy);
+}
+
+namespace {
+
+/// What the code of `hloStep`'s @train_step calls in the host: each custom
+/// call's kernel and each collective bound to `grid`'s axes, by site, in
+/// `compiled`; returns the step's signature.
+FunctionSignature bindHostCalls(mlir::ModuleOp hloStep, const std::string &what,
+                                DeviceGrid *grid, CompiledStep &compiled) {
   auto step = hloStep.lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!step)
     fail("compiled mode: {} has no func.func @train_step", what);
   FunctionSignature signature = FunctionSignature::of(step);
-  CompiledStep compiled;
   registerCustomKernels();
   for (mlir::Operation *op : numberCustomCallSites(hloStep)) {
     auto call = mlir::cast<hlo::CustomCallOp>(op);
@@ -155,6 +178,21 @@ CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what,
   }
   compiled.collectives = bindCollectives(hloStep, grid);
   compiled.grid = grid;
+  return signature;
+}
+
+std::vector<std::pair<std::string, void *>> stepHostSymbols() {
+  return {{"_mlir_ciface_" + kCustomCallFunction.str(), reinterpret_cast<void *>(&kilnCustomCall)},
+          {"_mlir_ciface_" + kCollectiveFunction.str(),
+           reinterpret_cast<void *>(&kilnCollective)}};
+}
+
+/// `hloStep` through the pipeline's Linalg and Llvm stages, then compiled;
+/// the lowering's seconds since `start` go to `lowerSeconds`.
+std::unique_ptr<CompiledFunction>
+lowerAndCompile(mlir::ModuleOp hloStep, const std::string &what, FunctionSignature signature,
+                bool keepObject, std::chrono::steady_clock::time_point start,
+                double *lowerSeconds) {
   // Bufferization needs the upstream dialects' models on the module's context.
   mlir::DialectRegistry registry;
   registerCompiledModeInterfaces(registry);
@@ -164,15 +202,48 @@ CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what,
   options.parallelLoopWork = kParallelLoopWork;
   runKilnPipeline(hloStep, options, PipelineStage::Llvm, PipelineStage::Hlo,
                   "compiled mode: lowering @train_step of " + what + " failed");
+  if (lowerSeconds)
+    *lowerSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::make_unique<CompiledFunction>(hloStep, "train_step", std::move(signature),
+                                            stepHostSymbols(), kOptLevel, keepObject);
+}
+
+} // namespace
+
+std::unique_ptr<CompiledFunction> compileHloStepCode(mlir::ModuleOp hloStep,
+                                                     const std::string &what,
+                                                     double *lowerSeconds) {
+  auto start = std::chrono::steady_clock::now();
+  auto step = hloStep.lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!step)
+    fail("compiled mode: {} has no func.func @train_step", what);
+  FunctionSignature signature = FunctionSignature::of(step);
+  return lowerAndCompile(hloStep, what, std::move(signature), /*keepObject=*/true, start,
+                         lowerSeconds);
+}
+
+CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what, DeviceGrid *grid) {
+  auto start = std::chrono::steady_clock::now();
+  CompiledStep compiled;
+  FunctionSignature signature = bindHostCalls(hloStep, what, grid, compiled);
+  compiled.function = lowerAndCompile(hloStep, what, std::move(signature),
+                                      /*keepObject=*/false, start, &compiled.lowerSeconds);
+  return compiled;
+}
+
+CompiledStep linkCompiledStep(mlir::ModuleOp hloStep, const std::string &objectPath,
+                              std::vector<int64_t> outParamBuffers,
+                              const std::vector<std::string> &parallelLoopNests,
+                              const std::string &what, DeviceGrid *grid) {
+  auto start = std::chrono::steady_clock::now();
+  CompiledStep compiled;
+  FunctionSignature signature = bindHostCalls(hloStep, what, grid, compiled);
   compiled.lowerSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   compiled.function = std::make_unique<CompiledFunction>(
-      hloStep, "train_step", std::move(signature),
-      std::vector<std::pair<std::string, void *>>{
-          {"_mlir_ciface_" + kCustomCallFunction.str(), reinterpret_cast<void *>(&kilnCustomCall)},
-          {"_mlir_ciface_" + kCollectiveFunction.str(),
-           reinterpret_cast<void *>(&kilnCollective)}},
-      kOptLevel);
+      objectPath, "train_step", std::move(signature), std::move(outParamBuffers),
+      parallelLoopNests, stepHostSymbols());
   return compiled;
 }
 

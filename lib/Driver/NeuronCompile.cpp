@@ -13,6 +13,7 @@
 
 #include "kiln/Driver/NeuronCompile.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/CompileArtifacts.h"
 #include "kiln/Driver/CompiledStep.h"
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/HloStats.h"
@@ -29,6 +30,7 @@
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/AtomicDirectory.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/Seconds.h"
 #include "kiln/Support/FileLock.h"
 #include "kiln/Support/Json.h"
 
@@ -49,74 +51,6 @@ using json = nlohmann::json;
 
 namespace kiln {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-/// Each argument's role, per-rank shape, whole shape and split (the dtype
-/// and NEFF name come from the exported module: describeEntry).
-json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> grid,
-                        ArrayRef<std::string> axisNames) {
-  std::map<std::string, SmallVector<int64_t>> paramShapes;
-  for (unsigned i = 0; i < loss.getNumArguments(); ++i)
-    if (auto key = loss.getArgAttrOfType<StringAttr>(i, kParamAttr))
-      paramShapes[key.str()] =
-          SmallVector<int64_t>(cast<RankedTensorType>(loss.getArgumentTypes()[i]).getShape());
-  json params = json::array();
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto type = cast<RankedTensorType>(step.getArgumentTypes()[i]);
-    json p{{"parameter", i}, {"shape", type.getShape()}};
-    std::string name;
-    for (StringRef role : {kParamAttr, kStateAttr, kInputAttr})
-      if (auto s = step.getArgAttrOfType<StringAttr>(i, role)) {
-        p["role"] = role.drop_front(5).str(); // "param", "state", "input"
-        p["name"] = name = s.str();
-      }
-    if (auto microbatch = step.getArgAttrOfType<IntegerAttr>(i, kMicrobatchAttr))
-      p["microbatch"] = microbatch.getInt();
-    SmallVector<int64_t> whole(type.getShape());
-    std::optional<Sharding> sharding;
-    if (Attribute attr = step.getArgAttr(i, kShardingAttr)) {
-      std::string error;
-      FailureOr<Sharding> s = Sharding::fromAttr(attr, type.getRank(), axisNames, error);
-      if (failed(s))
-        fail("@train_step argument #{}: {}", i, error);
-      sharding = *s;
-    }
-    // The whole shape: a parameter's (and its moments') from the global
-    // @loss, anything else from the split.
-    std::string key = name;
-    for (const char *prefix : {"exp_avg_sq.", "exp_avg."})
-      if (StringRef(name).starts_with(prefix))
-        key = name.substr(strlen(prefix));
-    json split = json::array();
-    if (sharding)
-      for (auto [d, axes] : llvm::enumerate(sharding->dims)) {
-        if (axes.empty())
-          continue;
-        int64_t n = 1;
-        json names = json::array();
-        for (int16_t a : axes) {
-          n *= grid[a];
-          names.push_back(axisNames[a]);
-        }
-        whole[d] = type.getDimSize(d) * n;
-        json entry{{"dim", d}, {"axes", names}, {"block", type.getDimSize(d)}};
-        if (int64_t padded = sharding->padding(d))
-          entry["padded_to"] = padded;
-        split.push_back(entry);
-      }
-    if (auto it = paramShapes.find(key); it != paramShapes.end() && it->second.size() == whole.size())
-      whole = it->second;
-    p["whole_shape"] = whole;
-    p["split"] = split;
-    params.push_back(p);
-  }
-  return params;
-}
 
 /// What only the exported module says about the entry: each parameter's
 /// dtype (s64 inputs are s32 there) and NEFF name, the rank parameter
@@ -219,16 +153,6 @@ done
                      neuronxHead(config.target.name, config.target.lnc), kNeuronxTail);
 }
 
-/// The hlo @train_step alone in a module, printed with its locations (the
-/// kiln fqn of each instruction): what compiled mode compiles.
-std::string printHloStep(ModuleOp module) {
-  OwningOpRef<ModuleOp> alone = extractHloStep(module);
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  alone->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));
-  return text;
-}
-
 std::string readme(const TrainConfig &config, const ParallelLayout &layout) {
   return fmt::format(R"(Kiln's Neuron artifacts of one training step (kiln compile)
 
@@ -262,40 +186,6 @@ groups list global ranks.
                      config.target.name, config.target.lnc, layout.worldSize());
 }
 
-/// Holds `outDir` for this compile (`lock`: a flock on a hidden sibling,
-/// `.<name>.kiln-compile.lock`, since the folder itself is swapped), refuses
-/// a folder that is not a compile's (the whole folder is replaced), and
-/// removes what killed compiles left beside it.
-void lockOutputFolder(const std::string &outDir, std::optional<FileLock> &lock) {
-  namespace fs = std::filesystem;
-  fs::path dir(trimTrailingSlashes(outDir));
-  std::string name = dir.filename().string();
-  if (name.empty() || name == "." || name == "..")
-    fail("compile: -o '{}' must name a folder of its own (kiln compile replaces it as a "
-         "whole), not '{}'",
-         outDir, outDir);
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    fail("compile: -o '{}' exists and is not a directory", outDir);
-  fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-  fs::create_directories(parent, ec);
-  if (ec)
-    fail("compile: cannot create the output directory '{}': {}", outDir, ec.message());
-  lock.emplace((parent / ("." + name + ".kiln-compile.lock")).string(), "-o");
-  if (!lock->acquired())
-    fail("compile: '{}' is being written by another kiln compile ({}): two compiles into "
-         "one folder would mix their artifacts; wait for it, or give this one its own -o "
-         "folder",
-         outDir, lock->holder());
-  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec) &&
-      !fs::exists(dir / "manifest.json", ec))
-    fail("compile: -o '{}' holds files but no manifest.json, so it is not a kiln compile's "
-         "folder: kiln compile replaces its folder as a whole; give a new or empty one",
-         outDir);
-  for (const std::string &stale : removeTemporarySiblings(outDir))
-    fmt::print(stderr, "compile: removed {}, left by an interrupted compile\n", stale);
-}
-
 } // namespace
 
 std::string neuronxCommand(const std::string &target, int64_t lnc) {
@@ -307,8 +197,6 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
   config.target.name = given.target.nameOr("trn2");
   if (config.target.name != "trn2" && config.target.name != "trn1")
     fail("compile: target '{}' is not a Neuron target (trn2, trn1)", config.target.name);
-  if (outDir.empty())
-    fail("compile: -o DIR is required (the directory the artifacts go to)");
   // The folder is one set (it is what goes to the Neuron host): one compile
   // at a time writes it, and it is replaced as a whole.
   std::optional<FileLock> lock;
@@ -393,15 +281,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
                                       {"optimizer_state_bytes", plan.stateBytes},
                                       {"gradient_bytes", plan.gradientBytes},
                                       {"saved_activation_bytes", plan.savedActivationBytes}};
-  json outputs = json::array();
-  for (unsigned i = 0; i < step.getNumResults(); ++i) {
-    json o{{"index", i}};
-    for (StringRef role : {kParamAttr, kStateAttr, kOutputAttr})
-      if (auto s = step.getResultAttrOfType<StringAttr>(i, role))
-        o[role.drop_front(5).str()] = s.str();
-    outputs.push_back(o);
-  }
-  manifest["outputs"] = outputs;
+  manifest["outputs"] = describeOutputs(step);
   double planSeconds = secondsSince(t);
 
   t = Clock::now();

@@ -342,6 +342,8 @@ const std::vector<Field> &fields() {
             &C::compile, &C::Compile::enable),
       field("compile", "backend", "what compiled mode compiles for",
             &C::compile, &C::Compile::backend, oneOf({"cpu"})),
+      field("compile", "artifact", "a kiln compile --target cpu folder: its step is linked, not compiled (needs compile.enable)",
+            &C::compile, &C::Compile::artifact),
 
       field("debug", "save_grads", "write the first step's raw gradients to this file under HF keys",
             &C::debug, &C::Debug::saveGrads),

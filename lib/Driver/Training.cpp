@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/Training.h"
 #include "kiln/Driver/CompiledStep.h"
+#include "kiln/Driver/CpuCompile.h"
 #include "kiln/Driver/RankAgreement.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
@@ -194,6 +195,10 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     return LogicalResult(sig);
   });
 
+  if (!config.compile.artifact.empty() && !config.compile.enable)
+    fail("compile.artifact: '{}' is a compiled step, which only compiled mode runs; set "
+         "compile.enable=true too",
+         config.compile.artifact);
   if (config.compile.enable)
     compileStep();
 
@@ -392,15 +397,16 @@ double Trainer::flopsPerToken() const {
 Trainer::~Trainer() = default;
 
 void Trainer::compileStep() {
-  OwningOpRef<ModuleOp> copy = module_->clone();
-  // A CPU-only kernel (chunked_cross_entropy) is a custom call compiled mode
-  // runs; the Trainer's own pipeline runs are done by now.
-  pipeline_->cpuKernelCalls = true;
-  runKilnPipeline(*copy, *pipeline_, PipelineStage::Hlo, PipelineStage::PerRank,
-                  "compile.enable: lowering @train_step of " + model_.name + " to HLO failed");
-  OwningOpRef<ModuleOp> step = extractHloStep(*copy);
-  compiled_ = std::make_unique<CompiledStep>(
-      compileHloStep(*step, "the training step of " + model_.name, grid_.get()));
+  // The Trainer's own pipeline runs are done by now.
+  OwningOpRef<ModuleOp> step = lowerToHloStep(*module_, *pipeline_, model_.name);
+  const std::string &artifact = config_.compile.artifact;
+  if (!artifact.empty())
+    compiled_ = std::make_unique<CompiledStep>(linkCpuArtifact(
+        artifact, cpuStepIdentity(config_, model_, layout_, *pipeline_, *step), *step,
+        grid_.get()));
+  else
+    compiled_ = std::make_unique<CompiledStep>(
+        compileHloStep(*step, "the training step of " + model_.name, grid_.get()));
   compiled_->failCollectiveOnRank = config_.debug.failCollectiveOnRank;
   // The HLO step takes @train_step's arguments and then the rank, and
   // returns @train_step's results.

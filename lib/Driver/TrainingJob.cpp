@@ -460,7 +460,14 @@ int runTrainingJob(const TrainConfig &config) {
                        "the learning rate warms up over the whole run, reaching optimizer.lr "
                        "at its last step\n",
                config.lrScheduler.warmupSteps, steps);
-  if (trainer.compiled()) {
+  if (trainer.compiled() && !config.compile.artifact.empty()) {
+    auto [lower, llvm] = trainer.compileSeconds();
+    fmt::print("compile: the step linked from {} (kiln compile --target cpu) in {:.1f} s, "
+               "nothing compiled, apart from the step times; {} loop nests on up to {} "
+               "threads\n",
+               config.compile.artifact, lower + llvm,
+               trainer.compiledStep()->function->threadedLoopNests(), ThreadBudget::current());
+  } else if (trainer.compiled()) {
     auto [lower, llvm] = trainer.compileSeconds();
     fmt::print("compile: the step compiled for the CPU in {:.1f} s (lowering {:.1f} s, LLVM "
                "{:.1f} s), apart from the step times; {} loop nests on up to {} threads\n",

@@ -21,7 +21,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -164,6 +167,61 @@ TEST(CompiledStepTest, LaterRunsTakeTheirBuffersFromThePlannedArena) {
   for (size_t r = 0; r < first.size(); ++r)
     EXPECT_EQ(std::memcmp(first[r].rawData(), second[r].rawData(), first[r].nbytes()), 0)
         << "result " << r;
+}
+
+// Ahead of time (kiln compile --target cpu): the object code of a compiled
+// step, linked into a step of its own with no module lowered or compiled,
+// gives the same results bit for bit; an object file that is not one is an
+// error naming the file.
+TEST(CompiledStepTest, TheObjectCodeLinkedRunsAsCompiled) {
+  std::mt19937 rng(7);
+  std::vector<Tensor> args{randomTensor({4, 8}, rng), randomTensor({6, 8}, rng),
+                           intTensor({3}, {5, 0, 5}), intTensor({}, {7})};
+  std::string dir = ::testing::TempDir() + "/kiln-object-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::string object = dir + "/train_step.o";
+  std::vector<Tensor> compiled;
+  std::vector<int64_t> outParamBuffers;
+  std::vector<std::string> loops;
+  {
+    mlir::MLIRContext context;
+    mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, kStep);
+    std::unique_ptr<CompiledFunction> code = compileHloStepCode(*module, "the test step");
+    code->writeObject(object);
+    outParamBuffers = code->outParamBuffers();
+    loops = code->threadedLoopNestNames();
+    CompiledStep step = compileHloStep(*parse(context, kStep), "the test step");
+    compiled = step(args);
+  }
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = parse(context, kStep);
+  CompiledStep linked =
+      linkCompiledStep(*module, object, outParamBuffers, loops, "the test step");
+  std::vector<Tensor> results = linked(args);
+  ASSERT_EQ(results.size(), compiled.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    ASSERT_EQ(results[r].shape(), compiled[r].shape()) << "result " << r;
+    EXPECT_EQ(std::memcmp(results[r].rawData(), compiled[r].rawData(), results[r].nbytes()), 0)
+        << "result " << r;
+  }
+
+  std::string garbage = dir + "/garbage.o";
+  { std::ofstream(garbage) << "not an object file"; }
+  try {
+    linkCompiledStep(*module, garbage, outParamBuffers, loops, "the test step");
+    ADD_FAILURE() << "a file that is not an object linked";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("the object file '" + garbage + "'"), std::string::npos)
+        << e.what();
+  }
+  try {
+    linkCompiledStep(*module, dir + "/missing.o", outParamBuffers, loops, "the test step");
+    ADD_FAILURE() << "a missing object file linked";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read the object file"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Each form the host's sgemm takes (kiln_sgemm): B transposed, as stored, A

@@ -1,11 +1,13 @@
 //===- CompileCommand.cpp - kiln compile ----------------------------------===//
 //
-// kiln compile --config run.json [--model <dir|flavor>] [--target trn2|trn1] -o DIR
+// kiln compile --config run.json [--model <dir|flavor>] [--target trn2|trn1|cpu] -o DIR
 //              [--section.key=value ...]
 // The run's options parse as `kiln train` parses them (TrainConfig); --target
-// sets target.name and --model the model section.
+// sets target.name (cpu: the step as native code for this CPU, CpuCompile.h)
+// and --model the model section.
 
 #include "Commands.h"
+#include "kiln/Driver/CpuCompile.h"
 #include "kiln/Driver/NeuronCompile.h"
 #include "kiln/Support/Error.h"
 
@@ -48,7 +50,11 @@ int runCompile(const std::vector<std::string> &args) {
     overrides.push_back("--model.hf_path=\"\"");
     overrides.push_back("--model.flavor=" + *model);
   }
-  compileForNeuron(TrainConfig::load(configPath.value_or(""), overrides), *outDir);
+  TrainConfig config = TrainConfig::load(configPath.value_or(""), overrides);
+  if (config.target.name == "cpu")
+    compileForCpu(config, *outDir);
+  else
+    compileForNeuron(config, *outDir);
   return 0;
 }
 

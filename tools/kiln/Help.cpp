@@ -30,11 +30,14 @@ const CommandHelp kCommands[] = {
   capture --list-flavors
           list the built-in Qwen3 flavors with their parameter counts
 )"},
-    {"compile", true, R"(  compile --config <run.json> [--model <dir|flavor>] [--target trn2|trn1] -o DIR
+    {"compile", true, R"(  compile --config <run.json> [--model <dir|flavor>] [--target trn2|trn1|cpu] -o DIR
           [--section.key=value ...]
           the per-rank training step as XLA HLO for neuronx-cc (model.hlo.pb,
           model.hlo.txt, model.hlo.mlir, manifest.json, compile.sh); see
-          docs/neuron.md
+          docs/neuron.md. --target cpu: as native code for this CPU
+          (train_step.o, manifest.json), which kiln train
+          --compile.enable=true --compile.artifact=DIR links; see
+          docs/compiled.md
 )"},
     {"check-hlo", true, R"(  check-hlo DIR --config <run.json> [--model <dir>] [--tolerance T]
           [--save-io IO_DIR] [--backend evaluator|compiled] [--section.key=value ...]
@@ -78,6 +81,7 @@ const CommandHelp kCommands[] = {
 
 constexpr const char *kHeader = R"(usage: kiln <command> [options]
        kiln help [<command> | keys [--markdown]]     kiln <command> --help
+       kiln --version
 
 commands:
 )";

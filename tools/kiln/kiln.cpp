@@ -4,6 +4,7 @@
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/Version.h"
 
 #include <fmt/core.h>
 
@@ -70,6 +71,10 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
+  if (command == "--version") {
+    fmt::print("kiln {}\n", kiln::kilnVersion());
+    return 0;
+  }
   std::vector<std::string> args(argv + 2, argv + argc);
   kiln::acceptTorchtitanConfigFile(args);
   // `kiln <command> --help` anywhere among its options, as torchtitan's.

@@ -12,6 +12,7 @@
 #include "kiln/Backend/Compiled/CompiledCollectives.h"
 #include "kiln/Backend/Compiled/CompiledFunction.h"
 #include "kiln/Driver/HloKernelCall.h"
+#include "kiln/Pipeline/KilnPipeline.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -62,6 +63,18 @@ private:
 /// a module of its own: what model.hlo.mlir holds and compiled mode compiles.
 mlir::OwningOpRef<mlir::ModuleOp> extractHloStep(mlir::ModuleOp module);
 
+/// extractHloStep's module printed with its locations (the kiln fqn of each
+/// instruction): model.hlo.mlir.
+std::string printHloStep(mlir::ModuleOp module);
+
+/// Compiled mode's hlo step of the captured step in `captured` (left as it
+/// is): a copy taken through the pipeline's Hlo stage with `options` (whose
+/// CPU-only kernels become custom calls compiled mode runs), then extracted;
+/// `what` names the step in errors.
+mlir::OwningOpRef<mlir::ModuleOp> lowerToHloStep(mlir::ModuleOp captured,
+                                                 KilnPipelineOptions &options,
+                                                 const std::string &what);
+
 /// Compiles the @train_step of `path` (an hlo module in MLIR text). Throws
 /// kiln::Error naming the file when it is missing or does not parse, and the
 /// op (with its kiln fqn) that compiled mode cannot lower.
@@ -73,6 +86,23 @@ CompiledStep compileHloStep(const std::string &path);
 /// one, a step with collectives is refused.
 CompiledStep compileHloStep(mlir::ModuleOp hloStep, const std::string &what,
                             DeviceGrid *grid = nullptr);
+
+/// The native code of `hloStep`'s @train_step alone (lowered in place), for
+/// CompiledFunction::writeObject: its host calls are not bound, so it does
+/// not run here (kiln compile --target cpu).
+std::unique_ptr<CompiledFunction> compileHloStepCode(mlir::ModuleOp hloStep,
+                                                     const std::string &what,
+                                                     double *lowerSeconds = nullptr);
+
+/// The @train_step of `hloStep` (extractHloStep's module, not lowered) from
+/// the object file a compileHloStep of the same module wrote, with the
+/// out-parameter buffers and threaded loop nests its function reported:
+/// linked, not compiled. The host calls are bound as compileHloStep binds
+/// them. Throws kiln::Error naming the file when it does not link.
+CompiledStep linkCompiledStep(mlir::ModuleOp hloStep, const std::string &objectPath,
+                              std::vector<int64_t> outParamBuffers,
+                              const std::vector<std::string> &parallelLoopNests,
+                              const std::string &what, DeviceGrid *grid = nullptr);
 
 } // namespace kiln
 

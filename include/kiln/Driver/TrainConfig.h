@@ -193,6 +193,9 @@ struct TrainConfig {
   struct Compile {
     bool enable = false;
     std::string backend = "cpu"; ///< the only one: MLIR's JIT for this CPU
+    /// A kiln compile --target cpu folder whose step is linked instead of
+    /// compiled (checked to be this run's); empty: compile here.
+    std::string artifact;
   } compile;
 
   struct Debug {

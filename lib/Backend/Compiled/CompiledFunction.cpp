@@ -24,19 +24,27 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <omp.h>
 
 namespace kiln {
 
 struct CompiledFunction::Engine {
+  /// Code generated here (MLIR's JIT) or linked from an object file.
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::unique_ptr<llvm::orc::LLJIT> linked;
   void (*entry)(void **) = nullptr;
   /// The packed wrappers of the threaded loop nests, by site
   /// (the module's kiln.parallel_loops).
@@ -97,6 +105,37 @@ extern "C" void kilnRelease(void *pointer) {
     std::free(pointer);
 }
 
+/// What every compiled function's code calls in the host, then the
+/// caller's `hostSymbols`: memref.copy of a strided view calls MLIR's
+/// runtime helper, a float32 matmul OpenBLAS (HostFunctions.h), an
+/// allocation the step's arena, a threaded loop nest kiln_parallel_for.
+llvm::orc::SymbolMap
+hostSymbolMap(llvm::orc::MangleAndInterner &interner,
+              const std::vector<std::pair<std::string, void *>> &hostSymbols) {
+  llvm::orc::SymbolMap symbols;
+  auto bind = [&](llvm::StringRef symbol, void *address) {
+    symbols[interner(symbol)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                 llvm::JITSymbolFlags::Exported};
+  };
+  bind("memrefCopy", reinterpret_cast<void *>(&memrefCopy));
+  bind("_mlir_ciface_kiln_sgemm", reinterpret_cast<void *>(&kilnSgemm));
+  bind("_mlir_memref_to_llvm_alloc", reinterpret_cast<void *>(&kilnAllocate));
+  bind("_mlir_memref_to_llvm_aligned_alloc", reinterpret_cast<void *>(&kilnAllocateAligned));
+  bind("_mlir_memref_to_llvm_free", reinterpret_cast<void *>(&kilnRelease));
+  bind("_mlir_ciface_kiln_parallel_for", reinterpret_cast<void *>(&kilnParallelFor));
+  for (const auto &[symbol, address] : hostSymbols)
+    bind(symbol, address);
+  return symbols;
+}
+
+void initializeNativeTarget() {
+  static std::once_flag targets;
+  std::call_once(targets, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
 } // namespace
 
 TensorSignature FunctionSignature::signatureOf(mlir::Type type, const std::string &what) {
@@ -147,15 +186,12 @@ FunctionSignature FunctionSignature::of(mlir::func::FuncOp func) {
 
 CompiledFunction::CompiledFunction(
     mlir::ModuleOp llvmModule, const std::string &name, FunctionSignature signature,
-    const std::vector<std::pair<std::string, void *>> &hostSymbols, int optLevel)
+    const std::vector<std::pair<std::string, void *>> &hostSymbols, int optLevel,
+    bool keepObject)
     : engine_(std::make_unique<Engine>()), arena_(std::make_unique<StepArena>()), name_(name),
       signature_(std::move(signature)) {
   auto start = std::chrono::steady_clock::now();
-  static std::once_flag targets;
-  std::call_once(targets, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
+  initializeNativeTarget();
   mlir::DialectRegistry registry;
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
@@ -172,47 +208,23 @@ CompiledFunction::CompiledFunction(
   options.transformer = optimize;
   options.jitCodeGenOptLevel =
       optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default;
+  // The engine's object cache keeps the one object the module compiles to.
+  options.enableObjectDump = keepObject;
   auto created = mlir::ExecutionEngine::create(llvmModule, options);
   if (!created)
     fail("compiled mode: @{} does not compile: {}", name,
          llvm::toString(created.takeError()));
   engine_->engine = std::move(*created);
-  // memref.copy of a strided view calls MLIR's runtime helper, a float32
-  // matmul OpenBLAS (HostFunctions.h); the caller's
-  // symbols (a custom call's host function) are bound here too.
   engine_->engine->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
-    llvm::orc::SymbolMap symbols;
-    symbols[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
-                                       llvm::JITSymbolFlags::Exported};
-    symbols[interner("_mlir_ciface_kiln_sgemm")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&kilnSgemm), llvm::JITSymbolFlags::Exported};
-    symbols[interner("_mlir_memref_to_llvm_alloc")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&kilnAllocate), llvm::JITSymbolFlags::Exported};
-    symbols[interner("_mlir_memref_to_llvm_aligned_alloc")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&kilnAllocateAligned), llvm::JITSymbolFlags::Exported};
-    symbols[interner("_mlir_memref_to_llvm_free")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&kilnRelease), llvm::JITSymbolFlags::Exported};
-    symbols[interner("_mlir_ciface_kiln_parallel_for")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&kilnParallelFor), llvm::JITSymbolFlags::Exported};
-    for (const auto &[symbol, address] : hostSymbols)
-      symbols[interner(symbol)] = {llvm::orc::ExecutorAddr::fromPtr(address),
-                                   llvm::JITSymbolFlags::Exported};
-    return symbols;
+    return hostSymbolMap(interner, hostSymbols);
   });
   engine_->engine->initialize();
-  // Code is generated at the first lookup: here, so that it is timed here.
-  auto entry = engine_->engine->lookupPacked(name);
-  if (!entry)
-    fail("compiled mode: @{} does not compile: {}", name, llvm::toString(entry.takeError()));
-  engine_->entry = *entry;
   if (auto loops = llvmModule->getAttrOfType<mlir::ArrayAttr>(kParallelLoopsAttr))
-    for (auto symbol : loops.getAsRange<mlir::FlatSymbolRefAttr>()) {
-      auto nest = engine_->engine->lookupPacked(symbol.getValue());
-      if (!nest)
-        fail("compiled mode: the loop nest @{} of @{} is missing: {}", symbol.getValue().str(),
-             name, llvm::toString(nest.takeError()));
-      engine_->parallelLoops.push_back(*nest);
-    }
+    for (auto symbol : loops.getAsRange<mlir::FlatSymbolRefAttr>())
+      parallelLoopNames_.push_back(symbol.getValue().str());
+  // Code is generated at the first lookup: here, so that it is timed here.
+  bind([&](const std::string &function) { return engine_->engine->lookupPacked(function); },
+       "@" + name);
   if (auto func = llvmModule.lookupSymbol<mlir::LLVM::LLVMFuncOp>(name))
     if (auto shared = func->getAttrOfType<mlir::DenseI64ArrayAttr>(kOutParamBuffersAttr))
       outParamBuffers_.assign(shared.asArrayRef().begin(), shared.asArrayRef().end());
@@ -221,9 +233,96 @@ CompiledFunction::CompiledFunction(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+CompiledFunction::CompiledFunction(
+    const std::string &objectPath, const std::string &name, FunctionSignature signature,
+    std::vector<int64_t> outParamBuffers, const std::vector<std::string> &parallelLoopNests,
+    const std::vector<std::pair<std::string, void *>> &hostSymbols)
+    : engine_(std::make_unique<Engine>()), arena_(std::make_unique<StepArena>()), name_(name),
+      signature_(std::move(signature)), outParamBuffers_(std::move(outParamBuffers)),
+      parallelLoopNames_(parallelLoopNests) {
+  auto start = std::chrono::steady_clock::now();
+  initializeNativeTarget();
+  auto object = llvm::MemoryBuffer::getFile(objectPath);
+  if (!object)
+    fail("compiled mode: cannot read the object file '{}': {}", objectPath,
+         object.getError().message());
+  // Linked as MLIR's engine links the code it generates (RuntimeDyld, the
+  // section memory manager), so the same object behaves the same.
+  auto jit =
+      llvm::orc::LLJITBuilder()
+          .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession &session)
+                                            -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+            return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                session, [](const llvm::MemoryBuffer &) {
+                  return std::make_unique<llvm::SectionMemoryManager>();
+                });
+          })
+          .create();
+  auto check = [&](llvm::Error error, const char *what) {
+    if (error)
+      fail("compiled mode: the object file '{}' {}: {}", objectPath, what,
+           llvm::toString(std::move(error)));
+  };
+  if (!jit)
+    check(jit.takeError(), "cannot be linked here");
+  engine_->linked = std::move(*jit);
+  llvm::orc::LLJIT &linked = *engine_->linked;
+  llvm::orc::MangleAndInterner interner(linked.getExecutionSession(), linked.getDataLayout());
+  check(linked.getMainJITDylib().define(
+            llvm::orc::absoluteSymbols(hostSymbolMap(interner, hostSymbols))),
+        "cannot be linked here");
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      linked.getDataLayout().getGlobalPrefix());
+  if (!process)
+    check(process.takeError(), "cannot be linked here");
+  linked.getMainJITDylib().addGenerator(std::move(*process));
+  check(linked.addObjectFile(std::move(*object)), "is not an object file Kiln can link");
+  bind(
+      [&](const std::string &function) -> llvm::Expected<void (*)(void **)> {
+        auto address = linked.lookup("_mlir_" + function);
+        if (!address)
+          return address.takeError();
+        return address->toPtr<void (*)(void **)>();
+      },
+      "'" + objectPath + "'");
+  compileSeconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+template <typename Lookup>
+void CompiledFunction::bind(Lookup lookup, const std::string &where) {
+  auto entry = lookup(name_);
+  if (!entry)
+    fail("compiled mode: {} does not compile or link: {}", where,
+         llvm::toString(entry.takeError()));
+  engine_->entry = *entry;
+  for (const std::string &symbol : parallelLoopNames_) {
+    auto nest = lookup(symbol);
+    if (!nest)
+      fail("compiled mode: the loop nest @{} of {} is missing: {}", symbol, where,
+           llvm::toString(nest.takeError()));
+    engine_->parallelLoops.push_back(*nest);
+  }
+}
+
+void CompiledFunction::writeObject(const std::string &path) const {
+  if (!engine_->engine)
+    fail("compiled mode: @{} was linked from an object file, not compiled here", name_);
+  // dumpToObjectFile reports a failure on stderr only: check the file.
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  engine_->engine->dumpToObjectFile(path);
+  if (!std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0)
+    fail("compiled mode: the object code of @{} could not be written to '{}'", name_, path);
+}
+
 CompiledFunction::~CompiledFunction() = default;
 
 size_t CompiledFunction::threadedLoopNests() const { return engine_->parallelLoops.size(); }
+
+const std::vector<std::string> &CompiledFunction::threadedLoopNestNames() const {
+  return parallelLoopNames_;
+}
 
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor> &arguments) const {
   // Copies share the buffers: nothing is uniquely owned, nothing donated.

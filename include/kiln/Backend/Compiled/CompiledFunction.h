@@ -56,7 +56,19 @@ public:
   CompiledFunction(mlir::ModuleOp llvmModule, const std::string &name,
                    FunctionSignature signature,
                    const std::vector<std::pair<std::string, void *>> &hostSymbols = {},
-                   int optLevel = 0);
+                   int optLevel = 0, bool keepObject = false);
+  /// The function of the object file at `objectPath` that writeObject wrote
+  /// (the native code of a lowered module, ahead of time): `name`, its
+  /// signature, its out-parameters' buffers and its threaded loop nests are
+  /// what the compiling function reported. Nothing is compiled: the object
+  /// is linked into this process, its external symbols resolved to
+  /// `hostSymbols`, the host functions every compiled function binds and
+  /// this process's libraries. Throws kiln::Error naming the file when it
+  /// cannot be read or linked, or lacks one of the functions.
+  CompiledFunction(const std::string &objectPath, const std::string &name,
+                   FunctionSignature signature, std::vector<int64_t> outParamBuffers,
+                   const std::vector<std::string> &parallelLoopNests,
+                   const std::vector<std::pair<std::string, void *>> &hostSymbols);
   ~CompiledFunction();
   CompiledFunction(const CompiledFunction &) = delete;
   CompiledFunction &operator=(const CompiledFunction &) = delete;
@@ -87,7 +99,14 @@ public:
   int64_t lastPeakLiveBytes() const { return lastPeakLiveBytes_; }
   /// How many of its loop nests run on the host's threads (kiln_parallel_for).
   size_t threadedLoopNests() const;
-  /// Seconds spent translating to LLVM IR, optimizing and generating code.
+  /// Their functions' names, by site.
+  const std::vector<std::string> &threadedLoopNestNames() const;
+  /// Writes the native code, one relocatable object for the host CPU, to
+  /// `path`; only a function compiled with keepObject has it. Throws
+  /// kiln::Error naming the file when it cannot be written.
+  void writeObject(const std::string &path) const;
+  /// Seconds spent translating to LLVM IR, optimizing and generating code
+  /// (or linking the object file).
   double compileSeconds() const { return compileSeconds_; }
 
   /// The JIT and what the host calls look up in it (CompiledFunction.cpp).
@@ -95,12 +114,17 @@ public:
 
 private:
   std::vector<Tensor> call(std::vector<Tensor> &arguments, bool donate) const;
+  /// Looks up the entry and the loop nests (`lookup`: a packed wrapper's
+  /// address by function name, or an error).
+  template <typename Lookup>
+  void bind(Lookup lookup, const std::string &where);
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<StepArena> arena_;
   std::string name_;
   FunctionSignature signature_;
   std::vector<int64_t> outParamBuffers_;
+  std::vector<std::string> parallelLoopNames_;
   double compileSeconds_ = 0;
   mutable int64_t lastPeakLiveBytes_ = 0;
 };

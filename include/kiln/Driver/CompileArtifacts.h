@@ -1,0 +1,42 @@
+//===- CompileArtifacts.h - What every kiln compile target writes -*- C++ -*-===//
+//
+// kiln compile writes one folder per run and target (the Neuron artifacts,
+// docs/neuron.md; the CPU step, docs/compiled.md): locked while written and
+// replaced as a whole, with a manifest.json whose "parameters" and
+// "outputs" say how to feed the step's entry and read its results.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_COMPILEARTIFACTS_H
+#define KILN_DRIVER_COMPILEARTIFACTS_H
+
+#include "kiln/Support/FileLock.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace kiln {
+
+/// Holds `outDir` (required) for this compile (`lock`: a flock on a hidden sibling,
+/// `.<name>.kiln-compile.lock`, since the folder itself is swapped), refuses
+/// a folder that is not a compile's (the whole folder is replaced), and
+/// removes what killed compiles left beside it.
+void lockOutputFolder(const std::string &outDir, std::optional<FileLock> &lock);
+
+/// Each argument of the kiln-level @train_step `step`: its role, name
+/// (parameter key, state or input), microbatch, per-rank shape, whole shape
+/// (a parameter's from the global @loss) and split over the grid's axes.
+nlohmann::json describeParameters(mlir::func::FuncOp step, mlir::func::FuncOp loss,
+                                  llvm::ArrayRef<int64_t> grid,
+                                  llvm::ArrayRef<std::string> axisNames);
+
+/// Each result of `step`: its index and role (param, state, output) with
+/// its name.
+nlohmann::json describeOutputs(mlir::func::FuncOp step);
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_COMPILEARTIFACTS_H
