@@ -182,11 +182,13 @@ json cpuStepIdentity(const TrainConfig &config, const Qwen3Config &model,
           {"step_fingerprint", stepFingerprint(hloStep)}};
 }
 
-void compileForCpu(const TrainConfig &config, const std::string &outDir) {
+void compileForCpu(const TrainConfig &given, const std::string &outDir) {
   Clock::time_point start = Clock::now();
+  TrainConfig config = given;
   Qwen3Config model = config.model.resolve();
+  // The shape kiln train gives the run (a token file's where unset).
+  ParallelLayout layout = resolveRunLayout(config, model, 1);
   int64_t seq = config.training.seqLen;
-  ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, seq, 1);
   int64_t dp = layout.dataParallelDegree();
   std::optional<FileLock> lock;
   lockOutputFolder(outDir, lock);

@@ -146,10 +146,8 @@ RunSettings runSettings(const TrainConfig &config, const Qwen3Config &model,
 
 } // namespace
 
-Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : config_(given) {
-  const TrainConfig &config = config_;
-  model_ = config.model.resolve();
-  MpiWorld &world = MpiWorld::get();
+ParallelLayout resolveRunLayout(TrainConfig &config, const Qwen3Config &model,
+                                int64_t launchedWorld) {
   // A fixed token file holds the global batch: unless the run sets them, the
   // sequence length and the per-data-parallel-rank batch come from its shape.
   std::optional<Tensor> tokens;
@@ -158,15 +156,23 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
         config.explicitKeys.count("training.local_batch_size"))) {
     tokens = readTokenBatch(config.data.tokensFile);
     if (!config.explicitKeys.count("training.seq_len") && !config.explicitKeys.count("data.seq_len"))
-      config_.training.seqLen = tokens->dim(1) - 1;
+      config.training.seqLen = tokens->dim(1) - 1;
   }
-  layout_ = ParallelLayout::resolve(config.parallelism, model_, config.training.seqLen,
-                                    world.size());
+  ParallelLayout layout =
+      ParallelLayout::resolve(config.parallelism, model, config.training.seqLen, launchedWorld);
   // With global_batch_size set the file's rows are checked against it.
   if (tokens && !config.explicitKeys.count("training.local_batch_size") &&
       config.training.globalBatchSize == -1)
-    config_.training.localBatchSize =
-        layout_.batchRows(tokens->dim(0), 0, config.data.tokensFile).second;
+    config.training.localBatchSize =
+        layout.batchRows(tokens->dim(0), 0, config.data.tokensFile).second;
+  return layout;
+}
+
+Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : config_(given) {
+  const TrainConfig &config = config_;
+  model_ = config.model.resolve();
+  MpiWorld &world = MpiWorld::get();
+  layout_ = resolveRunLayout(config_, model_, world.size());
   // Before the grid's first collective: ranks that resolved different runs
   // would meet in collectives of different shapes.
   requireRanksAgree(runSettings(config_, model_, layout_, resumeDir), "the run");

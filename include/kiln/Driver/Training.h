@@ -31,6 +31,13 @@ namespace kiln {
 
 struct CompiledStep;
 
+/// The layout of `config`'s run on `launchedWorld` ranks, with the shape a
+/// fixed token file gives the run where it leaves it unset (`config`
+/// updated): the sequence length from its columns, the per-data-parallel-rank
+/// batch from its rows. Throws kiln::Error naming the option or the file.
+ParallelLayout resolveRunLayout(TrainConfig &config, const Qwen3Config &model,
+                                int64_t launchedWorld);
+
 /// Captures @loss for `shape` and runs the Kiln pipeline on it up to `stage`
 /// (PerRank: + @loss_grad and the per-rank @train_step; Forward: the @loss
 /// with its kernels substituted). Throws kiln::Error with the diagnostics if
