@@ -144,7 +144,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
                     "fsdp_reshard_after_forward": "default", "world_size": 0},
     "override": {"rules": [], "files": []},
     "target": {"name": "", "lnc": 2, "neuron_max_communicators": 16},
-    "compile": {"enable": false, "backend": "cpu"},
+    "compile": {"enable": false, "backend": "cpu", "artifact": ""},
     "debug": {"save_grads": "", "kill_during_save": 0, "kill_during_compile": false,
               "fail_collective_on_rank": -1}
   })");
