@@ -59,8 +59,10 @@ const CommandHelp kCommands[] = {
           [--section.key=value ...] [--nodes N] [--json] [--trace trace.json]
           [--search [--search-by=tokens_per_second|usd_per_million_tokens]
            [--search-top N] [--search-max-local-batch B] [--search-ac LIST]]
+  plan    --validate [--published runs.json] [--json]
           memory per rank, step time, MFU and cost of the run's per-rank
-          program on a target (trn2.48xlarge, p5.48xlarge, cpu, ...)
+          program on a target (trn2.48xlarge, p5.48xlarge, cpu, ...);
+          --validate: every published run planned against its figures
 )"},
     {"calibrate-cpu", true, R"(  calibrate-cpu --config <run.json> [--steps N] [--section.key=value ...]
           time every op of N training steps on this machine and fit the cpu

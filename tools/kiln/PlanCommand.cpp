@@ -2,13 +2,16 @@
 
 #include "Commands.h"
 #include "kiln/Driver/LayoutSearch.h"
+#include "kiln/Driver/PlanValidation.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/Json.h"
 
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cstdio>
 #include <limits>
 
 namespace kiln {
@@ -18,13 +21,35 @@ int runPlan(const std::vector<std::string> &allArgs) {
   // (--target.* is the kernel target's section); the rest are plan's own.
   std::vector<std::string> args, overrides;
   splitConfigOverrides(allArgs, args, overrides);
-  OptionList options("plan", args, {"json", "search"});
+  OptionList options("plan", args, {"json", "search", "validate"});
+  bool json = options.flag("json");
+  if (options.flag("validate")) {
+    // Published runs carry their own targets and configs.
+    std::optional<std::string> published = options.value("published");
+    options.finish();
+    if (!overrides.empty())
+      fail("plan: --validate plans the published runs as their file says; it takes no "
+           "--section.key=value (got '{}')",
+           overrides.front());
+    std::string source = published.value_or("targets/published/runs.json (built in)");
+    PlanValidation validation =
+        validatePlanner(published ? readFile(*published) : builtinPublishedRuns(), source);
+    fmt::print("{}", json ? validationToJson(validation).dump(2) + "\n"
+                          : formatValidation(validation));
+    if (!validation.withinTolerances()) {
+      std::fflush(stdout);
+      fmt::print(stderr, "error: plan --validate: a published run's figure is outside its "
+                         "tolerance in {}\n",
+                 source);
+      return 1;
+    }
+    return 0;
+  }
   std::optional<std::string> configPath = options.value("config");
   std::optional<std::string> model = options.value("model");
   std::string targetName = options.required("target");
   constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
   int64_t nodes = options.integer("nodes", kUnset);
-  bool json = options.flag("json");
   std::optional<std::string> trace = options.value("trace");
   bool search = options.flag("search");
   std::optional<std::string> searchBy = options.value("search-by");

@@ -1,0 +1,66 @@
+//===- PlanValidation.h - kiln plan --validate: plans against published runs -*- C++ -*-===//
+//
+// The planner is only as good as its agreement with real runs. Published
+// runs are data (targets/published/runs.json, compiled in): each with its
+// source, its setting, the Kiln run config that expresses it (target,
+// nodes, --section.key=value words) and, per published figure (tokens/s per
+// device, step time, memory per device), the tolerance the test asserts.
+// Validation plans every run as `kiln plan` would and reports each figure's
+// error against its tolerance and the file's target. See docs/planner.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_PLANVALIDATION_H
+#define KILN_DRIVER_PLANVALIDATION_H
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// One published figure against the plan of its run.
+struct ValidatedFigure {
+  /// "tokens_per_second_per_device", "step_seconds", "memory_gib_per_device".
+  std::string name;
+  double published = 0, planned = 0;
+  /// planned / published - 1.
+  double error = 0;
+  double tolerance = 0;
+  bool withinTolerance() const;
+};
+
+struct ValidatedRun {
+  std::string name, source, setting, layout, notes;
+  /// False for a run Kiln cannot express yet: planned and reported, not
+  /// asserted.
+  bool checked = true;
+  std::vector<ValidatedFigure> figures;
+  double planningSeconds = 0;
+};
+
+struct PlanValidation {
+  /// The error every figure should reach (the file's "target").
+  double target = 0;
+  std::vector<ValidatedRun> runs;
+  /// Every checked run's figures within their tolerances.
+  bool withinTolerances() const;
+};
+
+/// targets/published/runs.json as compiled in.
+const std::string &builtinPublishedRuns();
+
+/// Plans every run of the published-runs document `text` (read from
+/// `source`, named in errors). Throws kiln::Error naming the source, the run
+/// and the field for a document that is not one, and the run for a config
+/// the planner refuses.
+PlanValidation validatePlanner(const std::string &text, const std::string &source);
+
+/// The report: per run its setting and each figure published vs planned,
+/// the error, the tolerance and the target; then the totals.
+std::string formatValidation(const PlanValidation &validation);
+nlohmann::json validationToJson(const PlanValidation &validation);
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_PLANVALIDATION_H
