@@ -14,9 +14,9 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Support/AtomicDirectory.h"
 #include "kiln/Support/Error.h"
-#include "kiln/Support/Seconds.h"
 #include "kiln/Support/Fnv128.h"
 #include "kiln/Support/Json.h"
+#include "kiln/Support/Seconds.h"
 #include "kiln/Support/Version.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -79,7 +79,8 @@ std::string stepFingerprint(ModuleOp hloStep) {
 std::string firstDifference(const json &have, const json &want, const std::string &path) {
   if (have.is_object() && want.is_object()) {
     std::vector<std::string> keys;
-    for (const char *first : {"kiln_version", "model", "architectures", "layout", "batch", "precision"})
+    for (const char *first :
+         {"kiln_version", "model", "architectures", "layout", "batch", "precision"})
       if (want.contains(first))
         keys.push_back(first);
     for (const auto &[key, value] : want.items())
@@ -196,8 +197,8 @@ void compileForCpu(const TrainConfig &given, const std::string &outDir) {
   std::unique_ptr<KilnPipelineOptions> options =
       pipelineOptions(config, model, &layout, "float32", "cpu");
   MLIRContext context;
-  OwningOpRef<ModuleOp> module = captureTrainingStep(
-      context, model, {config.training.localBatchSize * dp, seq}, *options);
+  OwningOpRef<ModuleOp> module =
+      captureTrainingStep(context, model, {config.training.localBatchSize * dp, seq}, *options);
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   auto loss = module->lookupSymbol<func::FuncOp>("loss");
   json manifest;
@@ -261,8 +262,7 @@ void compileForCpu(const TrainConfig &given, const std::string &outDir) {
   fmt::print("time: capture+passes+HLO {:.2f} s, lower to LLVM {:.2f} s, code generation "
              "{:.2f} s, write {:.2f} s\n",
              captureSeconds, lowerSeconds, compileSeconds, writeSeconds);
-  fmt::print("wrote {}/{{{}, model.hlo.mlir, manifest.json, README.txt}}\n", outDir,
-             kObjectFile);
+  fmt::print("wrote {}/{{{}, model.hlo.mlir, manifest.json, README.txt}}\n", outDir, kObjectFile);
   fmt::print("train it: kiln train <this run's options> --compile.enable=true "
              "--compile.artifact={}\n",
              outDir);

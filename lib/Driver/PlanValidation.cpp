@@ -61,8 +61,8 @@ double positive(const JsonObject &object, const std::string &field) {
   return value;
 }
 
-ValidatedRun validateRun(const JsonObject &run) {
-  ValidatedRun out;
+PublishedRun parseRun(const JsonObject &run) {
+  PublishedRun out;
   out.name = run.getString("name");
   std::string where = run.source() + ": run '" + out.name + "'";
   JsonObject named(run.json(), where);
@@ -71,14 +71,13 @@ ValidatedRun validateRun(const JsonObject &run) {
   out.layout = named.getString("layout");
   out.notes = named.has("notes") ? named.getString("notes") : "";
   out.checked = named.has("checked") ? named.getBool("checked") : true;
-  int64_t devices = named.getInt("devices");
-  if (devices < 1)
-    fail("{}: 'devices' must be at least 1, got {}", where, devices);
+  out.devices = named.getInt("devices");
+  if (out.devices < 1)
+    fail("{}: 'devices' must be at least 1, got {}", where, out.devices);
 
   JsonObject plan(named.get("plan"), where + ", plan");
-  std::string target = plan.getString("target");
-  int64_t nodes = plan.getInt("nodes");
-  std::vector<std::string> overrides;
+  out.target = plan.getString("target");
+  out.nodes = plan.getInt("nodes");
   const json &config = plan.get("config");
   if (!config.is_array())
     fail("{}, plan: 'config' must be an array of --section.key=value words", where);
@@ -86,7 +85,7 @@ ValidatedRun validateRun(const JsonObject &run) {
     if (!word.is_string())
       fail("{}, plan: 'config' must be an array of --section.key=value words, got {}", where,
            briefJson(word));
-    overrides.push_back(word.get<std::string>());
+    out.config.push_back(word.get<std::string>());
   }
 
   JsonObject published(named.get("published"), where + ", published");
@@ -100,24 +99,29 @@ ValidatedRun validateRun(const JsonObject &run) {
   for (const auto &[name, value] : tolerance.json().items())
     if (!published.has(name))
       fail("{}, tolerance: '{}' has no published figure", where, name);
+  for (const FigureKind &kind : kFigures)
+    if (published.has(kind.name)) {
+      out.published[kind.name] = positive(published, kind.name);
+      out.tolerance[kind.name] = positive(tolerance, kind.name);
+    }
+  return out;
+}
 
+ValidatedRun validateRun(const PublishedRun &run, const std::string &where) {
+  ValidatedRun out;
+  out.published = run;
   Clock::time_point start = Clock::now();
-  StepPlan planned;
-  try {
-    TrainConfig train = TrainConfig::load("", overrides);
-    planned = planTrainingRun(train, loadTargetProfile(target, thisMachine()), nodes);
-  } catch (const Error &e) {
-    fail("{}: the plan failed: {}", where, e.what());
-  }
+  StepPlan planned = planPublishedRun(run, where);
   out.planningSeconds = secondsSince(start);
   for (const FigureKind &kind : kFigures) {
-    if (!published.has(kind.name))
+    auto published = run.published.find(kind.name);
+    if (published == run.published.end())
       continue;
     ValidatedFigure figure;
     figure.name = kind.name;
-    figure.published = positive(published, kind.name);
-    figure.tolerance = positive(tolerance, kind.name);
-    figure.planned = kind.planned(planned, devices);
+    figure.published = published->second;
+    figure.tolerance = run.tolerance.at(kind.name);
+    figure.planned = kind.planned(planned, run.devices);
     figure.error = figure.planned / figure.published - 1;
     out.figures.push_back(figure);
   }
@@ -131,15 +135,16 @@ bool ValidatedFigure::withinTolerance() const { return std::fabs(error) <= toler
 bool PlanValidation::withinTolerances() const {
   for (const ValidatedRun &run : runs)
     for (const ValidatedFigure &figure : run.figures)
-      if (run.checked && !figure.withinTolerance())
+      if (run.published.checked && !figure.withinTolerance())
         return false;
   return true;
 }
 
-PlanValidation validatePlanner(const std::string &text, const std::string &source) {
+PublishedRuns parsePublishedRuns(const std::string &text, const std::string &source) {
   JsonObject document = JsonObject::parse(text, source);
-  PlanValidation validation;
-  validation.target = positive(document, "target");
+  PublishedRuns out;
+  out.source = source;
+  out.target = positive(document, "target");
   const json &runs = document.get("runs");
   if (!runs.is_array() || runs.empty())
     fail("{}: 'runs' must be a non-empty array of runs", source);
@@ -147,8 +152,35 @@ PlanValidation validatePlanner(const std::string &text, const std::string &sourc
     std::string where = fmt::format("{}: runs[{}]", source, i);
     if (!runs[i].is_object())
       fail("{} must be an object", where);
-    validation.runs.push_back(validateRun(JsonObject(runs[i], where)));
+    out.runs.push_back(parseRun(JsonObject(runs[i], where)));
   }
+  return out;
+}
+
+StepPlan planPublishedRun(const PublishedRun &run, const std::string &where,
+                          const TargetProfile *target) {
+  try {
+    TrainConfig train = TrainConfig::load("", run.config);
+    return planTrainingRun(train, target ? *target : loadTargetProfile(run.target, thisMachine()),
+                           run.nodes);
+  } catch (const Error &e) {
+    fail("{}: run '{}': the plan failed: {}", where, run.name, e.what());
+  }
+}
+
+double plannedFigure(const std::string &figure, const StepPlan &plan, const PublishedRun &run) {
+  const FigureKind *kind = figureKind(figure);
+  if (!kind)
+    fail("plan: '{}' is not a figure kiln plan gives (known: {})", figure, figureNames());
+  return kind->planned(plan, run.devices);
+}
+
+PlanValidation validatePlanner(const PublishedRuns &published) {
+  PlanValidation validation;
+  validation.target = published.target;
+  for (size_t i = 0; i < published.runs.size(); ++i)
+    validation.runs.push_back(
+        validateRun(published.runs[i], fmt::format("{}: runs[{}]", published.source, i)));
   return validation;
 }
 
@@ -156,14 +188,15 @@ std::string formatValidation(const PlanValidation &validation) {
   std::string out;
   int64_t figures = 0, outside = 0, missed = 0, unchecked = 0;
   for (const ValidatedRun &run : validation.runs) {
-    out += fmt::format("{}{}\n  source: {}\n  setting: {}\n  Kiln layout: {}\n", run.name,
-                       run.checked ? "" : " (not checked)", run.source, run.setting, run.layout);
-    unchecked += !run.checked;
+    const PublishedRun &p = run.published;
+    out += fmt::format("{}{}\n  source: {}\n  setting: {}\n  Kiln layout: {}\n", p.name,
+                       p.checked ? "" : " (not checked)", p.source, p.setting, p.layout);
+    unchecked += !run.published.checked;
     for (const ValidatedFigure &figure : run.figures) {
       const FigureKind &kind = *figureKind(figure.name);
       bool within = figure.withinTolerance();
       bool onTarget = std::fabs(figure.error) <= validation.target;
-      if (run.checked) {
+      if (run.published.checked) {
         ++figures;
         outside += !within;
         missed += !onTarget;
@@ -175,10 +208,10 @@ std::string formatValidation(const PlanValidation &validation) {
                          100 * figure.error, 100 * figure.tolerance,
                          onTarget ? "" : fmt::format(" (target {:.0f}%: not yet)",
                                                      100 * validation.target),
-                         !run.checked ? "not checked" : within ? "ok" : "OUTSIDE");
+                         !run.published.checked ? "not checked" : within ? "ok" : "OUTSIDE");
     }
-    if (!run.notes.empty())
-      out += fmt::format("  notes: {}\n", run.notes);
+    if (!run.published.notes.empty())
+      out += fmt::format("  notes: {}\n", run.published.notes);
     out += fmt::format("  planned in {:.2f} s\n", run.planningSeconds);
   }
   out += fmt::format("{} run{}, {} figure{} checked: {}; {} within the {:.0f}% target{}\n",
@@ -204,9 +237,9 @@ json validationToJson(const PlanValidation &validation) {
                          {"error", f.error},
                          {"tolerance", f.tolerance},
                          {"within_tolerance", f.withinTolerance()}};
-    runs.push_back({{"name", run.name},
-                    {"source", run.source},
-                    {"checked", run.checked},
+    runs.push_back({{"name", run.published.name},
+                    {"source", run.published.source},
+                    {"checked", run.published.checked},
                     {"figures", figures},
                     {"planning_seconds", run.planningSeconds}});
   }

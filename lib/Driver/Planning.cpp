@@ -35,6 +35,12 @@ MachineProbe thisMachine() {
 }
 
 StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes) {
+  CapturedRun run = captureForPlanning(config, target, nodes);
+  return planStep(run.step, target, run.setting);
+}
+
+CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &target,
+                               int64_t nodes) {
   if (nodes < 1)
     fail("plan: --nodes must be at least 1, got {}", nodes);
   int64_t world = target.ranksPerNode * nodes;
@@ -55,13 +61,14 @@ StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target,
   // The planner sizes values at the target's precision itself (Precision.h):
   // it plans the float32 program.
   options->paramDtype = "float32";
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module = captureTrainingStep(context, model, shape, *options);
-  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
-  if (!step)
+  CapturedRun run;
+  run.context = std::make_unique<mlir::MLIRContext>();
+  run.module = captureTrainingStep(*run.context, model, shape, *options);
+  run.step = run.module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!run.step)
     fail("plan: the captured module has no @train_step");
-
-  return planStep(step, target, planSetting(train, model, layout, nodes));
+  run.setting = planSetting(train, model, layout, nodes);
+  return run;
 }
 
 PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,

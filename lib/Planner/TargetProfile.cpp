@@ -255,10 +255,18 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
 }
 
 TargetProfile loadTargetProfile(const std::string &nameOrPath, const MachineProbe &probe) {
+  std::string source;
+  std::string text = targetProfileText(nameOrPath, source);
+  return parseTargetProfile(text, source, probe);
+}
+
+std::string targetProfileText(const std::string &nameOrPath, std::string &source) {
   const auto &texts = builtinTargetTexts();
   auto it = texts.find(nameOrPath);
-  if (it != texts.end())
-    return parseTargetProfile(it->second, "targets/" + it->first + ".json", probe);
+  if (it != texts.end()) {
+    source = "targets/" + it->first + ".json";
+    return it->second;
+  }
   bool looksLikeFile = nameOrPath.find('/') != std::string::npos ||
                        nameOrPath.find(".json") != std::string::npos;
   if (!looksLikeFile) {
@@ -267,7 +275,8 @@ TargetProfile loadTargetProfile(const std::string &nameOrPath, const MachineProb
       names += (names.empty() ? "" : ", ") + name;
     fail("unknown target '{}': give a profile JSON file or one of {}", nameOrPath, names);
   }
-  return parseTargetProfile(readFile(nameOrPath), nameOrPath, probe);
+  source = nameOrPath;
+  return readFile(nameOrPath);
 }
 
 } // namespace kiln

@@ -60,9 +60,11 @@ const CommandHelp kCommands[] = {
           [--search [--search-by=tokens_per_second|usd_per_million_tokens]
            [--search-top N] [--search-max-local-batch B] [--search-ac LIST]]
   plan    --validate [--published runs.json] [--json]
+  plan    --fit <target> --fit-factors LIST [--published runs.json] [-o profile.json] [--json]
           memory per rank, step time, MFU and cost of the run's per-rank
           program on a target (trn2.48xlarge, p5.48xlarge, cpu, ...);
-          --validate: every published run planned against its figures
+          --validate: every published run planned against its figures;
+          --fit: a target's efficiency factors fitted to its published runs
 )"},
     {"calibrate-cpu", true, R"(  calibrate-cpu --config <run.json> [--steps N] [--section.key=value ...]
           time every op of N training steps on this machine and fit the cpu

@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 #include "kiln/Driver/LayoutSearch.h"
+#include "kiln/Driver/PlanFit.h"
 #include "kiln/Driver/PlanValidation.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Support/CommandLine.h"
@@ -15,6 +16,21 @@
 #include <limits>
 
 namespace kiln {
+namespace {
+
+/// What --validate and --fit read: the published runs as their file says
+/// (built in, or --published FILE), with no run options of the command's.
+PublishedRuns publishedRuns(const std::optional<std::string> &file,
+                            const std::vector<std::string> &overrides, const char *mode) {
+  if (!overrides.empty())
+    fail("plan: {} plans the published runs as their file says; it takes no "
+         "--section.key=value (got '{}')",
+         mode, overrides.front());
+  std::string source = file.value_or("targets/published/runs.json (built in)");
+  return parsePublishedRuns(file ? readFile(*file) : builtinPublishedRuns(), source);
+}
+
+} // namespace
 
 int runPlan(const std::vector<std::string> &allArgs) {
   // `--section.key=value` words configure the run as `kiln train` takes them
@@ -23,24 +39,35 @@ int runPlan(const std::vector<std::string> &allArgs) {
   splitConfigOverrides(allArgs, args, overrides);
   OptionList options("plan", args, {"json", "search", "validate"});
   bool json = options.flag("json");
+  if (std::optional<std::string> fitTarget = options.value("fit")) {
+    // One target's factors fitted to the published runs planned on it.
+    std::optional<std::string> published = options.value("published");
+    std::string factors = options.required("fit-factors");
+    std::optional<std::string> output = options.value("o");
+    options.finish();
+    EfficiencyFit fit = fitEfficiency(publishedRuns(published, overrides, "--fit"), *fitTarget,
+                                      parseEfficiencyFactors(factors));
+    if (output)
+      writeFileAtomic(*output, fittedProfileJson(fit));
+    fmt::print("{}", json ? fitToJson(fit).dump(2) + "\n" : formatFit(fit));
+    if (output && !json)
+      fmt::print("wrote {}: {} with the fitted factors (kiln plan --target {})\n", *output,
+                 fit.targetSource, *output);
+    return 0;
+  }
   if (options.flag("validate")) {
     // Published runs carry their own targets and configs.
     std::optional<std::string> published = options.value("published");
     options.finish();
-    if (!overrides.empty())
-      fail("plan: --validate plans the published runs as their file says; it takes no "
-           "--section.key=value (got '{}')",
-           overrides.front());
-    std::string source = published.value_or("targets/published/runs.json (built in)");
-    PlanValidation validation =
-        validatePlanner(published ? readFile(*published) : builtinPublishedRuns(), source);
+    PublishedRuns runs = publishedRuns(published, overrides, "--validate");
+    PlanValidation validation = validatePlanner(runs);
     fmt::print("{}", json ? validationToJson(validation).dump(2) + "\n"
                           : formatValidation(validation));
     if (!validation.withinTolerances()) {
       std::fflush(stdout);
       fmt::print(stderr, "error: plan --validate: a published run's figure is outside its "
                          "tolerance in {}\n",
-                 source);
+                 runs.source);
       return 1;
     }
     return 0;

@@ -12,12 +12,51 @@
 #ifndef KILN_DRIVER_PLANVALIDATION_H
 #define KILN_DRIVER_PLANVALIDATION_H
 
+#include "kiln/Planner/StepPlan.h"
+
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
 namespace kiln {
+
+/// One run of the published-runs document, as the file says it.
+struct PublishedRun {
+  std::string name, source, setting, layout, notes;
+  /// False for a run Kiln cannot express yet: planned and reported, not
+  /// asserted (nor fitted).
+  bool checked = true;
+  /// The plan: a built-in target or a profile file, nodes, and the run
+  /// config as --section.key=value words.
+  std::string target;
+  int64_t nodes = 1;
+  std::vector<std::string> config;
+  /// The devices the published figures are per (GPUs, chips, cores).
+  int64_t devices = 1;
+  /// Figure name -> published value, and -> tolerance.
+  std::map<std::string, double> published, tolerance;
+};
+
+struct PublishedRuns {
+  std::string source;
+  double target = 0;
+  std::vector<PublishedRun> runs;
+};
+
+/// Reads the published-runs document `text` (from `source`). Throws
+/// kiln::Error naming the source, the run and the field for a document that
+/// is not one.
+PublishedRuns parsePublishedRuns(const std::string &text, const std::string &source);
+
+/// The plan of `run` (`target` replaces the run's own when given). Throws
+/// kiln::Error naming the run for a config the planner refuses.
+StepPlan planPublishedRun(const PublishedRun &run, const std::string &where,
+                          const TargetProfile *target = nullptr);
+
+/// A figure of `plan` as `run` publishes it (per its devices).
+double plannedFigure(const std::string &figure, const StepPlan &plan, const PublishedRun &run);
 
 /// One published figure against the plan of its run.
 struct ValidatedFigure {
@@ -31,10 +70,7 @@ struct ValidatedFigure {
 };
 
 struct ValidatedRun {
-  std::string name, source, setting, layout, notes;
-  /// False for a run Kiln cannot express yet: planned and reported, not
-  /// asserted.
-  bool checked = true;
+  PublishedRun published;
   std::vector<ValidatedFigure> figures;
   double planningSeconds = 0;
 };
@@ -50,11 +86,9 @@ struct PlanValidation {
 /// targets/published/runs.json as compiled in.
 const std::string &builtinPublishedRuns();
 
-/// Plans every run of the published-runs document `text` (read from
-/// `source`, named in errors). Throws kiln::Error naming the source, the run
-/// and the field for a document that is not one, and the run for a config
-/// the planner refuses.
-PlanValidation validatePlanner(const std::string &text, const std::string &source);
+/// Plans every run of `published`. Throws kiln::Error naming the run for a
+/// config the planner refuses.
+PlanValidation validatePlanner(const PublishedRuns &published);
 
 /// The report: per run its setting and each figure published vs planned,
 /// the error, the tolerance and the target; then the totals.

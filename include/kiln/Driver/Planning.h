@@ -14,6 +14,13 @@
 #include "kiln/Planner/StepPlan.h"
 #include "kiln/Planner/TargetProfile.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <memory>
+
 namespace kiln {
 
 /// This machine's sgemm rate, memory bandwidth and memory, for the profile
@@ -24,6 +31,18 @@ MachineProbe thisMachine();
 /// nodes < 1, a parallelism.world_size other than the target's world, and
 /// anything the capture or the layout refuses.
 StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes);
+
+/// A run captured for planning (planTrainingRun's first half): its per-rank
+/// step, kept to be planned again on profiles that differ only in their
+/// factors (kiln plan --fit), and what the plan reports of the run.
+struct CapturedRun {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp step;
+  PlanSetting setting;
+};
+CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &target,
+                               int64_t nodes);
 
 /// The built-in cpu target measured on this machine, for `ranksOnMachine`
 /// ranks sharing it (as `kiln train` under mpiexec runs them): one node of

@@ -89,6 +89,10 @@ std::vector<std::string> builtinTargetNames();
 /// listing the built-in names for an unknown one.
 TargetProfile loadTargetProfile(const std::string &nameOrPath, const MachineProbe &probe);
 
+/// The JSON text of the profile loadTargetProfile reads for `nameOrPath`,
+/// and where it comes from (`source`: "targets/<name>.json" or the path).
+std::string targetProfileText(const std::string &nameOrPath, std::string &source);
+
 /// Parses profile JSON text; `source` names it in errors.
 TargetProfile parseTargetProfile(const std::string &text, const std::string &source,
                                  const MachineProbe &probe);
