@@ -45,10 +45,15 @@ CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &t
     fail("plan: --nodes must be at least 1, got {}", nodes);
   int64_t world = target.ranksPerNode * nodes;
   TrainConfig train = config;
-  if (train.parallelism.worldSize > 0 && train.parallelism.worldSize != world)
-    fail("plan: parallelism.world_size={} but {} node{} of {} hold{} {} ranks",
-         train.parallelism.worldSize, nodes, nodes == 1 ? "" : "s", target.name,
-         nodes == 1 ? "s" : "", world);
+  int64_t asked = train.parallelism.worldSize;
+  // A run on part of one node (4 GPUs of 8) uses that many of its ranks; a
+  // run over several nodes fills them.
+  if (asked > 0 && nodes == 1 && asked < world)
+    world = asked;
+  else if (asked > 0 && asked != world)
+    fail("plan: parallelism.world_size={} but {} node{} of {} hold{} {} ranks (a run on part "
+         "of a node: --nodes 1 and fewer ranks)",
+         asked, nodes, nodes == 1 ? "" : "s", target.name, nodes == 1 ? "s" : "", world);
   train.parallelism.worldSize = world;
   Qwen3Config model = train.model.resolve();
   int64_t seq = train.training.seqLen;
@@ -68,6 +73,7 @@ CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &t
   if (!run.step)
     fail("plan: the captured module has no @train_step");
   run.setting = planSetting(train, model, layout, nodes);
+  run.setting.worldSize = world;
   return run;
 }
 

@@ -17,7 +17,8 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
   StepPlan plan;
   plan.setting = setting;
   plan.target = target;
-  plan.worldSize = target.ranksPerNode * setting.nodes;
+  plan.worldSize =
+      setting.worldSize > 0 ? setting.worldSize : target.ranksPerNode * setting.nodes;
 
   ValuePrecision precision(perRankStep, target.precision);
   plan.memory = planMemory(perRankStep, &precision);
@@ -184,11 +185,15 @@ std::string formatPlan(const StepPlan &plan) {
     if (t.ranksPerDevice > 1)
       perChip = fmt::format(" per chip {:.1f} ({} ranks),", perDevice * t.ranksPerDevice,
                             t.ranksPerDevice);
+    int64_t perInstance = std::min(t.ranksPerNode, plan.worldSize);
     out += fmt::format("  tokens/s{} per instance {:.1f} ({} ranks), for the job {:.1f}\n",
-                       perChip, perDevice * t.ranksPerNode, t.ranksPerNode,
-                       perDevice * plan.worldSize);
-    out += fmt::format("cost: ${:.2f}/hour x {} -> ${:.3f} per million tokens\n",
-                       t.pricePerHourUsd, s.nodes, plan.usdPerMillionTokens);
+                       perChip, perDevice * perInstance, perInstance, perDevice * plan.worldSize);
+    out += fmt::format("cost: ${:.2f}/hour x {} -> ${:.3f} per million tokens{}\n",
+                       t.pricePerHourUsd, s.nodes, plan.usdPerMillionTokens,
+                       plan.worldSize < t.ranksPerNode * s.nodes
+                           ? fmt::format(" (the whole instance billed: {} of its {} ranks used)",
+                                         plan.worldSize, t.ranksPerNode)
+                           : "");
   } else {
     out += fmt::format("throughput, MFU and cost: none, the step does not fit ({:.4g} "
                        "FLOPs/token, {} tokens per step; kiln plan --search finds layouts "

@@ -712,9 +712,23 @@ TEST(PlannerTest, TheWorldIsTheTargets) {
   TrainConfig eight = fixtureRun();
   eight.parallelism.worldSize = 8;
   EXPECT_EQ(errorOf([&] { planTrainingRun(eight, profile(4), 1); }),
-            "plan: parallelism.world_size=8 but 1 node of test holds 4 ranks");
+            "plan: parallelism.world_size=8 but 1 node of test holds 4 ranks (a run on part of "
+            "a node: --nodes 1 and fewer ranks)");
   StepPlan twoNodes = planTrainingRun(fixtureRun(), profile(2), 2);
   EXPECT_EQ(twoNodes.worldSize, 4);
+  // Part of one node: its ranks alone; the node billed whole, so a token
+  // costs what the whole node's time over the part's throughput costs.
+  TrainConfig two = fixtureRun();
+  two.parallelism.worldSize = 2;
+  StepPlan part = planTrainingRun(two, profile(4), 1);
+  EXPECT_EQ(part.worldSize, 2);
+  double tokensPerSecond = part.tokensPerSecondPerDevice * 2;
+  EXPECT_NEAR(part.usdPerMillionTokens,
+              part.target.pricePerHourUsd / 3600.0 / tokensPerSecond * 1e6,
+              1e-9 * part.usdPerMillionTokens);
+  two.parallelism.worldSize = 6;
+  EXPECT_NE(errorOf([&] { planTrainingRun(two, profile(4), 2); }).find("world_size=6 but 2 nodes"),
+            std::string::npos);
 }
 
 TEST(PlannerTest, WithoutOverlapCollectivesRunInlineInProgramOrder) {

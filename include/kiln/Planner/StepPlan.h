@@ -29,6 +29,9 @@ struct PlanSetting {
   double flopsPerToken = 0;   ///< torchtitan: 6 N + 12 L H Q T
   int64_t tokensPerStep = 0;  ///< the global batch, in tokens
   int64_t nodes = 1;
+  /// The ranks of the run: every rank of its nodes, or part of one node (0:
+  /// the nodes' ranks). The nodes are billed whole.
+  int64_t worldSize = 0;
   std::string layout;         ///< "dp_replicate 1 x dp_shard 64 x tp 1"
 };
 
