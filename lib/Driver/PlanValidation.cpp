@@ -32,6 +32,10 @@ const FigureKind kFigures[] = {
      "{:.1f}"},
     {"step_seconds", "step time (s)", [](const StepPlan &p, int64_t) { return p.stepSeconds; },
      "{:.3f}"},
+    {"mfu", "MFU, torchtitan's count", [](const StepPlan &p, int64_t) { return p.mfu; },
+     "{:.4f}"},
+    {"mfu_nxdt", "MFU, NxDT's count", [](const StepPlan &p, int64_t) { return p.mfuNxdt; },
+     "{:.4f}"},
     {"memory_gib_per_device", "memory per device (GiB)",
      [](const StepPlan &p, int64_t) {
        return double(p.totalBytes) * double(p.target.ranksPerDevice) / double(int64_t(1) << 30);

@@ -84,6 +84,7 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.model = model.name;
   setting.parameters = model.parameterCount();
   setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
+  setting.nxdtFlopsPerToken = nxdtFlopsPerToken(model, seq);
   int64_t microbatches = config.training.microbatches(layout.dataParallelDegree());
   setting.tokensPerStep = config.training.globalBatch(layout.dataParallelDegree()) * seq;
   setting.nodes = nodes;

@@ -391,11 +391,6 @@ void Trainer::checkTokens(const Tensor &tokens) const {
   }
 }
 
-double torchtitanFlopsPerToken(const Qwen3Config &m, int64_t seqLen) {
-  return 6.0 * double(m.activeMatmulParameterCount()) +
-         12.0 * double(m.numLayers) * double(m.numHeads) * double(m.headDim) * double(seqLen);
-}
-
 double Trainer::flopsPerToken() const {
   return torchtitanFlopsPerToken(model_, config_.training.seqLen);
 }

@@ -268,6 +268,21 @@ TEST(PlannerTest, FlopsPerTokenIsTorchtitansFormula) {
   EXPECT_DOUBLE_EQ(expected, 31381389312.0);
 }
 
+TEST(PlannerTest, NxdtFlopsPerTokenIsItsScriptsCount) {
+  // Llama 3.1 8B at seq 8192, NxDT's llama_perf_estimate.py worked by hand:
+  // per layer Q and O 2 h^2 T each, K and V 2 (8 x 128 x 4096) T each, QK^T
+  // and softmax x V 2 T^2 h each, softmax 6 x 32 T^2, MLP 3 x 2 x 14336 h T;
+  // the embeddings 2 x 2 x 128256 h T; forward + backward = 3 x forward.
+  double h = 4096, t = 8192;
+  double attention = 2 * (2 * h * h * t) + 2 * (2 * 8 * 128 * h * t) + 2 * (2 * t * t * h) +
+                     6 * 32 * t * t;
+  double forward = 32 * (attention + 6 * 14336 * h * t) + 4 * 128256 * h * t;
+  EXPECT_DOUBLE_EQ(nxdtFlopsPerToken(Qwen3Config::flavor("llama3.1-8b"), 8192), 3 * forward / t);
+  EXPECT_DOUBLE_EQ(3 * forward / t, 61215866880.0);
+  // The script covers dense Llama-shaped models only.
+  EXPECT_EQ(nxdtFlopsPerToken(Qwen3Config::flavor("qwen3-30b-a3b"), 4096), 0);
+}
+
 TEST(PlannerTest, MemoryCategoriesSumToThePeak) {
   StepPlan plan = planTrainingRun(fixtureRun(), profile(4), 1);
   expectCategoriesSumToTheTotal(plan);

@@ -13,6 +13,7 @@
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Driver/ModelFlops.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/PipelineConfig.h"
 #include "kiln/Planner/MemoryPlan.h"
@@ -53,12 +54,6 @@ captureTrainingStep(mlir::MLIRContext &context, const Qwen3Config &model,
 /// each rank's slices and data-parallel rows.
 mlir::OwningOpRef<mlir::ModuleOp> partitionLoss(mlir::ModuleOp module,
                                                 const KilnPipelineOptions &options);
-
-/// FLOPs per token by torchtitan's formula (get_num_flop_per_token):
-/// 6 * matmul parameters a token uses (a MoE layer's k routed experts, not
-/// all; the input embedding only when tied to the output) + 12 * layers *
-/// heads * head_dim * seq_len.
-double torchtitanFlopsPerToken(const Qwen3Config &model, int64_t seqLen);
 
 /// Random initial weights by HF key: normal(0, 0.02) for linear and embedding
 /// weights, ones for norm weights. Each tensor's stream is seeded from `seed`

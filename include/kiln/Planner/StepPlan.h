@@ -27,6 +27,8 @@ struct PlanSetting {
   std::string model;          ///< "qwen3-4b"
   int64_t parameters = 0;     ///< of the whole model
   double flopsPerToken = 0;   ///< torchtitan: 6 N + 12 L H Q T
+  /// NxDT's count (ModelFlops.h), for its MFU; 0 where it does not apply.
+  double nxdtFlopsPerToken = 0;
   int64_t tokensPerStep = 0;  ///< the global batch, in tokens
   int64_t nodes = 1;
   /// The ranks of the run: every rank of its nodes, or part of one node (0:
@@ -61,6 +63,8 @@ struct StepPlan {
   double tokensPerSecondPerDevice = 0; ///< a device is a rank
   double tflopsPerDevice = 0;          ///< flopsPerToken x tokens/s per device
   double mfu = 0;                      ///< tflopsPerDevice / the matmul peak
+  /// The same with NxDT's FLOP count (0: not defined for the model).
+  double mfuNxdt = 0;
   double usdPerMillionTokens = 0;
   /// (kind, axes) -> totals, e.g. ("all_gather", "dp_shard").
   std::map<std::pair<std::string, std::string>, CollectiveTotals> collectives;
