@@ -13,34 +13,73 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 using json = nlohmann::json;
 
 namespace kiln {
 namespace {
 
-constexpr EfficiencyFactor kAllFactors[] = {EfficiencyFactor::Matmul, EfficiencyFactor::Attention,
-                                            EfficiencyFactor::Vector, EfficiencyFactor::Memory,
-                                            EfficiencyFactor::Collective};
-/// The range a fitted factor stays in: a fraction of peak, and not so small
-/// that a fit could explain a run by a device doing nearly nothing.
-constexpr double kLowest = 0.02, kHighest = 1.0;
+/// Each parameter a fit may move: its name, where the profile JSON holds it
+/// and its range (a factor is a fraction of peak, and not so small that a
+/// fit could explain a run by a device doing nearly nothing; a latency per
+/// ring step between 0.1 and 100 us).
+struct ParameterInfo {
+  FitParameter parameter;
+  const char *name;
+  std::vector<std::string> path;
+  double lowest, highest;
+};
 
-double &factorOf(TargetProfile::Efficiency &e, EfficiencyFactor factor) {
-  switch (factor) {
-  case EfficiencyFactor::Matmul:
-    return e.matmul;
-  case EfficiencyFactor::Attention:
-    return e.attention;
-  case EfficiencyFactor::Vector:
-    return e.vector;
-  case EfficiencyFactor::Memory:
-    return e.memory;
-  case EfficiencyFactor::Collective:
-    return e.collective;
-  }
-  return e.matmul;
+const std::vector<ParameterInfo> &parameters() {
+  static const std::vector<ParameterInfo> all = {
+      {FitParameter::Matmul, "matmul", {"efficiency", "matmul"}, 0.02, 1.0},
+      {FitParameter::Attention, "attention", {"efficiency", "attention"}, 0.02, 1.0},
+      {FitParameter::Vector, "vector", {"efficiency", "vector"}, 0.02, 1.0},
+      {FitParameter::Memory, "memory", {"efficiency", "memory"}, 0.02, 1.0},
+      {FitParameter::Collective, "collective", {"efficiency", "collective"}, 0.02, 1.0},
+      {FitParameter::IntraNodeLatency,
+       "intra_node_latency",
+       {"interconnect", "intra_node", "latency_seconds"},
+       1e-7,
+       1e-4},
+      {FitParameter::InterNodeLatency,
+       "inter_node_latency",
+       {"interconnect", "inter_node", "latency_seconds"},
+       1e-7,
+       1e-4},
+  };
+  return all;
 }
+
+const ParameterInfo &infoOf(FitParameter parameter) {
+  for (const ParameterInfo &info : parameters())
+    if (info.parameter == parameter)
+      return info;
+  return parameters().front();
+}
+
+double &parameterOf(TargetProfile &t, FitParameter parameter) {
+  switch (parameter) {
+  case FitParameter::Matmul:
+    return t.efficiency.matmul;
+  case FitParameter::Attention:
+    return t.efficiency.attention;
+  case FitParameter::Vector:
+    return t.efficiency.vector;
+  case FitParameter::Memory:
+    return t.efficiency.memory;
+  case FitParameter::Collective:
+    return t.efficiency.collective;
+  case FitParameter::IntraNodeLatency:
+    return t.intraNode.latencySeconds;
+  case FitParameter::InterNodeLatency:
+    return t.interNode.latencySeconds;
+  }
+  return t.efficiency.matmul;
+}
+
+double valueOf(TargetProfile t, FitParameter parameter) { return parameterOf(t, parameter); }
 
 /// A published run captured once and re-scheduled per trial.
 struct FitRun {
@@ -69,28 +108,26 @@ double loss(const std::vector<const FitRun *> &runs, const TargetProfile &target
   return sum;
 }
 
-/// Coordinate descent from `start`: each factor in turn by a golden-section
-/// search of its log in [kLowest, kHighest] (16 steps: to 0.2% of the
-/// factor), kept only where it lowers the loss; at most `sweeps` sweeps,
-/// until one lowers the loss by less than 1e-6.
-TargetProfile::Efficiency minimize(const std::vector<const FitRun *> &runs,
-                                   const TargetProfile &base,
-                                   const std::vector<EfficiencyFactor> &factors,
-                                   TargetProfile::Efficiency start, int sweeps) {
-  TargetProfile trial = base;
-  trial.efficiency = start;
+/// Coordinate descent from `start`: each parameter in turn by a
+/// golden-section search of its log within its range (16 steps: to 0.2%
+/// of a factor), kept only where it lowers the loss; at most `sweeps`
+/// sweeps, until one lowers the loss by less than 1e-6.
+TargetProfile minimize(const std::vector<const FitRun *> &runs, const TargetProfile &start,
+                       const std::vector<FitParameter> &fitted, int sweeps) {
+  TargetProfile trial = start;
   double best = loss(runs, trial);
   const double phi = (std::sqrt(5.0) - 1) / 2;
   for (int sweep = 0; sweep < sweeps; ++sweep) {
     double before = best;
-    for (EfficiencyFactor factor : factors) {
-      double &value = factorOf(trial.efficiency, factor);
+    for (FitParameter parameter : fitted) {
+      const ParameterInfo &info = infoOf(parameter);
+      double &value = parameterOf(trial, parameter);
       double kept = value;
       auto at = [&](double logValue) {
         value = std::exp(logValue);
         return loss(runs, trial);
       };
-      double lo = std::log(kLowest), hi = std::log(kHighest);
+      double lo = std::log(info.lowest), hi = std::log(info.highest);
       double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
       double fa = at(a), fb = at(b);
       for (int i = 0; i < 16; ++i) {
@@ -119,47 +156,33 @@ TargetProfile::Efficiency minimize(const std::vector<const FitRun *> &runs,
     if (before - best < 1e-6)
       break;
   }
-  return trial.efficiency;
+  return trial;
 }
 
 double relativeError(double logError) { return std::exp(logError) - 1; }
 
 } // namespace
 
-const char *efficiencyFactorName(EfficiencyFactor factor) {
-  switch (factor) {
-  case EfficiencyFactor::Matmul:
-    return "matmul";
-  case EfficiencyFactor::Attention:
-    return "attention";
-  case EfficiencyFactor::Vector:
-    return "vector";
-  case EfficiencyFactor::Memory:
-    return "memory";
-  case EfficiencyFactor::Collective:
-    return "collective";
-  }
-  return "?";
-}
+const char *fitParameterName(FitParameter parameter) { return infoOf(parameter).name; }
 
-std::vector<EfficiencyFactor> parseEfficiencyFactors(const std::string &list) {
-  std::vector<EfficiencyFactor> out;
+std::vector<FitParameter> parseFitParameters(const std::string &list) {
+  std::vector<FitParameter> out;
   std::string known;
-  for (EfficiencyFactor f : kAllFactors)
-    known += (known.empty() ? "" : ", ") + std::string(efficiencyFactorName(f));
+  for (const ParameterInfo &info : parameters())
+    known += (known.empty() ? "" : ", ") + std::string(info.name);
   size_t start = 0;
-  while (start <= list.size()) {
+  while (true) {
     size_t comma = list.find(',', start);
     std::string name = list.substr(start, comma == std::string::npos ? comma : comma - start);
-    const EfficiencyFactor *found = nullptr;
-    for (const EfficiencyFactor &f : kAllFactors)
-      if (name == efficiencyFactorName(f))
-        found = &f;
+    const ParameterInfo *found = nullptr;
+    for (const ParameterInfo &info : parameters())
+      if (name == info.name)
+        found = &info;
     if (!found)
-      fail("plan: --fit-factors: '{}' is not an efficiency factor (known: {})", name, known);
-    if (std::find(out.begin(), out.end(), *found) != out.end())
+      fail("plan: --fit-factors: '{}' is not a parameter a fit moves (known: {})", name, known);
+    if (std::find(out.begin(), out.end(), found->parameter) != out.end())
       fail("plan: --fit-factors: '{}' is named twice", name);
-    out.push_back(*found);
+    out.push_back(found->parameter);
     if (comma == std::string::npos)
       break;
     start = comma + 1;
@@ -168,14 +191,14 @@ std::vector<EfficiencyFactor> parseEfficiencyFactors(const std::string &list) {
 }
 
 EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &target,
-                            const std::vector<EfficiencyFactor> &factors) {
+                            const std::vector<FitParameter> &factors) {
   Clock::time_point start = Clock::now();
   EfficiencyFit fit;
   fit.target = target;
   fit.factors = factors;
-  std::string text = targetProfileText(target, fit.targetSource);
+  targetProfileText(target, fit.targetSource);
   TargetProfile profile = loadTargetProfile(target, thisMachine());
-  fit.before = profile.efficiency;
+  fit.before = profile;
 
   std::vector<std::unique_ptr<FitRun>> runs;
   for (size_t i = 0; i < published.runs.size(); ++i) {
@@ -209,9 +232,8 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
   std::vector<const FitRun *> all;
   for (const auto &r : runs)
     all.push_back(r.get());
-  fit.after = minimize(all, profile, factors, profile.efficiency, /*sweeps=*/4);
-  TargetProfile before = profile, after = profile;
-  after.efficiency = fit.after;
+  fit.after = minimize(all, profile, factors, /*sweeps=*/4);
+  const TargetProfile &before = fit.before, &after = fit.after;
   double sumBefore = 0, sumAfter = 0;
   for (size_t k = 0; k < runs.size(); ++k) {
     EfficiencyFit::Run out;
@@ -228,8 +250,7 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
       for (size_t j = 0; j < runs.size(); ++j)
         if (j != k)
           others.push_back(runs[j].get());
-      TargetProfile without = profile;
-      without.efficiency = minimize(others, profile, factors, fit.after, /*sweeps=*/4);
+      TargetProfile without = minimize(others, fit.after, factors, /*sweeps=*/4);
       out.leaveOneOut = relativeError(runs[k]->logError(without));
     }
     fit.runs.push_back(out);
@@ -242,37 +263,38 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
 
 std::string formatFit(const EfficiencyFit &fit) {
   std::string names;
-  for (EfficiencyFactor f : fit.factors)
-    names += (names.empty() ? "" : ", ") + std::string(efficiencyFactorName(f));
+  for (FitParameter f : fit.factors)
+    names += (names.empty() ? "" : ", ") + std::string(fitParameterName(f));
   std::string out = fmt::format(
-      "fit of {}'s efficiency ({}) to {} published run{}: least squares on the log error of "
-      "tokens/s per device\n",
+      "fit of {}'s {} to {} published run{}: least squares on the log error of tokens/s per "
+      "device\n",
       fit.target, names, fit.runs.size(), fit.runs.size() == 1 ? "" : "s");
-  out += "  factor        before     after\n";
-  for (EfficiencyFactor f : kAllFactors) {
-    TargetProfile::Efficiency b = fit.before, a = fit.after;
-    bool moved = std::find(fit.factors.begin(), fit.factors.end(), f) != fit.factors.end();
-    double value = factorOf(a, f);
-    // A factor pinned at its bound: the runs want more (or less) of it than
-    // a fraction of peak can give, so the error lies in another part of the model.
-    const char *bound = !moved                     ? ""
-                        : value >= kHighest * 0.99 ? ", at its upper bound 1: the runs want more"
-                        : value <= kLowest * 1.01  ? ", at its lower bound 0.02"
-                                                   : "";
-    out += fmt::format("  {:<12} {:>7.4f}   {:>7.4f}{}{}{}\n", efficiencyFactorName(f),
-                       factorOf(b, f), value, moved ? "  (fitted" : "", bound, moved ? ")" : "");
+  out += "  parameter             before       after\n";
+  for (const ParameterInfo &info : parameters()) {
+    double before = valueOf(fit.before, info.parameter), value = valueOf(fit.after, info.parameter);
+    bool moved =
+        std::find(fit.factors.begin(), fit.factors.end(), info.parameter) != fit.factors.end();
+    // A parameter pinned at a bound: no value in its range explains the
+    // runs, so the error lies in another part of the model.
+    std::string bound = !moved                          ? ""
+                        : value >= info.highest * 0.99 ? ", at its upper bound"
+                        : value <= info.lowest * 1.01  ? ", at its lower bound"
+                                                       : "";
+    out += fmt::format("  {:<20} {:>10.4g}  {:>10.4g}{}\n", info.name, before, value,
+                       moved ? "  (fitted" + bound + ")" : "");
   }
-  out += fmt::format("  {:<44} {:>11} {:>8} {:>8} {:>14}\n", "run", "published", "before", "after",
-                     "leave-one-out");
+  out += fmt::format("  {:<44} {:>11} {:>8} {:>8} {:>14}\n", "run", "published", "before",
+                     "after", "leave-one-out");
   for (const EfficiencyFit::Run &r : fit.runs)
     out += fmt::format("  {:<44} {:>11.1f} {:>+7.1f}% {:>+7.1f}% {:>14}\n", r.name, r.published,
                        100 * r.errorBefore, 100 * r.errorAfter,
                        r.leaveOneOut ? fmt::format("{:+.1f}%", 100 * *r.leaveOneOut)
                                      : std::string("-"));
-  out += fmt::format("  rms log error: before {:.4f}, after {:.4f}\n", fit.rmsBefore, fit.rmsAfter);
+  out += fmt::format("  rms log error: before {:.4f}, after {:.4f}\n", fit.rmsBefore,
+                     fit.rmsAfter);
   if (fit.runs.size() <= fit.factors.size())
-    out += fmt::format("  {} run{} and {} factor{}: the fit can match every run; no run is "
-                       "left to test it (leave-one-out needs more runs than factors)\n",
+    out += fmt::format("  {} run{} and {} parameter{}: the fit can match every run; no run is "
+                       "left to test it (leave-one-out needs more runs than parameters)\n",
                        fit.runs.size(), fit.runs.size() == 1 ? "" : "s", fit.factors.size(),
                        fit.factors.size() == 1 ? "" : "s");
   out += fmt::format("fitted in {:.1f} s\n", fit.seconds);
@@ -280,15 +302,14 @@ std::string formatFit(const EfficiencyFit &fit) {
 }
 
 json fitToJson(const EfficiencyFit &fit) {
-  json factors = json::object(), before = json::object(), after = json::object();
-  for (EfficiencyFactor f : kAllFactors) {
-    TargetProfile::Efficiency b = fit.before, a = fit.after;
-    before[efficiencyFactorName(f)] = factorOf(b, f);
-    after[efficiencyFactorName(f)] = factorOf(a, f);
+  json before = json::object(), after = json::object();
+  for (const ParameterInfo &info : parameters()) {
+    before[info.name] = valueOf(fit.before, info.parameter);
+    after[info.name] = valueOf(fit.after, info.parameter);
   }
   json fitted = json::array();
-  for (EfficiencyFactor f : fit.factors)
-    fitted.push_back(efficiencyFactorName(f));
+  for (FitParameter f : fit.factors)
+    fitted.push_back(fitParameterName(f));
   json runs = json::array();
   for (const EfficiencyFit::Run &r : fit.runs) {
     json run{{"name", r.name},
@@ -312,19 +333,31 @@ json fitToJson(const EfficiencyFit &fit) {
 std::string fittedProfileJson(const EfficiencyFit &fit) {
   std::string source;
   json profile = parseJson(targetProfileText(fit.target, source), source);
-  std::string runs, names;
+  std::string runs;
   for (const EfficiencyFit::Run &r : fit.runs)
     runs += (runs.empty() ? "" : "; ") + r.name;
-  for (EfficiencyFactor f : fit.factors) {
-    TargetProfile::Efficiency a = fit.after;
-    profile["efficiency"][efficiencyFactorName(f)] = factorOf(a, f);
-    names += (names.empty() ? "" : ", ") + std::string(efficiencyFactorName(f));
+  // The provenance under each field's own "sources" key (the efficiency
+  // factors share one), naming the parameters fitted there.
+  std::map<std::string, std::string> fittedByKey;
+  for (FitParameter f : fit.factors) {
+    const ParameterInfo &info = infoOf(f);
+    json *at = &profile;
+    for (const std::string &key : info.path)
+      at = &(*at)[key];
+    *at = valueOf(fit.after, f);
+    std::string key = info.path.front() == "efficiency"
+                          ? "efficiency"
+                          : info.path[0] + "." + info.path[1] + "." + info.path[2];
+    std::string &names = fittedByKey[key];
+    names += (names.empty() ? "" : ", ") + std::string(info.name);
   }
-  std::string was = profile["sources"].value("efficiency", std::string());
-  profile["sources"]["efficiency"] = fmt::format(
-      "{} fitted by kiln plan --fit (least squares on the log error of tokens/s per device, "
-      "rms {:.4f} -> {:.4f}) to the published runs: {}. The rest as before: {}",
-      names, fit.rmsBefore, fit.rmsAfter, runs, was);
+  for (const auto &[key, names] : fittedByKey) {
+    std::string was = profile["sources"].value(key, std::string());
+    profile["sources"][key] = fmt::format(
+        "{} fitted by kiln plan --fit (least squares on the log error of tokens/s per device, "
+        "rms {:.4f} -> {:.4f}) to the published runs: {}. Before: {}",
+        names, fit.rmsBefore, fit.rmsAfter, runs, was);
+  }
   return profile.dump(2) + "\n";
 }
 

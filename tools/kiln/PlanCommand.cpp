@@ -46,7 +46,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
     std::optional<std::string> output = options.value("o");
     options.finish();
     EfficiencyFit fit = fitEfficiency(publishedRuns(published, overrides, "--fit"), *fitTarget,
-                                      parseEfficiencyFactors(factors));
+                                      parseFitParameters(factors));
     if (output)
       writeFileAtomic(*output, fittedProfileJson(fit));
     fmt::print("{}", json ? fitToJson(fit).dump(2) + "\n" : formatFit(fit));

@@ -1,11 +1,13 @@
 //===- PlanFit.h - kiln plan --fit: a target's factors from published runs -*- C++ -*-===//
 //
-// One set of efficiency factors per target, fitted rather than assumed: the
-// factors named (matmul, attention, vector, memory, collective) moved to
-// minimize the sum of squared log errors of the planned tokens/s per device
-// (or step time) over every checked published run on that target
-// (PlanValidation.h), by coordinate descent with a golden-section search
-// per factor in log space, each factor within [0.02, 1]. Each run is
+// One set of factors per target, fitted rather than assumed: the parameters
+// named (the efficiency factors matmul, attention, vector, memory,
+// collective; the collective latencies per ring step inside and between
+// nodes) moved to minimize the sum of squared log errors of the planned
+// tokens/s per device (or step time) over every checked published run on
+// that target (PlanValidation.h), by coordinate descent with a
+// golden-section search per parameter in log space, each within its range
+// (a factor in [0.02, 1], a latency in [0.1, 100] us). Each run is
 // captured once; a trial re-schedules its step. Reported: the factors
 // before and after, each run's error before and after, and its
 // leave-one-out error (the run's error under the factors fitted without
@@ -27,18 +29,28 @@ namespace kiln {
 
 struct PublishedRuns;
 
-/// An efficiency factor a fit may move (TargetProfile::Efficiency).
-enum class EfficiencyFactor { Matmul, Attention, Vector, Memory, Collective };
+/// A profile parameter a fit may move: an efficiency factor
+/// (TargetProfile::Efficiency) or a link's latency per ring step.
+enum class FitParameter {
+  Matmul,
+  Attention,
+  Vector,
+  Memory,
+  Collective,
+  IntraNodeLatency,
+  InterNodeLatency
+};
 
-/// "matmul,collective" as factors; throws kiln::Error naming an unknown or
-/// repeated one.
-std::vector<EfficiencyFactor> parseEfficiencyFactors(const std::string &list);
-const char *efficiencyFactorName(EfficiencyFactor factor);
+/// "matmul,inter_node_latency" as parameters; throws kiln::Error naming an
+/// unknown or repeated one.
+std::vector<FitParameter> parseFitParameters(const std::string &list);
+const char *fitParameterName(FitParameter parameter);
 
 struct EfficiencyFit {
   std::string target, targetSource;
-  std::vector<EfficiencyFactor> factors;
-  TargetProfile::Efficiency before, after;
+  std::vector<FitParameter> factors;
+  /// The profile as shipped, and with the fitted values.
+  TargetProfile before, after;
   struct Run {
     std::string name;
     /// The figure fitted on ("tokens_per_second_per_device" or
@@ -60,13 +72,13 @@ struct EfficiencyFit {
 /// checked run uses the target, when there are more factors than runs, or
 /// for a run the planner refuses.
 EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &target,
-                            const std::vector<EfficiencyFactor> &factors);
+                            const std::vector<FitParameter> &factors);
 
 std::string formatFit(const EfficiencyFit &fit);
 nlohmann::json fitToJson(const EfficiencyFit &fit);
 
-/// The target's profile JSON with the fitted factors and their provenance
-/// in "sources" (what kiln plan --fit -o writes).
+/// The target's profile JSON with the fitted values and their provenance in
+/// "sources" (what kiln plan --fit -o writes).
 std::string fittedProfileJson(const EfficiencyFit &fit);
 
 } // namespace kiln
