@@ -143,8 +143,8 @@ SearchResult planCandidate(const SearchCandidate &candidate, const TrainConfig &
   if (!result.plan->fits) {
     result.whyNot =
         fmt::format("needs {:.2f} GiB per rank, {:.2f} GiB over the {:.2f} GiB of a rank",
-                    double(result.plan->totalBytes) / (1ll << 30),
-                    double(result.plan->totalBytes - target.memoryBytes) / (1ll << 30),
+                    double(result.plan->deviceBytes) / (1ll << 30),
+                    double(result.plan->deviceBytes - target.memoryBytes) / (1ll << 30),
                     double(target.memoryBytes) / (1ll << 30));
     if (!result.plan->memory.topContributors.empty()) {
       const MemoryPlan::Contributor &top = result.plan->memory.topContributors.front();
@@ -217,7 +217,7 @@ namespace {
 std::string row(const SearchResult &r) {
   const StepPlan &p = *r.plan;
   return fmt::format("  {:<70} {:>9.2f} GiB {:>10.4g} s {:>10.1f} {:>6.1f}% {:>10.4g}\n",
-                     r.candidate.describe(), double(p.totalBytes) / (1ll << 30), p.stepSeconds,
+                     r.candidate.describe(), double(p.deviceBytes) / (1ll << 30), p.stepSeconds,
                      p.tokensPerSecondPerDevice, 100 * p.mfu, p.usdPerMillionTokens);
 }
 } // namespace
@@ -260,7 +260,7 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
     if (!r.fits())
       j["why_not"] = r.whyNot;
     if (r.plan) {
-      j["memory_per_rank_bytes"] = r.plan->totalBytes;
+      j["memory_per_rank_bytes"] = r.plan->deviceBytes;
       j["step_seconds"] = r.plan->stepSeconds;
       j["tokens_per_second_per_device"] = r.plan->tokensPerSecondPerDevice;
       j["mfu"] = r.plan->mfu;

@@ -3,6 +3,7 @@
 #include "kiln/Driver/PlanFit.h"
 #include "kiln/Driver/PlanValidation.h"
 #include "kiln/Driver/Planning.h"
+#include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Planner/Precision.h"
 #include "kiln/Planner/StepSchedule.h"
 #include "kiln/Support/Error.h"
@@ -29,6 +30,8 @@ struct ParameterInfo {
   const char *name;
   std::vector<std::string> path;
   double lowest, highest;
+  /// Fitted on the memory per device rather than the throughput.
+  bool memory = false;
 };
 
 const std::vector<ParameterInfo> &parameters() {
@@ -48,6 +51,12 @@ const std::vector<ParameterInfo> &parameters() {
        {"interconnect", "inter_node", "latency_seconds"},
        1e-7,
        1e-4},
+      {FitParameter::AllocatorOverhead,
+       "allocator_overhead",
+       {"allocator_overhead"},
+       1e-3,
+       4.0,
+       /*memory=*/true},
   };
   return all;
 }
@@ -75,6 +84,8 @@ double &parameterOf(TargetProfile &t, FitParameter parameter) {
     return t.intraNode.latencySeconds;
   case FitParameter::InterNodeLatency:
     return t.interNode.latencySeconds;
+  case FitParameter::AllocatorOverhead:
+    return t.allocatorOverhead;
   }
   return t.efficiency.matmul;
 }
@@ -89,8 +100,17 @@ struct FitRun {
   CapturedRun captured;
   std::unique_ptr<ValuePrecision> precision;
 
+  /// The live peak per rank (memory fits only).
+  int64_t peakBytes = 0;
+
   /// log(planned / published) under `target`.
   double logError(const TargetProfile &target) const {
+    if (figure == "memory_gib_per_device") {
+      double device = double(peakBytes) * (1 + target.allocatorOverhead) +
+                      double(target.runtimeReserveBytes);
+      return std::log(device * double(target.ranksPerDevice) / double(int64_t(1) << 30) /
+                      published);
+    }
     double seconds = scheduleStep(captured.step, target, *precision).seconds;
     double planned = figure == "step_seconds"
                          ? seconds
@@ -200,6 +220,13 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
   TargetProfile profile = loadTargetProfile(target, thisMachine());
   fit.before = profile;
 
+  // Memory and time are fitted apart: each on its own figure.
+  bool memory = infoOf(factors.front()).memory;
+  for (FitParameter f : factors)
+    if (infoOf(f).memory != memory)
+      fail("plan: --fit-factors: {} is fitted on the memory per device and {} on the "
+           "throughput; fit them apart",
+           infoOf(memory ? factors.front() : f).name, infoOf(memory ? f : factors.front()).name);
   std::vector<std::unique_ptr<FitRun>> runs;
   for (size_t i = 0; i < published.runs.size(); ++i) {
     const PublishedRun &run = published.runs[i];
@@ -207,11 +234,19 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
       continue;
     auto r = std::make_unique<FitRun>();
     r->run = &run;
-    r->figure = run.published.count("tokens_per_second_per_device") ? "tokens_per_second_per_device"
-                                                                    : "step_seconds";
-    if (!run.published.count(r->figure))
-      fail("{}: run '{}' publishes neither tokens/s per device nor a step time to fit on",
-           published.source, run.name);
+    if (memory) {
+      // Only the runs that publish their memory.
+      r->figure = "memory_gib_per_device";
+      if (!run.published.count(r->figure))
+        continue;
+    } else {
+      r->figure = run.published.count("tokens_per_second_per_device")
+                      ? "tokens_per_second_per_device"
+                      : "step_seconds";
+      if (!run.published.count(r->figure))
+        fail("{}: run '{}' publishes neither tokens/s per device nor a step time to fit on",
+             published.source, run.name);
+    }
     r->published = run.published.at(r->figure);
     try {
       r->captured = captureForPlanning(TrainConfig::load("", run.config), profile, run.nodes);
@@ -219,10 +254,13 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
       fail("{}: runs[{}]: run '{}': the plan failed: {}", published.source, i, run.name, e.what());
     }
     r->precision = std::make_unique<ValuePrecision>(r->captured.step, profile.precision);
+    if (memory)
+      r->peakBytes = planMemory(r->captured.step, r->precision.get()).peakBytes;
     runs.push_back(std::move(r));
   }
   if (runs.empty())
-    fail("plan: --fit {}: no checked run of {} is planned on it", target, published.source);
+    fail("plan: --fit {}: no checked run of {} is planned on it{}", target, published.source,
+         memory ? " with its memory published" : "");
   if (factors.size() > runs.size())
     fail("plan: --fit {}: {} run{} fix{} at most {} factor{}, not the {} named "
          "(--fit-factors)",
@@ -266,9 +304,10 @@ std::string formatFit(const EfficiencyFit &fit) {
   for (FitParameter f : fit.factors)
     names += (names.empty() ? "" : ", ") + std::string(fitParameterName(f));
   std::string out = fmt::format(
-      "fit of {}'s {} to {} published run{}: least squares on the log error of tokens/s per "
+      "fit of {}'s {} to {} published run{}: least squares on the log error of {} per "
       "device\n",
-      fit.target, names, fit.runs.size(), fit.runs.size() == 1 ? "" : "s");
+      fit.target, names, fit.runs.size(), fit.runs.size() == 1 ? "" : "s",
+      infoOf(fit.factors.front()).memory ? "memory" : "tokens/s");
   out += "  parameter             before       after\n";
   for (const ParameterInfo &info : parameters()) {
     double before = valueOf(fit.before, info.parameter), value = valueOf(fit.after, info.parameter);
@@ -345,18 +384,19 @@ std::string fittedProfileJson(const EfficiencyFit &fit) {
     for (const std::string &key : info.path)
       at = &(*at)[key];
     *at = valueOf(fit.after, f);
-    std::string key = info.path.front() == "efficiency"
-                          ? "efficiency"
-                          : info.path[0] + "." + info.path[1] + "." + info.path[2];
+    std::string key = info.path.front() == "efficiency" ? "efficiency" : info.path.front();
+    for (size_t k = 1; k < info.path.size() && info.path.front() != "efficiency"; ++k)
+      key += "." + info.path[k];
     std::string &names = fittedByKey[key];
     names += (names.empty() ? "" : ", ") + std::string(info.name);
   }
   for (const auto &[key, names] : fittedByKey) {
     std::string was = profile["sources"].value(key, std::string());
     profile["sources"][key] = fmt::format(
-        "{} fitted by kiln plan --fit (least squares on the log error of tokens/s per device, "
-        "rms {:.4f} -> {:.4f}) to the published runs: {}. Before: {}",
-        names, fit.rmsBefore, fit.rmsAfter, runs, was);
+        "{} fitted by kiln plan --fit (least squares on the log error of {} per device, rms "
+        "{:.4f} -> {:.4f}) to the published runs: {}.{}{}",
+        names, infoOf(fit.factors.front()).memory ? "memory" : "tokens/s", fit.rmsBefore,
+        fit.rmsAfter, runs, was.empty() ? "" : " Before: ", was);
   }
   return profile.dump(2) + "\n";
 }

@@ -38,7 +38,7 @@ const FigureKind kFigures[] = {
      "{:.4f}"},
     {"memory_gib_per_device", "memory per device (GiB)",
      [](const StepPlan &p, int64_t) {
-       return double(p.totalBytes) * double(p.target.ranksPerDevice) / double(int64_t(1) << 30);
+       return double(p.deviceBytes) * double(p.target.ranksPerDevice) / double(int64_t(1) << 30);
      },
      "{:.2f}"},
 };

@@ -31,7 +31,9 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
   }
   plan.memory.peakOp = nullptr;
   plan.totalBytes = plan.memory.peakBytes + target.runtimeReserveBytes;
-  plan.fits = plan.totalBytes <= target.memoryBytes;
+  plan.deviceBytes = int64_t(double(plan.memory.peakBytes) * (1 + target.allocatorOverhead)) +
+                     target.runtimeReserveBytes;
+  plan.fits = plan.deviceBytes <= target.memoryBytes;
 
   plan.schedule = scheduleStep(perRankStep, target, precision);
   plan.stepSeconds = plan.schedule.seconds;
@@ -99,6 +101,7 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"flops_per_token", s.flopsPerToken},
       {"fits", plan.fits},
       {"memory_per_rank_bytes", memory},
+      {"memory_device_peak_bytes", plan.deviceBytes},
       {"memory_capacity_bytes", plan.target.memoryBytes},
       {"memory_peak_at", plan.peakAt},
       {"saved_activation_bytes", plan.memory.savedActivationBytes},
@@ -142,8 +145,14 @@ std::string formatPlan(const StepPlan &plan) {
   const TargetProfile &t = plan.target;
   std::string out = fmt::format("plan: {} on {} x{} ({} ranks: {})\n", s.model, t.name, s.nodes,
                                 plan.worldSize, s.layout);
-  out += fmt::format("memory per rank: {} of {} -> {}\n", gib(plan.totalBytes),
-                     gib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
+  if (plan.deviceBytes == plan.totalBytes)
+    out += fmt::format("memory per rank: {} of {} -> {}\n", gib(plan.totalBytes),
+                       gib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
+  else
+    out += fmt::format("memory per rank: {} as the device's allocator holds it ({} live, + {:.0f}% "
+                       "of its peak: allocator_overhead) of {} -> {}\n",
+                       gib(plan.deviceBytes), gib(plan.totalBytes), 100 * t.allocatorOverhead,
+                       gib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
   auto row = [&](const char *name, int64_t bytes) {
     out += fmt::format("  {:<19} {:>10}  {}\n", name, gib(bytes), bar(bytes, t.memoryBytes));
   };
@@ -160,7 +169,7 @@ std::string formatPlan(const StepPlan &plan) {
                      gib(plan.memory.savedActivationBytes));
   if (!plan.fits) {
     out += fmt::format("  over by {}; largest buffers at the peak:\n",
-                       gib(plan.totalBytes - t.memoryBytes));
+                       gib(plan.deviceBytes - t.memoryBytes));
     for (const MemoryPlan::Contributor &c : plan.memory.topContributors)
       out += fmt::format("    {:>10}  {:<18} {}\n", gib(c.bytes), memoryCategoryName(c.category),
                          c.what);

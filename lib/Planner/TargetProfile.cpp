@@ -44,6 +44,7 @@ constexpr Range kReserve{0, kPebibyte, false, "bytes"};
 constexpr Range kBandwidth{1e3, 1e30, false, "bytes/s"};
 constexpr Range kSeconds{0, 1, false, "s"};
 constexpr Range kFraction{0, 1, true, ""};
+constexpr Range kOverhead{0, 4, false, "of the live peak"};
 
 /// Reads a profile by dotted field paths, naming the file and the path in
 /// every error, and refuses fields it does not know (a misspelt efficiency
@@ -223,6 +224,8 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
   t.memoryBytes = r.integer("memory_bytes_per_rank", kMemory, memoryBytes);
   t.memoryBandwidth = r.number("memory_bandwidth_per_rank", kBandwidth, probe.memoryBandwidth);
   t.runtimeReserveBytes = int64_t(r.number("runtime_reserve_bytes", kReserve));
+  if (r.has("allocator_overhead"))
+    t.allocatorOverhead = r.number("allocator_overhead", kOverhead);
   t.intraNode = readLink(r, "interconnect.intra_node", probe.memoryBandwidth);
   t.interNode = readLink(r, "interconnect.inter_node", {});
   t.overlapCommunication = r.boolean("overlap_communication");

@@ -721,6 +721,32 @@ TEST(PlannerTest, MalformedProfilesNameTheFileAndTheField) {
             0u);
 }
 
+// A GPU's caching allocator holds more than the live peak: the device's
+// figure is the peak times (1 + allocator_overhead) plus the runtime
+// reserve, and it decides whether the step fits.
+TEST(PlannerTest, TheAllocatorsOverheadDecidesTheFit) {
+  StepPlan live = planTrainingRun(fixtureRun(), profile(1), 1);
+  EXPECT_EQ(live.deviceBytes, live.totalBytes);
+  nlohmann::json j = profileJson(1);
+  j["allocator_overhead"] = 0.5;
+  StepPlan held = planTrainingRun(
+      fixtureRun(), parseTargetProfile(j.dump(), "test.json", fakeProbe()), 1);
+  EXPECT_EQ(held.totalBytes, live.totalBytes);
+  EXPECT_EQ(held.deviceBytes, live.memory.peakBytes + live.memory.peakBytes / 2 + 1048576);
+  // Memory between the live and the held figure: fits live, not held.
+  j["memory_bytes_per_rank"] = (live.totalBytes + held.deviceBytes) / 2;
+  StepPlan tight = planTrainingRun(
+      fixtureRun(), parseTargetProfile(j.dump(), "test.json", fakeProbe()), 1);
+  EXPECT_FALSE(tight.fits);
+  j["allocator_overhead"] = 0;
+  EXPECT_TRUE(planTrainingRun(fixtureRun(), parseTargetProfile(j.dump(), "test.json", fakeProbe()), 1)
+                  .fits);
+  j["allocator_overhead"] = -0.1;
+  EXPECT_NE(errorOf([&] { parseTargetProfile(j.dump(), "test.json", fakeProbe()); })
+                .find("allocator_overhead"),
+            std::string::npos);
+}
+
 TEST(PlannerTest, TheWorldIsTheTargets) {
   EXPECT_EQ(errorOf([] { planTrainingRun(fixtureRun(), profile(4), 0); }),
             "plan: --nodes must be at least 1, got 0");

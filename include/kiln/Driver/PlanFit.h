@@ -7,7 +7,9 @@
 // tokens/s per device (or step time) over every checked published run on
 // that target (PlanValidation.h), by coordinate descent with a
 // golden-section search per parameter in log space, each within its range
-// (a factor in [0.02, 1], a latency in [0.1, 100] us). Each run is
+// (a factor in [0.02, 1], a latency in [0.1, 100] us). The allocator's
+// overhead (TargetProfile::allocatorOverhead) is fitted the same way on the
+// published memory per device. Each run is
 // captured once; a trial re-schedules its step. Reported: the factors
 // before and after, each run's error before and after, and its
 // leave-one-out error (the run's error under the factors fitted without
@@ -38,7 +40,9 @@ enum class FitParameter {
   Memory,
   Collective,
   IntraNodeLatency,
-  InterNodeLatency
+  InterNodeLatency,
+  /// Fitted on the published memory per device instead of the throughput.
+  AllocatorOverhead
 };
 
 /// "matmul,inter_node_latency" as parameters; throws kiln::Error naming an
@@ -53,8 +57,9 @@ struct EfficiencyFit {
   TargetProfile before, after;
   struct Run {
     std::string name;
-    /// The figure fitted on ("tokens_per_second_per_device" or
-    /// "step_seconds"), published, and its error before and after.
+    /// The figure fitted on ("tokens_per_second_per_device",
+    /// "step_seconds" or "memory_gib_per_device"), published, and its error
+    /// before and after.
     std::string figure;
     double published = 0, errorBefore = 0, errorAfter = 0;
     /// The error under the factors fitted without this run; none when it

@@ -52,7 +52,10 @@ struct StepPlan {
   MemoryPlan memory;        ///< at the target's precision (peakOp cleared)
   std::string peakAt;       ///< the op after which the peak is reached
   int64_t totalBytes = 0;   ///< the peak plus the runtime reserve
-  bool fits = false;        ///< totalBytes <= the target's memory per rank
+  /// As the device sees it: the peak with the allocator's overhead, plus the
+  /// runtime reserve (totalBytes where the target has no overhead).
+  int64_t deviceBytes = 0;
+  bool fits = false;        ///< deviceBytes <= the target's memory per rank
 
   StepSchedule schedule;
   double stepSeconds = 0;

@@ -50,6 +50,11 @@ struct TargetProfile {
   int64_t memoryBytes = 0; ///< per rank
   double memoryBandwidth = 0;
   int64_t runtimeReserveBytes = 0;
+  /// What the device's memory allocator holds beyond the live peak, as a
+  /// share of it ("allocator_overhead", optional: 0): a GPU's caching
+  /// allocator keeps freed blocks and splits them, and its reserved peak is
+  /// what decides an out-of-memory and what torchtitan reports.
+  double allocatorOverhead = 0;
   Link intraNode, interNode;
   /// Collectives run on their own stream beside compute (accelerators), or
   /// inline between compute ops (Kiln's CPU ranks block in each collective).
