@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -243,7 +244,16 @@ Tensor SafeTensorsFile::get(const std::string &name) const {
   if (it == entries_.end())
     fail("{}: no tensor named '{}'", path_, name);
   const Entry &e = it->second;
-  return Tensor(e.dtype, e.shape, mapping_, dataBase_ + e.begin);
+  const unsigned char *data = dataBase_ + e.begin;
+  if (reinterpret_cast<uintptr_t>(data) % dtypeSize(e.dtype) != 0) {
+    // The format lets a header end anywhere (writers pad it to 8 bytes, a
+    // file need not): a tensor whose bytes are not aligned to its elements
+    // is read from an aligned copy, not in place.
+    Tensor copy = Tensor::uninitialized(e.dtype, e.shape);
+    std::memcpy(copy.mutableData<unsigned char>(), data, copy.nbytes());
+    return copy;
+  }
+  return Tensor(e.dtype, e.shape, mapping_, data);
 }
 
 //===----------------------------------------------------------------------===//
