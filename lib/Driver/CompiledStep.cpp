@@ -147,21 +147,27 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToHloStep(mlir::ModuleOp captured,
   // runs.
   options.cpuKernelCalls = true;
   runKilnPipeline(*copy, options, PipelineStage::Hlo, PipelineStage::PerRank,
-                  "compile.enable: lowering @train_step of " + what + " to HLO failed");
+                  "compiled mode: lowering @train_step of " + what + " to HLO failed");
   return extractHloStep(*copy);
 }
 
 namespace {
+
+/// The signature of `hloStep`'s @train_step; `what` names the module when it
+/// has none.
+FunctionSignature stepSignature(mlir::ModuleOp hloStep, const std::string &what) {
+  auto step = hloStep.lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!step)
+    fail("compiled mode: {} has no func.func @train_step", what);
+  return FunctionSignature::of(step);
+}
 
 /// What the code of `hloStep`'s @train_step calls in the host: each custom
 /// call's kernel and each collective bound to `grid`'s axes, by site, in
 /// `compiled`; returns the step's signature.
 FunctionSignature bindHostCalls(mlir::ModuleOp hloStep, const std::string &what,
                                 DeviceGrid *grid, CompiledStep &compiled) {
-  auto step = hloStep.lookupSymbol<mlir::func::FuncOp>("train_step");
-  if (!step)
-    fail("compiled mode: {} has no func.func @train_step", what);
-  FunctionSignature signature = FunctionSignature::of(step);
+  FunctionSignature signature = stepSignature(hloStep, what);
   registerCustomKernels();
   for (mlir::Operation *op : numberCustomCallSites(hloStep)) {
     auto call = mlir::cast<hlo::CustomCallOp>(op);
@@ -215,11 +221,7 @@ std::unique_ptr<CompiledFunction> compileHloStepCode(mlir::ModuleOp hloStep,
                                                      const std::string &what,
                                                      double *lowerSeconds) {
   auto start = std::chrono::steady_clock::now();
-  auto step = hloStep.lookupSymbol<mlir::func::FuncOp>("train_step");
-  if (!step)
-    fail("compiled mode: {} has no func.func @train_step", what);
-  FunctionSignature signature = FunctionSignature::of(step);
-  return lowerAndCompile(hloStep, what, std::move(signature), /*keepObject=*/true, start,
+  return lowerAndCompile(hloStep, what, stepSignature(hloStep, what), /*keepObject=*/true, start,
                          lowerSeconds);
 }
 

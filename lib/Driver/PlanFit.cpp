@@ -105,12 +105,9 @@ struct FitRun {
 
   /// log(planned / published) under `target`.
   double logError(const TargetProfile &target) const {
-    if (figure == "memory_gib_per_device") {
-      double device = double(peakBytes) * (1 + target.allocatorOverhead) +
-                      double(target.runtimeReserveBytes);
-      return std::log(device * double(target.ranksPerDevice) / double(int64_t(1) << 30) /
+    if (figure == "memory_gib_per_device")
+      return std::log(memoryGibPerDevice(devicePeakBytes(peakBytes, target), target) /
                       published);
-    }
     double seconds = scheduleStep(captured.step, target, *precision).seconds;
     double planned = figure == "step_seconds"
                          ? seconds
@@ -210,10 +207,10 @@ std::vector<FitParameter> parseFitParameters(const std::string &list) {
   return out;
 }
 
-EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &target,
+ProfileFit fitProfile(const PublishedRuns &published, const std::string &target,
                             const std::vector<FitParameter> &factors) {
   Clock::time_point start = Clock::now();
-  EfficiencyFit fit;
+  ProfileFit fit;
   fit.target = target;
   fit.factors = factors;
   targetProfileText(target, fit.targetSource);
@@ -274,7 +271,7 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
   const TargetProfile &before = fit.before, &after = fit.after;
   double sumBefore = 0, sumAfter = 0;
   for (size_t k = 0; k < runs.size(); ++k) {
-    EfficiencyFit::Run out;
+    ProfileFit::Run out;
     out.name = runs[k]->run->name;
     out.figure = runs[k]->figure;
     out.published = runs[k]->published;
@@ -299,7 +296,7 @@ EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &t
   return fit;
 }
 
-std::string formatFit(const EfficiencyFit &fit) {
+std::string formatFit(const ProfileFit &fit) {
   std::string names;
   for (FitParameter f : fit.factors)
     names += (names.empty() ? "" : ", ") + std::string(fitParameterName(f));
@@ -324,7 +321,7 @@ std::string formatFit(const EfficiencyFit &fit) {
   }
   out += fmt::format("  {:<44} {:>11} {:>8} {:>8} {:>14}\n", "run", "published", "before",
                      "after", "leave-one-out");
-  for (const EfficiencyFit::Run &r : fit.runs)
+  for (const ProfileFit::Run &r : fit.runs)
     out += fmt::format("  {:<44} {:>11.1f} {:>+7.1f}% {:>+7.1f}% {:>14}\n", r.name, r.published,
                        100 * r.errorBefore, 100 * r.errorAfter,
                        r.leaveOneOut ? fmt::format("{:+.1f}%", 100 * *r.leaveOneOut)
@@ -340,7 +337,7 @@ std::string formatFit(const EfficiencyFit &fit) {
   return out;
 }
 
-json fitToJson(const EfficiencyFit &fit) {
+json fitToJson(const ProfileFit &fit) {
   json before = json::object(), after = json::object();
   for (const ParameterInfo &info : parameters()) {
     before[info.name] = valueOf(fit.before, info.parameter);
@@ -350,7 +347,7 @@ json fitToJson(const EfficiencyFit &fit) {
   for (FitParameter f : fit.factors)
     fitted.push_back(fitParameterName(f));
   json runs = json::array();
-  for (const EfficiencyFit::Run &r : fit.runs) {
+  for (const ProfileFit::Run &r : fit.runs) {
     json run{{"name", r.name},
              {"figure", r.figure},
              {"published", r.published},
@@ -369,11 +366,11 @@ json fitToJson(const EfficiencyFit &fit) {
           {"seconds", fit.seconds}};
 }
 
-std::string fittedProfileJson(const EfficiencyFit &fit) {
+std::string fittedProfileJson(const ProfileFit &fit) {
   std::string source;
   json profile = parseJson(targetProfileText(fit.target, source), source);
   std::string runs;
-  for (const EfficiencyFit::Run &r : fit.runs)
+  for (const ProfileFit::Run &r : fit.runs)
     runs += (runs.empty() ? "" : "; ") + r.name;
   // The provenance under each field's own "sources" key (the efficiency
   // factors share one), naming the parameters fitted there.

@@ -38,7 +38,7 @@ const FigureKind kFigures[] = {
      "{:.4f}"},
     {"memory_gib_per_device", "memory per device (GiB)",
      [](const StepPlan &p, int64_t) {
-       return double(p.deviceBytes) * double(p.target.ranksPerDevice) / double(int64_t(1) << 30);
+       return memoryGibPerDevice(p.deviceBytes, p.target);
      },
      "{:.2f}"},
 };
@@ -133,6 +133,10 @@ ValidatedRun validateRun(const PublishedRun &run, const std::string &where) {
 }
 
 } // namespace
+
+double memoryGibPerDevice(int64_t deviceBytes, const TargetProfile &target) {
+  return double(deviceBytes) * double(target.ranksPerDevice) / double(int64_t(1) << 30);
+}
 
 bool ValidatedFigure::withinTolerance() const { return std::fabs(error) <= tolerance; }
 

@@ -12,6 +12,11 @@ using namespace mlir;
 
 namespace kiln {
 
+int64_t devicePeakBytes(int64_t peakBytes, const TargetProfile &target) {
+  return int64_t(double(peakBytes) * (1 + target.allocatorOverhead)) +
+         target.runtimeReserveBytes;
+}
+
 StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
                   const PlanSetting &setting) {
   StepPlan plan;
@@ -31,8 +36,7 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
   }
   plan.memory.peakOp = nullptr;
   plan.totalBytes = plan.memory.peakBytes + target.runtimeReserveBytes;
-  plan.deviceBytes = int64_t(double(plan.memory.peakBytes) * (1 + target.allocatorOverhead)) +
-                     target.runtimeReserveBytes;
+  plan.deviceBytes = devicePeakBytes(plan.memory.peakBytes, target);
   plan.fits = plan.deviceBytes <= target.memoryBytes;
 
   plan.schedule = scheduleStep(perRankStep, target, precision);

@@ -45,7 +45,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
     std::string factors = options.required("fit-factors");
     std::optional<std::string> output = options.value("o");
     options.finish();
-    EfficiencyFit fit = fitEfficiency(publishedRuns(published, overrides, "--fit"), *fitTarget,
+    ProfileFit fit = fitProfile(publishedRuns(published, overrides, "--fit"), *fitTarget,
                                       parseFitParameters(factors));
     if (output)
       writeFileAtomic(*output, fittedProfileJson(fit));

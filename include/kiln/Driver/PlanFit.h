@@ -50,7 +50,7 @@ enum class FitParameter {
 std::vector<FitParameter> parseFitParameters(const std::string &list);
 const char *fitParameterName(FitParameter parameter);
 
-struct EfficiencyFit {
+struct ProfileFit {
   std::string target, targetSource;
   std::vector<FitParameter> factors;
   /// The profile as shipped, and with the fitted values.
@@ -76,15 +76,15 @@ struct EfficiencyFit {
 /// checked runs of `published` planned on it. Throws kiln::Error when no
 /// checked run uses the target, when there are more factors than runs, or
 /// for a run the planner refuses.
-EfficiencyFit fitEfficiency(const PublishedRuns &published, const std::string &target,
+ProfileFit fitProfile(const PublishedRuns &published, const std::string &target,
                             const std::vector<FitParameter> &factors);
 
-std::string formatFit(const EfficiencyFit &fit);
-nlohmann::json fitToJson(const EfficiencyFit &fit);
+std::string formatFit(const ProfileFit &fit);
+nlohmann::json fitToJson(const ProfileFit &fit);
 
 /// The target's profile JSON with the fitted values and their provenance in
 /// "sources" (what kiln plan --fit -o writes).
-std::string fittedProfileJson(const EfficiencyFit &fit);
+std::string fittedProfileJson(const ProfileFit &fit);
 
 } // namespace kiln
 

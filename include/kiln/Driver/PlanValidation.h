@@ -55,6 +55,10 @@ PublishedRuns parsePublishedRuns(const std::string &text, const std::string &sou
 StepPlan planPublishedRun(const PublishedRun &run, const std::string &where,
                           const TargetProfile *target = nullptr);
 
+/// A rank's `deviceBytes` as memory per device, in GiB (the published
+/// memory figure).
+double memoryGibPerDevice(int64_t deviceBytes, const TargetProfile &target);
+
 /// A figure of `plan` as `run` publishes it (per its devices).
 double plannedFigure(const std::string &figure, const StepPlan &plan, const PublishedRun &run);
 

@@ -73,6 +73,10 @@ struct StepPlan {
   std::map<std::pair<std::string, std::string>, CollectiveTotals> collectives;
 };
 
+/// A rank's memory as the device sees it: the live peak `peakBytes` with the
+/// allocator's overhead, plus the runtime reserve (StepPlan::deviceBytes).
+int64_t devicePeakBytes(int64_t peakBytes, const TargetProfile &target);
+
 /// Plans `perRankStep` (the partitioned @train_step) on `target`.
 StepPlan planStep(mlir::func::FuncOp perRankStep, const TargetProfile &target,
                   const PlanSetting &setting);
