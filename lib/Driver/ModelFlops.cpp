@@ -4,9 +4,19 @@
 
 namespace kiln {
 
-double torchtitanFlopsPerToken(const Qwen3Config &m, int64_t seqLen) {
+namespace {
+double torchtitanCount(const Qwen3Config &m, int64_t headDim, int64_t seqLen) {
   return 6.0 * double(m.activeMatmulParameterCount()) +
-         12.0 * double(m.numLayers) * double(m.numHeads) * double(m.headDim) * double(seqLen);
+         12.0 * double(m.numLayers) * double(m.numHeads) * double(headDim) * double(seqLen);
+}
+} // namespace
+
+double torchtitanFlopsPerToken(const Qwen3Config &m, int64_t seqLen) {
+  return torchtitanCount(m, m.headDim, seqLen);
+}
+
+double torchtitanBefore1923FlopsPerToken(const Qwen3Config &m, int64_t seqLen) {
+  return torchtitanCount(m, m.hiddenSize / m.numHeads, seqLen);
 }
 
 double nxdtFlopsPerToken(const Qwen3Config &m, int64_t seqLen) {

@@ -34,6 +34,12 @@ const FigureKind kFigures[] = {
      "{:.3f}"},
     {"mfu", "MFU, torchtitan's count", [](const StepPlan &p, int64_t) { return p.mfu; },
      "{:.4f}"},
+    // The plan's MFU at the same throughput under the older count.
+    {"mfu_torchtitan_before_1923", "MFU, torchtitan pre-1923",
+     [](const StepPlan &p, int64_t) {
+       return p.mfu * p.setting.torchtitanBefore1923FlopsPerToken / p.setting.flopsPerToken;
+     },
+     "{:.4f}"},
     {"mfu_nxdt", "MFU, NxDT's count", [](const StepPlan &p, int64_t) { return p.mfuNxdt; },
      "{:.4f}"},
     {"memory_gib_per_device", "memory per device (GiB)",

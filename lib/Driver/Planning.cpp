@@ -85,6 +85,7 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.parameters = model.parameterCount();
   setting.flopsPerToken = torchtitanFlopsPerToken(model, seq);
   setting.nxdtFlopsPerToken = nxdtFlopsPerToken(model, seq);
+  setting.torchtitanBefore1923FlopsPerToken = torchtitanBefore1923FlopsPerToken(model, seq);
   int64_t microbatches = config.training.microbatches(layout.dataParallelDegree());
   setting.tokensPerStep = config.training.globalBatch(layout.dataParallelDegree()) * seq;
   setting.nodes = nodes;

@@ -268,6 +268,24 @@ TEST(PlannerTest, FlopsPerTokenIsTorchtitansFormula) {
   EXPECT_DOUBLE_EQ(expected, 31381389312.0);
 }
 
+TEST(PlannerTest, TorchtitansCountBeforePr1923TakesHeadDimAsHiddenOverHeads) {
+  // Qwen3-32B: per layer q 5120x8192, k and v 5120x1024, o 8192x5120, the
+  // MLP 3 x 5120x25600; the untied output 151936x5120. The attention term
+  // with head_dim 5120 / 64 = 80, not the model's 128.
+  const Qwen3Config &m = Qwen3Config::flavor("qwen3-32b");
+  double perLayer = 2.0 * 5120 * 8192 + 2.0 * 5120 * 1024 + 3.0 * 5120 * 25600;
+  double matmul = 64 * perLayer + 151936.0 * 5120;
+  double before = 6 * matmul + 12.0 * 64 * 64 * 80 * 4096;
+  EXPECT_DOUBLE_EQ(torchtitanBefore1923FlopsPerToken(m, 4096), before);
+  EXPECT_DOUBLE_EQ(torchtitanFlopsPerToken(m, 4096), 6 * matmul + 12.0 * 64 * 64 * 128 * 4096);
+  // torchtitan's published log of PR 1690: 389.87 TFLOPS at 1,874 tokens/s.
+  EXPECT_NEAR(before / (389.87e12 / 1874), 1.0, 5e-4);
+  // Where hidden / heads is the head size the two counts agree.
+  const Qwen3Config &llama = Qwen3Config::flavor("llama3.1-8b");
+  EXPECT_DOUBLE_EQ(torchtitanBefore1923FlopsPerToken(llama, 8192),
+                   torchtitanFlopsPerToken(llama, 8192));
+}
+
 TEST(PlannerTest, NxdtFlopsPerTokenIsItsScriptsCount) {
   // Llama 3.1 8B at seq 8192, NxDT's llama_perf_estimate.py worked by hand:
   // per layer Q and O 2 h^2 T each, K and V 2 (8 x 128 x 4096) T each, QK^T

@@ -21,6 +21,13 @@ namespace kiln {
 /// * seq_len.
 double torchtitanFlopsPerToken(const Qwen3Config &model, int64_t seqLen);
 
+/// torchtitan's count as its Qwen3 models had it until pytorch/torchtitan PR
+/// 1923 (merged 2025-10-29), which published MFU figures of that time use:
+/// the attention term's head_dim taken as hidden / heads (80 for Qwen3-32B,
+/// whose heads are 128 wide). Equal to the current count where the two agree
+/// (every Llama shape, Qwen3-8B).
+double torchtitanBefore1923FlopsPerToken(const Qwen3Config &model, int64_t seqLen);
+
 /// NxDT's (neuronx-distributed-training's llama_perf_estimate.py, for Llama
 /// configs): per sequence 3 x the forward, the forward being per layer the
 /// Q/K/V/O projections (head size hidden / heads), QK^T and softmax x V at

@@ -29,6 +29,9 @@ struct PlanSetting {
   double flopsPerToken = 0;   ///< torchtitan: 6 N + 12 L H Q T
   /// NxDT's count (ModelFlops.h), for its MFU; 0 where it does not apply.
   double nxdtFlopsPerToken = 0;
+  /// torchtitan's count before its PR 1923 (ModelFlops.h), which published
+  /// Qwen3 MFU figures of 2025 use; --validate compares under it.
+  double torchtitanBefore1923FlopsPerToken = 0;
   int64_t tokensPerStep = 0;  ///< the global batch, in tokens
   int64_t nodes = 1;
   /// The ranks of the run: every rank of its nodes, or part of one node (0:
