@@ -25,8 +25,9 @@
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Pipeline/KilnPipeline.h"
-#include "kiln/Planner/MemoryPlan.h"
-#include "kiln/Planner/Precision.h"
+#include "kiln/Driver/Planning.h"
+#include "kiln/Planner/StepPlan.h"
+#include "kiln/Planner/TargetProfile.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/AtomicDirectory.h"
 #include "kiln/Support/Error.h"
@@ -188,11 +189,33 @@ groups list global ranks.
 
 } // namespace
 
+TargetProfile neuronRankProfile(const TrainConfig::Target &target) {
+  if (target.name == "trn1")
+    return loadTargetProfile("trn1.32xlarge", MachineProbe{});
+  if (target.name != "trn2")
+    fail("compile: target '{}' is not a Neuron target (trn2, trn1)", target.name);
+  TargetProfile profile = loadTargetProfile("trn2.48xlarge", MachineProbe{});
+  // The profile's rank is a logical core of two physical ones (LNC=2); at
+  // LNC=1 a rank is one core: twice the ranks, each with half the memory,
+  // engines and bandwidth of the chip's share.
+  if (target.lnc == 1) {
+    profile.ranksPerNode *= 2;
+    profile.ranksPerDevice *= 2;
+    profile.memoryBytes /= 2;
+    profile.runtimeReserveBytes /= 2;
+    profile.matmulPeakFlops /= 2;
+    profile.vectorPeakFlops /= 2;
+    profile.memoryBandwidth /= 2;
+    profile.name += " at LNC 1";
+  }
+  return profile;
+}
+
 std::string neuronxCommand(const std::string &target, int64_t lnc) {
   return fmt::format("{} {} {}", neuronxHead(target, lnc), kLlmTraining, kNeuronxTail);
 }
 
-void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
+void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool allowOversize) {
   TrainConfig config = given;
   config.target.name = given.target.nameOr("trn2");
   if (config.target.name != "trn2" && config.target.name != "trn1")
@@ -222,21 +245,44 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
       pipelineOptions(config, model, &layout, /*defaultParamDtype=*/"bfloat16");
   std::string paramDtype = options->paramDtype;
 
+  // The run planned on a rank of the target as kiln plan plans it (the same
+  // figures, which --search ranked by): a module that cannot run there is
+  // not built unless asked for.
+  Clock::time_point t = Clock::now();
+  TargetProfile profile = neuronRankProfile(config.target);
+  if (paramDtype == "float32")
+    profile.precision.computeBytes = 4;
+  TrainConfig planned = config;
+  planned.parallelism.worldSize = world;
+  // The planner plans whole nodes or part of one.
+  std::optional<StepPlan> stepPlan;
+  std::string notPlanned;
+  if (world <= profile.ranksPerNode || world % profile.ranksPerNode == 0)
+    stepPlan = planTrainingRun(planned, profile, std::max<int64_t>(1, world / profile.ranksPerNode));
+  else
+    notPlanned = fmt::format("{} ranks are neither whole {} nodes of {} ranks nor part of one",
+                             world, profile.name, profile.ranksPerNode);
+  std::string rankSaid = fmt::format("a {} rank (LNC {}, {})", config.target.name,
+                                     config.target.lnc, formatGib(profile.memoryBytes));
+  if (!allowOversize && !stepPlan)
+    fail("compile: the step's memory cannot be checked against {}: {}; --allow-oversize "
+         "writes the module unchecked",
+         rankSaid, notPlanned);
+  if (!allowOversize && !stepPlan->fits)
+    fail("compile: {} at this layout does not fit {}: its plan needs {} per rank; nothing is "
+         "written (--allow-oversize writes it anyway; kiln plan --search finds the layouts "
+         "that fit)\n{}",
+         model.name, rankSaid, formatGib(stepPlan->deviceBytes), formatPlanMemory(*stepPlan));
+  double planSeconds = secondsSince(t);
+
   MLIRContext context;
   OwningOpRef<ModuleOp> module = captureTrainingStep(
       context, model, {config.training.localBatchSize * layout.dataParallelDegree(), seq},
       *options);
-  double captureSeconds = secondsSince(start);
+  double captureSeconds = secondsSince(start) - planSeconds;
 
-  Clock::time_point t = Clock::now();
   auto step = module->lookupSymbol<func::FuncOp>("train_step");
   auto loss = module->lookupSymbol<func::FuncOp>("loss");
-  // At bf16 the plan sizes values as kiln plan does (Precision.h): the
-  // activations and gathered parameters at 2 bytes, the rest float32.
-  PrecisionPolicy bf16;
-  bf16.computeBytes = 2;
-  ValuePrecision precision(step, bf16);
-  MemoryPlan plan = planMemory(step, paramDtype == "bfloat16" ? &precision : nullptr);
   std::vector<int64_t> grid = layout.shape();
   std::vector<std::string> axisNames = layout.axisNames();
   json manifest;
@@ -276,13 +322,21 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
                      double(pairs->second);
   });
   manifest["dense_expert_layers"] = denseExperts;
-  manifest["memory_plan_per_rank"] = {{"peak_bytes", plan.peakBytes},
-                                      {"parameter_bytes", plan.parameterBytes},
-                                      {"optimizer_state_bytes", plan.stateBytes},
-                                      {"gradient_bytes", plan.gradientBytes},
-                                      {"saved_activation_bytes", plan.savedActivationBytes}};
+  if (stepPlan) {
+    const MemoryPlan &plan = stepPlan->memory;
+    manifest["memory_plan_per_rank"] = {{"peak_bytes", plan.peakBytes},
+                                        {"parameter_bytes", plan.parameterBytes},
+                                        {"optimizer_state_bytes", plan.stateBytes},
+                                        {"gradient_bytes", plan.gradientBytes},
+                                        {"saved_activation_bytes", plan.savedActivationBytes},
+                                        {"device_bytes", stepPlan->deviceBytes},
+                                        {"rank_memory_bytes", profile.memoryBytes},
+                                        {"profile", profile.name},
+                                        {"fits", stepPlan->fits}};
+  } else {
+    manifest["memory_plan_per_rank"] = {{"not_planned", notPlanned}};
+  }
   manifest["outputs"] = describeOutputs(step);
-  double planSeconds = secondsSince(t);
 
   t = Clock::now();
   phase("lowering the step to HLO");
@@ -431,10 +485,18 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir) {
   fmt::print("Neuron conformance: all {} rules hold (kiln check-hlo --neuron {} checks them "
              "again)\n",
              neuron::conformanceRules().size(), outDir);
-  fmt::print("memory per rank (plan): peak {}, parameters {}, optimizer state {}, saved "
-             "activations {}\n",
-             humanBytes(double(plan.peakBytes)), humanBytes(double(plan.parameterBytes)),
-             humanBytes(double(plan.stateBytes)), humanBytes(double(plan.savedActivationBytes)));
+  if (stepPlan) {
+    const MemoryPlan &plan = stepPlan->memory;
+    fmt::print("memory per rank (kiln plan on {}): {} of {} -> {} (live peak {}: parameters "
+               "{}, optimizer state {}; saved activations {})\n",
+               profile.name, formatGib(stepPlan->deviceBytes), rankSaid,
+               stepPlan->fits ? "fits" : "DOES NOT FIT, written as --allow-oversize asked",
+               formatGib(plan.peakBytes), formatGib(plan.parameterBytes),
+               formatGib(plan.stateBytes), formatGib(plan.savedActivationBytes));
+  } else {
+    fmt::print("memory per rank: not planned ({}), written unchecked as --allow-oversize asked\n",
+               notPlanned);
+  }
   fmt::print("time: capture+passes {:.2f} s, plan {:.2f} s, lower {:.2f} s, export {:.2f} s, "
              "write {:.2f} s\n",
              captureSeconds, planSeconds, lowerSeconds, exportSeconds, writeSeconds);

@@ -129,7 +129,6 @@ nlohmann::json planToJson(const StepPlan &plan) {
 }
 
 namespace {
-std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / (1ll << 30)); }
 
 std::string bar(int64_t bytes, int64_t capacity, int width = 40) {
   int filled = capacity > 0 ? int(std::min<double>(width, double(bytes) / capacity * width + 0.5))
@@ -144,21 +143,23 @@ std::string seconds(double s) {
 }
 } // namespace
 
-std::string formatPlan(const StepPlan &plan) {
-  const PlanSetting &s = plan.setting;
+std::string formatGib(int64_t bytes) {
+  return fmt::format("{:.2f} GiB", double(bytes) / double(int64_t(1) << 30));
+}
+
+std::string formatPlanMemory(const StepPlan &plan) {
   const TargetProfile &t = plan.target;
-  std::string out = fmt::format("plan: {} on {} x{} ({} ranks: {})\n", s.model, t.name, s.nodes,
-                                plan.worldSize, s.layout);
+  std::string out;
   if (plan.deviceBytes == plan.totalBytes)
-    out += fmt::format("memory per rank: {} of {} -> {}\n", gib(plan.totalBytes),
-                       gib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
+    out += fmt::format("memory per rank: {} of {} -> {}\n", formatGib(plan.totalBytes),
+                       formatGib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
   else
     out += fmt::format("memory per rank: {} as the device's allocator holds it ({} live, + {:.0f}% "
                        "of its peak: allocator_overhead) of {} -> {}\n",
-                       gib(plan.deviceBytes), gib(plan.totalBytes), 100 * t.allocatorOverhead,
-                       gib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
+                       formatGib(plan.deviceBytes), formatGib(plan.totalBytes), 100 * t.allocatorOverhead,
+                       formatGib(t.memoryBytes), plan.fits ? "fits" : "DOES NOT FIT");
   auto row = [&](const char *name, int64_t bytes) {
-    out += fmt::format("  {:<19} {:>10}  {}\n", name, gib(bytes), bar(bytes, t.memoryBytes));
+    out += fmt::format("  {:<19} {:>10}  {}\n", name, formatGib(bytes), bar(bytes, t.memoryBytes));
   };
   for (size_t c = 0; c < kNumMemoryCategories; ++c)
     row(memoryCategoryName(MemoryCategory(c)), plan.memory.peakByCategory[c]);
@@ -166,18 +167,27 @@ std::string formatPlan(const StepPlan &plan) {
   out += fmt::format("  (peak after {}; by module:", plan.peakAt);
   for (size_t i = 0; i < plan.memory.peakByModule.size() && i < 4; ++i)
     out += fmt::format("{} {} {}", i ? "," : "", plan.memory.peakByModule[i].first,
-                       gib(plan.memory.peakByModule[i].second));
+                       formatGib(plan.memory.peakByModule[i].second));
   out += plan.memory.peakByModule.size() > 4 ? ", ...)\n" : ")\n";
   // All of them, live at the peak or not: what activation checkpointing shrinks.
   out += fmt::format("  activations saved for the backward: {}\n",
-                     gib(plan.memory.savedActivationBytes));
+                     formatGib(plan.memory.savedActivationBytes));
   if (!plan.fits) {
     out += fmt::format("  over by {}; largest buffers at the peak:\n",
-                       gib(plan.deviceBytes - t.memoryBytes));
+                       formatGib(plan.deviceBytes - t.memoryBytes));
     for (const MemoryPlan::Contributor &c : plan.memory.topContributors)
-      out += fmt::format("    {:>10}  {:<18} {}\n", gib(c.bytes), memoryCategoryName(c.category),
+      out += fmt::format("    {:>10}  {:<18} {}\n", formatGib(c.bytes), memoryCategoryName(c.category),
                          c.what);
   }
+  return out;
+}
+
+std::string formatPlan(const StepPlan &plan) {
+  const PlanSetting &s = plan.setting;
+  const TargetProfile &t = plan.target;
+  std::string out = fmt::format("plan: {} on {} x{} ({} ranks: {})\n", s.model, t.name, s.nodes,
+                                plan.worldSize, s.layout);
+  out += formatPlanMemory(plan);
   // A step that does not fit never runs: its time is what the layout would
   // take with the memory, and it has no throughput, MFU or price to compare.
   out += fmt::format("step: {}{} (compute {}, communication {}, exposed {})\n",
@@ -226,7 +236,7 @@ std::string formatPlan(const StepPlan &plan) {
     out += "collectives per rank and step:\n";
     for (const auto &[key, totals] : plan.collectives)
       out += fmt::format("  {:<15} on {:<24} {:>6} ops {:>12} sent {:>12}{}\n", key.first,
-                         key.second, totals.count, gib(totals.bytesSent),
+                         key.second, totals.count, formatGib(totals.bytesSent),
                          seconds(totals.seconds),
                          totals.twoLevel ? fmt::format("  ({} two-level)", totals.twoLevel)
                                          : std::string());

@@ -1,7 +1,7 @@
 //===- CompileCommand.cpp - kiln compile ----------------------------------===//
 //
 // kiln compile --config run.json [--model <dir|flavor>] [--target trn2|trn1|cpu] -o DIR
-//              [--section.key=value ...]
+//              [--allow-oversize] [--section.key=value ...]
 // The run's options parse as `kiln train` parses them (TrainConfig); --target
 // sets target.name (cpu: the step as native code for this CPU, CpuCompile.h)
 // and --model the model section.
@@ -18,6 +18,7 @@ namespace kiln {
 int runCompile(const std::vector<std::string> &args) {
   std::optional<std::string> configPath, outDir, target, model;
   std::vector<std::string> overrides;
+  bool allowOversize = false;
   auto take = [&](size_t &i, const std::string &name, std::optional<std::string> &slot) {
     const std::string &a = args[i];
     bool spaced = a == name;
@@ -36,9 +37,13 @@ int runCompile(const std::vector<std::string> &args) {
     if (take(i, "--config", configPath) || take(i, "-o", outDir) ||
         take(i, "--target", target) || take(i, "--model", model))
       continue;
+    if (args[i] == "--allow-oversize") {
+      allowOversize = true;
+      continue;
+    }
     if (args[i].rfind("--", 0) != 0 || args[i].find('.') == std::string::npos)
-      fail("compile: unknown option '{}' (expected --config, --model, --target, -o or "
-           "--section.key=value)",
+      fail("compile: unknown option '{}' (expected --config, --model, --target, -o, "
+           "--allow-oversize or --section.key=value)",
            args[i]);
     overrides.push_back(args[i]);
   }
@@ -51,10 +56,14 @@ int runCompile(const std::vector<std::string> &args) {
     overrides.push_back("--model.flavor=" + *model);
   }
   TrainConfig config = TrainConfig::load(configPath.value_or(""), overrides);
-  if (config.target.name == "cpu")
+  if (config.target.name == "cpu") {
+    if (allowOversize)
+      fail("compile: --allow-oversize applies to the Neuron targets (trn2, trn1), whose rank "
+           "memory the plan checks; --target cpu compiles for this machine");
     compileForCpu(config, *outDir);
-  else
-    compileForNeuron(config, *outDir);
+  } else {
+    compileForNeuron(config, *outDir, allowOversize);
+  }
   return 0;
 }
 

@@ -31,7 +31,7 @@ const CommandHelp kCommands[] = {
           list the built-in Qwen3 flavors with their parameter counts
 )"},
     {"compile", true, R"(  compile --config <run.json> [--model <dir|flavor>] [--target trn2|trn1|cpu] -o DIR
-          [--section.key=value ...]
+          [--allow-oversize] [--section.key=value ...]
           the per-rank training step as XLA HLO for neuronx-cc (model.hlo.pb,
           model.hlo.txt, model.hlo.mlir, manifest.json, compile.sh); see
           docs/neuron.md. --target cpu: as native code for this CPU

@@ -10,6 +10,7 @@
 #define KILN_DRIVER_NEURONCOMPILE_H
 
 #include "kiln/Driver/TrainConfig.h"
+#include "kiln/Planner/TargetProfile.h"
 
 #include <cstdint>
 #include <string>
@@ -29,8 +30,17 @@ constexpr int64_t kLargeCompiledWorld = int64_t(1) << 14;
 /// Writes the artifacts of `config`'s run into `outDir` (created if needed)
 /// and prints the figures (instructions, collectives, memory, phase times).
 /// Throws kiln::Error for a target that is not Neuron's, an op without an
-/// HLO lowering (named with its fqn) or a directory it cannot write.
-void compileForNeuron(const TrainConfig &config, const std::string &outDir);
+/// HLO lowering (named with its fqn) or a directory it cannot write, and
+/// for a module whose plan does not fit a rank of the target's memory
+/// (neuronRankProfile), with the plan's breakdown, unless `allowOversize`.
+void compileForNeuron(const TrainConfig &config, const std::string &outDir,
+                      bool allowOversize = false);
+
+/// The planner's profile of one rank of a Neuron compile target: trn2 is
+/// trn2.48xlarge (whose rank is a logical core at LNC=2; at target.lnc 1
+/// one physical core, with half its memory, engines and bandwidth), trn1
+/// trn1.32xlarge (a rank is one NeuronCore-v2).
+TargetProfile neuronRankProfile(const TrainConfig::Target &target);
 
 /// The neuronx-cc command line compile.sh runs for `target` ("trn2",
 /// "trn1") and logical NeuronCore config `lnc`.

@@ -93,6 +93,12 @@ nlohmann::json flopsJson(double flops);
 /// The human report: a memory bar per category, time, throughput, cost and
 /// collectives; the top contributors when the step does not fit.
 std::string formatPlan(const StepPlan &plan);
+/// Bytes as the plan prints memory: "21.36 GiB".
+std::string formatGib(int64_t bytes);
+/// formatPlan's memory lines: memory per rank against the target's, a bar
+/// per category, where the peak is and, when the step does not fit, by how
+/// much and its largest buffers.
+std::string formatPlanMemory(const StepPlan &plan);
 
 /// A Chrome / Perfetto trace of the predicted step: a compute and a
 /// communication track for the rank class (every rank runs the same program
