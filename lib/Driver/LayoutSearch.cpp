@@ -1,6 +1,7 @@
 //===- LayoutSearch.cpp - kiln plan --search ------------------------------===//
 
 #include "kiln/Driver/LayoutSearch.h"
+#include "kiln/Support/Seconds.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Config/SelectiveAcOption.h"
 #include "kiln/Support/Error.h"
@@ -129,13 +130,14 @@ std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_
 /// the layout rules refuse it, and says why not when it does not fit: by how
 /// much, and its largest buffer.
 SearchResult planCandidate(const SearchCandidate &candidate, const TrainConfig &base,
-                           const TargetProfile &target, int64_t nodes) {
+                           const TargetProfile &target, int64_t nodes,
+                           mlir::TimingScope *timing) {
   SearchResult result;
   result.candidate = candidate;
   try {
     TrainConfig config = candidate.apply(base);
     config.parallelism.worldSize = 0; // the target's world
-    result.plan = planTrainingRun(config, target, nodes);
+    result.plan = planTrainingRun(config, target, nodes, timing);
   } catch (const Error &e) {
     result.whyNot = e.what();
     return result;
@@ -162,7 +164,7 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
                            const SearchOptions &options) {
   if (options.maxLocalBatchSize < 1)
     fail("plan: --search-max-local-batch must be at least 1, got {}", options.maxLocalBatchSize);
-  auto start = std::chrono::steady_clock::now();
+  Clock::time_point start = Clock::now();
   LayoutSearch search;
   search.objective = options.objective;
   std::vector<SearchResult> refused;
@@ -170,8 +172,27 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
     fail("plan: --search-ac names no activation-checkpointing setting");
   Qwen3Config model = base.model.resolve();
   int64_t experts = model.isMoe() && model.numSparseLayers() > 0 ? model.numExperts : 0;
-  for (const SearchCandidate &layout : layouts(target.ranksPerNode * nodes, target.ranksPerNode,
-                                               nodes, experts, options.maxExpertParallel)) {
+  std::vector<SearchCandidate> all =
+      layouts(target.ranksPerNode * nodes, target.ranksPerNode, nodes, experts,
+              options.maxExpertParallel);
+  SearchProgress progress;
+  progress.layoutsTotal = int64_t(all.size());
+  std::optional<size_t> best; // in search.fitting
+  auto report = [&] {
+    if (!options.onProgress)
+      return;
+    progress.planned = search.planned;
+    progress.fitting = int64_t(search.fitting.size());
+    progress.best = best ? &search.fitting[*best] : nullptr;
+    progress.seconds = secondsSince(start);
+    options.onProgress(progress);
+  };
+  auto better = [&](const SearchResult &a, const SearchResult &b) {
+    return options.objective == SearchObjective::TokensPerSecond
+               ? a.value(options.objective) > b.value(options.objective)
+               : a.value(options.objective) < b.value(options.objective);
+  };
+  for (const SearchCandidate &layout : all) {
     bool layoutRefused = false;
     for (const CheckpointingChoice &checkpointing : options.checkpointing) {
       for (int64_t batch = 1; batch <= options.maxLocalBatchSize && !layoutRefused; batch *= 2) {
@@ -184,33 +205,47 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
         candidate.checkpointing = checkpointing;
         candidate.localBatchSize = batch;
         ++search.planned;
-        SearchResult result = planCandidate(candidate, base, target, nodes);
+        SearchResult result = planCandidate(candidate, base, target, nodes, options.timing);
         if (!result.plan) {
           // The layout rules refuse it: no batch size or checkpointing
           // changes that.
           refused.push_back(std::move(result));
           layoutRefused = true;
+          report();
           break;
         }
         if (!result.fits()) {
           search.notFitting.push_back(std::move(result));
+          report();
           break; // a larger batch needs more memory still
         }
         search.fitting.push_back(std::move(result));
+        if (!best || better(search.fitting.back(), search.fitting[*best]))
+          best = search.fitting.size() - 1;
+        report();
       }
     }
+    ++progress.layoutsDone;
   }
-  auto better = [&](const SearchResult &a, const SearchResult &b) {
-    return options.objective == SearchObjective::TokensPerSecond
-               ? a.value(options.objective) > b.value(options.objective)
-               : a.value(options.objective) < b.value(options.objective);
-  };
+  report();
   std::stable_sort(search.fitting.begin(), search.fitting.end(), better);
   std::stable_sort(search.notFitting.begin(), search.notFitting.end(), better);
   for (SearchResult &r : refused)
     search.notFitting.push_back(std::move(r));
-  search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  search.seconds = secondsSince(start);
   return search;
+}
+
+std::string describeSearchProgress(const SearchProgress &p, SearchObjective objective) {
+  std::string out = fmt::format("search: {} of {} layouts ({} planned, {} fit, {:.1f} s)",
+                                p.layoutsDone, p.layoutsTotal, p.planned, p.fitting, p.seconds);
+  if (p.best)
+    out += fmt::format(
+        "; best so far: {} at {}", p.best->candidate.describe(),
+        objective == SearchObjective::TokensPerSecond
+            ? fmt::format("{:.1f} tokens/s per device", p.best->plan->tokensPerSecondPerDevice)
+            : fmt::format("${:.3f} per million tokens", p.best->plan->usdPerMillionTokens));
+  return out;
 }
 
 namespace {

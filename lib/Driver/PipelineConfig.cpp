@@ -8,6 +8,8 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <optional>
+
 namespace kiln {
 
 std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c,
@@ -64,6 +66,11 @@ void runKilnPipeline(mlir::ModuleOp module, const KilnPipelineOptions &options, 
     registerCustomKernels();
   mlir::PassManager pm(module.getContext());
   buildKilnPipeline(pm, options, to, from);
+  std::optional<mlir::TimingScope> passes;
+  if (options.timing) {
+    passes = options.timing->nest("passes");
+    pm.enableTiming(*passes);
+  }
   succeedOrFail(*module.getContext(), what, [&] { return pm.run(module); });
 }
 

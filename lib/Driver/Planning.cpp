@@ -34,13 +34,14 @@ MachineProbe thisMachine() {
   return probe;
 }
 
-StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes) {
-  CapturedRun run = captureForPlanning(config, target, nodes);
-  return planStep(run.step, target, run.setting);
+StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes,
+                         mlir::TimingScope *timing) {
+  CapturedRun run = captureForPlanning(config, target, nodes, timing);
+  return planStep(run.step, target, run.setting, timing);
 }
 
 CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &target,
-                               int64_t nodes) {
+                               int64_t nodes, mlir::TimingScope *timing) {
   if (nodes < 1)
     fail("plan: --nodes must be at least 1, got {}", nodes);
   int64_t world = target.ranksPerNode * nodes;
@@ -66,6 +67,7 @@ CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &t
   // The planner sizes values at the target's precision itself (Precision.h):
   // it plans the float32 program.
   options->paramDtype = "float32";
+  options->timing = timing;
   CapturedRun run;
   run.context = std::make_unique<mlir::MLIRContext>();
   run.module = captureTrainingStep(*run.context, model, shape, *options);

@@ -37,7 +37,12 @@ OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Confi
                                           const CaptureOptions &shape,
                                           const KilnPipelineOptions &options,
                                           PipelineStage stage) {
-  OwningOpRef<ModuleOp> module = captureQwen3(context, model, shape);
+  OwningOpRef<ModuleOp> module;
+  {
+    TimingScope frontend =
+        options.timing ? options.timing->nest("capture (frontend)") : TimingScope();
+    module = captureQwen3(context, model, shape);
+  }
   runKilnPipeline(*module, options, stage, PipelineStage::Captured,
                   (stage == PipelineStage::Forward ? "substituting the kernels of "
                                                    : "building the training step of ") +

@@ -18,15 +18,20 @@ int64_t devicePeakBytes(int64_t peakBytes, const TargetProfile &target) {
 }
 
 StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
-                  const PlanSetting &setting) {
+                  const PlanSetting &setting, TimingScope *timing) {
+  auto phase = [&](StringRef name) { return timing ? timing->nest(name) : TimingScope(); };
   StepPlan plan;
   plan.setting = setting;
   plan.target = target;
   plan.worldSize =
       setting.worldSize > 0 ? setting.worldSize : target.ranksPerNode * setting.nodes;
 
+  TimingScope precisionTime = phase("value precision");
   ValuePrecision precision(perRankStep, target.precision);
+  precisionTime.stop();
+  TimingScope memoryTime = phase("memory plan");
   plan.memory = planMemory(perRankStep, &precision);
+  memoryTime.stop();
   if (Operation *op = plan.memory.peakOp) {
     plan.peakAt = op->getName().getStringRef().str();
     if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))
@@ -39,7 +44,9 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
   plan.deviceBytes = devicePeakBytes(plan.memory.peakBytes, target);
   plan.fits = plan.deviceBytes <= target.memoryBytes;
 
+  TimingScope scheduleTime = phase("schedule (op costs, collectives, critical path)");
   plan.schedule = scheduleStep(perRankStep, target, precision);
+  scheduleTime.stop();
   plan.stepSeconds = plan.schedule.seconds;
   plan.exposedCommunicationSeconds =
       std::max(0.0, plan.schedule.seconds - plan.schedule.computeSeconds);

@@ -878,6 +878,46 @@ TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
             "plan: --search-by must be tokens_per_second or usd_per_million_tokens, got 'speed'");
 }
 
+TEST(PlannerTest, SearchReportsItsProgressAfterEachCandidate) {
+  SearchOptions options;
+  options.maxLocalBatchSize = 2;
+  std::vector<SearchProgress> seen;
+  std::vector<std::string> bestSoFar;
+  options.onProgress = [&](const SearchProgress &p) {
+    seen.push_back(p);
+    bestSoFar.push_back(p.best ? p.best->candidate.describe() : "");
+  };
+  LayoutSearch search = searchLayouts(fixtureRun(), profile(4), 1, options);
+  // Once per candidate planned, and once at the end.
+  ASSERT_EQ(int64_t(seen.size()), search.planned + 1);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].layoutsTotal, 5); // tp 1, 2 and 4, with and without SP
+    EXPECT_EQ(seen[i].planned, std::min<int64_t>(int64_t(i) + 1, search.planned));
+    if (i > 0) {
+      EXPECT_GE(seen[i].layoutsDone, seen[i - 1].layoutsDone);
+      EXPECT_GE(seen[i].fitting, seen[i - 1].fitting);
+      // Better only: the best so far never gets worse.
+      if (seen[i - 1].best) {
+        ASSERT_NE(seen[i].best, nullptr);
+      }
+    }
+  }
+  EXPECT_EQ(seen.back().layoutsDone, 5);
+  EXPECT_EQ(seen.back().fitting, int64_t(search.fitting.size()));
+  // The last best so far is the search's best.
+  ASSERT_FALSE(search.fitting.empty());
+  EXPECT_EQ(bestSoFar.back(), search.fitting.front().candidate.describe());
+  SearchProgress last = seen.back();
+  last.best = &search.fitting.front();
+  last.seconds = 1.25;
+  EXPECT_EQ(describeSearchProgress(last, SearchObjective::TokensPerSecond),
+            fmt::format("search: 5 of 5 layouts ({} planned, {} fit, 1.2 s); best so far: {} at "
+                        "{:.1f} tokens/s per device",
+                        search.planned, search.fitting.size(),
+                        search.fitting.front().candidate.describe(),
+                        search.fitting.front().plan->tokensPerSecondPerDevice));
+}
+
 TEST(PlannerTest, SearchCheckpointingListsParse) {
   std::vector<CheckpointingChoice> choices = parseSearchCheckpointing("full,selective:3,selective");
   ASSERT_EQ(choices.size(), 3u);

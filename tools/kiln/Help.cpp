@@ -56,7 +56,7 @@ const CommandHelp kCommands[] = {
           train on CPU; torchtitan-style config sections, see docs/cli.md
 )"},
     {"plan", true, R"(  plan    --target <name|profile.json> [--config run.json] [--model <dir|flavor>]
-          [--section.key=value ...] [--nodes N] [--json] [--trace trace.json]
+          [--section.key=value ...] [--nodes N] [--json] [--trace trace.json] [--timing]
           [--search [--search-by=tokens_per_second|usd_per_million_tokens]
            [--search-top N] [--search-max-local-batch B] [--search-ac LIST]]
   plan    --validate [--published runs.json] [--json]

@@ -7,6 +7,9 @@
 #include "kiln/Driver/Planning.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/ProgressLine.h"
+
+#include "mlir/Support/Timing.h"
 #include "kiln/Support/Json.h"
 
 #include <fmt/core.h>
@@ -37,7 +40,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
   // (--target.* is the kernel target's section); the rest are plan's own.
   std::vector<std::string> args, overrides;
   splitConfigOverrides(allArgs, args, overrides);
-  OptionList options("plan", args, {"json", "search", "validate"});
+  OptionList options("plan", args, {"json", "search", "timing", "validate"});
   bool json = options.flag("json");
   if (std::optional<std::string> fitTarget = options.value("fit")) {
     // One target's factors fitted to the published runs planned on it.
@@ -83,6 +86,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
   int64_t top = options.integer("search-top", kUnset);
   int64_t maxBatch = options.integer("search-max-local-batch", kUnset);
   std::optional<std::string> searchAc = options.value("search-ac");
+  bool timing = options.flag("timing");
   options.finish();
   if (!search && (searchBy || top != kUnset || maxBatch != kUnset || searchAc))
     fail("plan: --search-by, --search-top, --search-max-local-batch and --search-ac apply to "
@@ -102,6 +106,20 @@ int runPlan(const std::vector<std::string> &allArgs) {
     overrides.push_back("--model.flavor=" + *model);
   }
 
+  // --timing: where planning spends its time (the capture, each pass, the
+  // memory plan, the schedule), summed over every layout a search plans,
+  // reported on stderr when the command ends.
+  mlir::DefaultTimingManager timingManager;
+  timingManager.setEnabled(timing);
+  // A list sums the timers of one name: each layout runs its own pipeline.
+  timingManager.setDisplayMode(mlir::DefaultTimingManager::DisplayMode::List);
+  mlir::TimingScope root = timingManager.getRootScope();
+  mlir::TimingScope *timingScope = timing ? &root : nullptr;
+  // The report prints as the manager goes, after what the command printed.
+  struct FlushStdoutFirst {
+    ~FlushStdoutFirst() { std::fflush(stdout); }
+  } flushStdoutFirst;
+
   auto start = std::chrono::steady_clock::now();
   TrainConfig config = TrainConfig::load(configPath.value_or(""), overrides);
   TargetProfile target = loadTargetProfile(targetName, thisMachine());
@@ -112,14 +130,21 @@ int runPlan(const std::vector<std::string> &allArgs) {
       searchOptions.maxLocalBatchSize = maxBatch;
     if (searchAc)
       searchOptions.checkpointing = parseSearchCheckpointing(*searchAc);
+    // Its state on stderr: on a terminal in place, else a line every 10 s.
+    ProgressLine progress = ProgressLine::onStderr();
+    searchOptions.timing = timingScope;
+    searchOptions.onProgress = [&](const SearchProgress &p) {
+      progress.update(describeSearchProgress(p, searchOptions.objective));
+    };
     LayoutSearch result = searchLayouts(config, target, nodes, searchOptions);
+    progress.finish();
     if (json)
       fmt::print("{}\n", searchToJson(result, top).dump(2));
     else
       fmt::print("{}", formatSearch(result, top));
     return 0;
   }
-  StepPlan plan = planTrainingRun(config, target, nodes);
+  StepPlan plan = planTrainingRun(config, target, nodes, timingScope);
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   if (trace)
     writeChromeTrace(plan, *trace);

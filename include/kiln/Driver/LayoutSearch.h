@@ -18,8 +18,11 @@
 #include "kiln/Planner/StepPlan.h"
 #include "kiln/Planner/TargetProfile.h"
 
+#include "mlir/Support/Timing.h"
+
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +68,20 @@ struct SearchResult {
   double value(SearchObjective objective) const;
 };
 
+/// How far a search is: reported after each candidate it plans.
+struct SearchProgress {
+  /// Parallel layouts whose checkpointings and batches are all planned, of
+  /// all the search enumerates.
+  int64_t layoutsDone = 0, layoutsTotal = 0;
+  int64_t planned = 0, fitting = 0; ///< candidates planned, and those that fit
+  const SearchResult *best = nullptr; ///< the best fitting so far (none yet: null)
+  double seconds = 0;
+};
+
+/// "search: 37 of 88 layouts (219 planned, 12 fit, 3.4 s); best so far: <layout>
+/// at 302.1 tokens/s per device".
+std::string describeSearchProgress(const SearchProgress &progress, SearchObjective objective);
+
 struct SearchOptions {
   SearchObjective objective = SearchObjective::TokensPerSecond;
   int64_t maxLocalBatchSize = 8; ///< powers of two from 1 up to this
@@ -74,6 +91,11 @@ struct SearchOptions {
   int64_t maxExpertParallel = 8;
   /// Tried for every layout, in this order.
   std::vector<CheckpointingChoice> checkpointing = parseSearchCheckpointing("none,selective,full");
+  /// Called after each candidate is planned (kiln plan's progress line).
+  std::function<void(const SearchProgress &)> onProgress;
+  /// Where each candidate's planning phases add their time (kiln plan
+  /// --timing); none when null.
+  mlir::TimingScope *timing = nullptr;
 };
 
 struct LayoutSearch {

@@ -30,7 +30,8 @@ MachineProbe thisMachine();
 /// Plans `config` on `nodes` nodes of `target`. Throws kiln::Error for
 /// nodes < 1, a parallelism.world_size other than the target's world, and
 /// anything the capture or the layout refuses.
-StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes);
+StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes,
+                         mlir::TimingScope *timing = nullptr);
 
 /// A run captured for planning (planTrainingRun's first half): its per-rank
 /// step, kept to be planned again on profiles that differ only in their
@@ -42,7 +43,7 @@ struct CapturedRun {
   PlanSetting setting;
 };
 CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &target,
-                               int64_t nodes);
+                               int64_t nodes, mlir::TimingScope *timing = nullptr);
 
 /// The built-in cpu target measured on this machine, for `ranksOnMachine`
 /// ranks sharing it (as `kiln train` under mpiexec runs them): one node of

@@ -23,6 +23,7 @@
 #include "kiln/Config/OverrideRules.h"
 
 #include "mlir/Pass/PassOptions.h"
+#include "mlir/Support/Timing.h"
 
 #include <string>
 #include <vector>
@@ -55,6 +56,9 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
                                     llvm::cl::desc("override rule files (JSON)")};
   /// Rules given as data (the run config's), in addition to `rules`.
   std::vector<OverrideRule> inlineRules;
+  /// Where the capture and each pass report their time (kiln plan
+  /// --timing); none when null.
+  mlir::TimingScope *timing = nullptr;
   Option<std::string> target{*this, "target", llvm::cl::init("trn2"),
                              llvm::cl::desc("target.name: trn2, trn1 or cpu")};
   Option<int64_t> lnc{*this, "lnc", llvm::cl::init(2), llvm::cl::desc("target.lnc")};

@@ -14,6 +14,8 @@
 #include "kiln/Planner/StepSchedule.h"
 #include "kiln/Planner/TargetProfile.h"
 
+#include "mlir/Support/Timing.h"
+
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -80,9 +82,10 @@ struct StepPlan {
 /// allocator's overhead, plus the runtime reserve (StepPlan::deviceBytes).
 int64_t devicePeakBytes(int64_t peakBytes, const TargetProfile &target);
 
-/// Plans `perRankStep` (the partitioned @train_step) on `target`.
+/// Plans `perRankStep` (the partitioned @train_step) on `target`; each
+/// phase's time goes to `timing` when given.
 StepPlan planStep(mlir::func::FuncOp perRankStep, const TargetProfile &target,
-                  const PlanSetting &setting);
+                  const PlanSetting &setting, mlir::TimingScope *timing = nullptr);
 
 /// The plan as one JSON object (docs/planner.md lists the fields).
 nlohmann::json planToJson(const StepPlan &plan);
