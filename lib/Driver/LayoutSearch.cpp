@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Support/Seconds.h"
+#include "kiln/Driver/LayerScaledPlan.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Config/SelectiveAcOption.h"
 #include "kiln/Support/Error.h"
@@ -131,13 +132,16 @@ std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_
 /// much, and its largest buffer.
 SearchResult planCandidate(const SearchCandidate &candidate, const TrainConfig &base,
                            const TargetProfile &target, int64_t nodes,
-                           mlir::TimingScope *timing) {
+                           const SearchOptions &options) {
   SearchResult result;
   result.candidate = candidate;
   try {
     TrainConfig config = candidate.apply(base);
     config.parallelism.worldSize = 0; // the target's world
-    result.plan = planTrainingRun(config, target, nodes, timing);
+    if (options.scaleFromLayers)
+      result.plan = planScaledFromLayers(config, target, nodes, options.timing);
+    if (!result.plan)
+      result.plan = planTrainingRun(config, target, nodes, options.timing);
   } catch (const Error &e) {
     result.whyNot = e.what();
     return result;
@@ -205,7 +209,7 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
         candidate.checkpointing = checkpointing;
         candidate.localBatchSize = batch;
         ++search.planned;
-        SearchResult result = planCandidate(candidate, base, target, nodes, options.timing);
+        SearchResult result = planCandidate(candidate, base, target, nodes, options);
         if (!result.plan) {
           // The layout rules refuse it: no batch size or checkpointing
           // changes that.

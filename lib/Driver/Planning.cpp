@@ -40,8 +40,8 @@ StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target,
   return planStep(run.step, target, run.setting, timing);
 }
 
-CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &target,
-                               int64_t nodes, mlir::TimingScope *timing) {
+PlannedRun resolvePlannedRun(const TrainConfig &config, const TargetProfile &target,
+                             int64_t nodes) {
   if (nodes < 1)
     fail("plan: --nodes must be at least 1, got {}", nodes);
   int64_t world = target.ranksPerNode * nodes;
@@ -57,9 +57,17 @@ CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &t
          asked, nodes, nodes == 1 ? "" : "s", target.name, nodes == 1 ? "s" : "", world);
   train.parallelism.worldSize = world;
   Qwen3Config model = train.model.resolve();
-  int64_t seq = train.training.seqLen;
-  ParallelLayout layout = ParallelLayout::resolve(train.parallelism, model, seq, 1);
+  ParallelLayout layout = ParallelLayout::resolve(train.parallelism, model,
+                                                  train.training.seqLen, 1);
+  PlanSetting setting = planSetting(train, model, layout, nodes);
+  setting.worldSize = world;
+  return {train, model, layout, setting};
+}
 
+CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &target,
+                               int64_t nodes, mlir::TimingScope *timing) {
+  auto [train, model, layout, setting] = resolvePlannedRun(config, target, nodes);
+  int64_t seq = train.training.seqLen;
   CaptureOptions shape;
   shape.seq = seq;
   shape.batch = train.training.localBatchSize * layout.dataParallelDegree();
@@ -74,8 +82,7 @@ CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &t
   run.step = run.module->lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!run.step)
     fail("plan: the captured module has no @train_step");
-  run.setting = planSetting(train, model, layout, nodes);
-  run.setting.worldSize = world;
+  run.setting = setting;
   return run;
 }
 

@@ -64,7 +64,9 @@ BufferTable classify(func::FuncOp fn, const BufferLiveness &liveness,
   return table;
 }
 
-std::string describe(func::FuncOp fn, Value value) {
+} // namespace
+
+std::string describeBuffer(func::FuncOp fn, Value value) {
   std::string shape;
   if (auto type = dyn_cast<RankedTensorType>(value.getType()))
     for (int64_t d : type.getShape())
@@ -85,9 +87,15 @@ std::string describe(func::FuncOp fn, Value value) {
   return what + " [" + shape + "]";
 }
 
-} // namespace
-
 MemoryPlan planMemory(func::FuncOp fn, const ValuePrecision *precision, size_t contributors) {
+  MemoryPlanOptions options;
+  options.contributors = contributors;
+  return planMemory(fn, precision, options);
+}
+
+MemoryPlan planMemory(func::FuncOp fn, const ValuePrecision *precision,
+                      const MemoryPlanOptions &options) {
+  size_t contributors = options.contributors;
   FailureOr<BufferLiveness> liveness = failure();
   succeedOrFail(*fn->getContext(), "no memory plan for @" + fn.getName().str(), [&] {
     liveness = BufferLiveness::compute(fn);
@@ -108,7 +116,9 @@ MemoryPlan planMemory(func::FuncOp fn, const ValuePrecision *precision, size_t c
     if (!liveness->buffer(id).isArgument)
       liveIntermediate += table.bytes[id];
     ++acquired;
-    if (live > plan.peakBytes) {
+    if (options.timeline)
+      options.timeline->push_back({liveness->buffer(id).creator, live, liveByCategory});
+    if (options.reportAfter ? acquired == *options.reportAfter : live > plan.peakBytes) {
       plan.peakBytes = live;
       plan.peakByCategory = liveByCategory;
       plan.peakOp = current;
@@ -183,7 +193,7 @@ MemoryPlan planMemory(func::FuncOp fn, const ValuePrecision *precision, size_t c
       return table.bytes[a] != table.bytes[b] ? table.bytes[a] > table.bytes[b] : a < b;
     });
     for (size_t i = 0; i < ids.size() && i < contributors; ++i)
-      plan.topContributors.push_back({describe(fn, liveness->buffer(ids[i]).creator),
+      plan.topContributors.push_back({describeBuffer(fn, liveness->buffer(ids[i]).creator),
                                       table.category[ids[i]], table.bytes[ids[i]]});
     std::map<std::string, int64_t> byModule;
     for (unsigned id : ids) {

@@ -40,16 +40,10 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
     plan.peakAt = "the arguments";
   }
   plan.memory.peakOp = nullptr;
-  plan.totalBytes = plan.memory.peakBytes + target.runtimeReserveBytes;
-  plan.deviceBytes = devicePeakBytes(plan.memory.peakBytes, target);
-  plan.fits = plan.deviceBytes <= target.memoryBytes;
 
   TimingScope scheduleTime = phase("schedule (op costs, collectives, critical path)");
   plan.schedule = scheduleStep(perRankStep, target, precision);
   scheduleTime.stop();
-  plan.stepSeconds = plan.schedule.seconds;
-  plan.exposedCommunicationSeconds =
-      std::max(0.0, plan.schedule.seconds - plan.schedule.computeSeconds);
   for (const ScheduledOp &op : plan.schedule.ops)
     if (op.collective) {
       CollectiveTotals &totals =
@@ -59,6 +53,19 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
       totals.seconds += op.seconds;
       totals.twoLevel += op.algorithm == CollectiveAlgorithm::TwoLevel;
     }
+  completePlan(plan);
+  return plan;
+}
+
+void completePlan(StepPlan &plan) {
+  const TargetProfile &target = plan.target;
+  const PlanSetting &setting = plan.setting;
+  plan.totalBytes = plan.memory.peakBytes + target.runtimeReserveBytes;
+  plan.deviceBytes = devicePeakBytes(plan.memory.peakBytes, target);
+  plan.fits = plan.deviceBytes <= target.memoryBytes;
+  plan.stepSeconds = plan.schedule.seconds;
+  plan.exposedCommunicationSeconds =
+      std::max(0.0, plan.schedule.seconds - plan.schedule.computeSeconds);
   if (plan.stepSeconds > 0) {
     double tokensPerSecond = double(setting.tokensPerStep) / plan.stepSeconds;
     plan.tokensPerSecondPerDevice = tokensPerSecond / double(plan.worldSize);
@@ -69,7 +76,6 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
     plan.usdPerMillionTokens =
         target.pricePerHourUsd * double(setting.nodes) / 3600.0 / tokensPerSecond * 1e6;
   }
-  return plan;
 }
 
 nlohmann::json flopsJson(double flops) {

@@ -9,6 +9,7 @@
 
 #include "TestUtil.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Driver/LayerScaledPlan.h"
 #include "kiln/Driver/LayoutSearch.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Planning.h"
@@ -941,4 +942,112 @@ TEST(PlannerTest, SearchByCostRanksTheCheapestFirst) {
   for (size_t i = 1; i < search.fitting.size(); ++i)
     EXPECT_LE(search.fitting[i - 1].plan->usdPerMillionTokens,
               search.fitting[i].plan->usdPerMillionTokens);
+}
+
+namespace {
+/// `scaled` against the whole model's plan of the same run: memory to the
+/// byte, the peak's place and largest buffer, every collective's count and
+/// bytes, time within 0.1%.
+void expectScaledEqualsWhole(const StepPlan &scaled, const StepPlan &whole,
+                             const std::string &what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(scaled.memory.peakBytes, whole.memory.peakBytes);
+  EXPECT_EQ(scaled.deviceBytes, whole.deviceBytes);
+  EXPECT_EQ(scaled.fits, whole.fits);
+  EXPECT_EQ(scaled.memory.peakByCategory, whole.memory.peakByCategory);
+  EXPECT_EQ(scaled.memory.savedActivationBytes, whole.memory.savedActivationBytes);
+  EXPECT_EQ(scaled.memory.parameterBytes, whole.memory.parameterBytes);
+  EXPECT_EQ(scaled.memory.stateBytes, whole.memory.stateBytes);
+  EXPECT_EQ(scaled.memory.gradientBytes, whole.memory.gradientBytes);
+  EXPECT_EQ(scaled.peakAt, whole.peakAt);
+  ASSERT_FALSE(whole.memory.topContributors.empty());
+  ASSERT_FALSE(scaled.memory.topContributors.empty());
+  EXPECT_EQ(scaled.memory.topContributors.front().bytes,
+            whole.memory.topContributors.front().bytes);
+  EXPECT_EQ(scaled.memory.topContributors.front().category,
+            whole.memory.topContributors.front().category);
+  EXPECT_NEAR(scaled.stepSeconds / whole.stepSeconds, 1.0, 1e-3);
+  EXPECT_NEAR(scaled.schedule.computeSeconds / whole.schedule.computeSeconds, 1.0, 1e-3);
+  EXPECT_NEAR(scaled.schedule.communicationSeconds / whole.schedule.communicationSeconds, 1.0,
+              1e-3);
+  EXPECT_NEAR(scaled.schedule.flops / whole.schedule.flops, 1.0, 1e-9);
+  EXPECT_DOUBLE_EQ(scaled.setting.flopsPerToken, whole.setting.flopsPerToken);
+  EXPECT_EQ(scaled.setting.parameters, whole.setting.parameters);
+  ASSERT_EQ(scaled.collectives.size(), whole.collectives.size());
+  for (const auto &[key, totals] : whole.collectives) {
+    auto found = scaled.collectives.find(key);
+    ASSERT_NE(found, scaled.collectives.end()) << key.first << " on " << key.second;
+    EXPECT_EQ(found->second.count, totals.count) << key.first << " on " << key.second;
+    EXPECT_EQ(found->second.bytesSent, totals.bytesSent) << key.first << " on " << key.second;
+    EXPECT_EQ(found->second.twoLevel, totals.twoLevel) << key.first << " on " << key.second;
+  }
+}
+} // namespace
+
+TEST(PlannerTest, APlanScaledFromReducedLayerCountsEqualsTheWholeModels) {
+  // Every shipped flavor on one trn2.48xlarge (64 ranks) at seq 4096, with
+  // layouts that vary the periods and the peak's place: FSDP without
+  // checkpointing, TP with sequence parallelism and every 3rd layer
+  // checkpointed (a period of 3 over 28 to 126 layers, which leave
+  // remainders 0, 1 and 2), TP 2 with op-level checkpointing (EP 2 for the
+  // MoE models), full checkpointing at local batch 2.
+  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
+  const std::vector<std::vector<std::string>> layouts = {
+      {},
+      {"--parallelism.tensor_parallel_degree=4", "--parallelism.enable_sequence_parallel=true",
+       "--activation_checkpoint.mode=selective", "--activation_checkpoint.selective_ac_option=3"},
+      {"--parallelism.tensor_parallel_degree=2", "--activation_checkpoint.mode=selective",
+       "--activation_checkpoint.selective_ac_option=op"},
+      {"--activation_checkpoint.mode=full", "--training.local_batch_size=2"}};
+  int64_t compared = 0;
+  for (const Qwen3Config &model : Qwen3Config::flavors()) {
+    const std::string &flavor = model.name;
+    for (size_t l = 0; l < layouts.size(); ++l) {
+      // The largest flavors once: their whole-model plans take longest.
+      if (model.numLayers > 90 && l != 1)
+        continue;
+      std::vector<std::string> args = {"--model.flavor=" + flavor, "--training.seq_len=4096",
+                                       "--training.local_batch_size=1"};
+      args.insert(args.end(), layouts[l].begin(), layouts[l].end());
+      if (model.isMoe() && l == 2)
+        args.push_back("--parallelism.expert_parallel_degree=2");
+      TrainConfig config = TrainConfig::load("", args);
+      std::optional<StepPlan> scaled = planScaledFromLayers(config, trn2, 1);
+      // Reduced models that together outgrow the whole one are not planned
+      // (the smaller flavors at a period of 3); from 48 layers they are.
+      if (model.numLayers >= 48) {
+        ASSERT_TRUE(scaled) << flavor << " layout " << l;
+      }
+      if (!scaled)
+        continue;
+      expectScaledEqualsWhole(*scaled, planTrainingRun(config, trn2, 1),
+                              flavor + " layout " + std::to_string(l));
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 30);
+}
+
+TEST(PlannerTest, APlanScaledFromLayersFollowsTheSparseLayersPeriod) {
+  // Qwen3-235B-A22B with every 2nd layer sparse and every 3rd checkpointed:
+  // a period of 6 over 94 layers (a remainder of 4), on four nodes.
+  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.flavor=qwen3-235b-a22b", "--model.decoder_sparse_step=2",
+           "--training.seq_len=2048", "--training.local_batch_size=1",
+           "--parallelism.tensor_parallel_degree=4",
+           "--activation_checkpoint.mode=selective",
+           "--activation_checkpoint.selective_ac_option=3"});
+  EXPECT_EQ(layerPeriod(config), 6);
+  std::optional<StepPlan> scaled = planScaledFromLayers(config, trn2, 4);
+  ASSERT_TRUE(scaled);
+  expectScaledEqualsWhole(*scaled, planTrainingRun(config, trn2, 4), "sparse step 2");
+
+  // Layers of their own (mlp_only_layers) do not repeat: no scaled plan,
+  // and none for a model too small to gain from one.
+  TrainConfig irregular = config;
+  irregular.model.overrides["mlp_only_layers"] = {0, 5};
+  EXPECT_EQ(layerPeriod(irregular), std::nullopt);
+  EXPECT_FALSE(planScaledFromLayers(irregular, trn2, 4));
+  EXPECT_FALSE(planScaledFromLayers(fixtureRun(), profile(4), 1));
 }

@@ -58,7 +58,8 @@ const CommandHelp kCommands[] = {
     {"plan", true, R"(  plan    --target <name|profile.json> [--config run.json] [--model <dir|flavor>]
           [--section.key=value ...] [--nodes N] [--json] [--trace trace.json] [--timing]
           [--search [--search-by=tokens_per_second|usd_per_million_tokens]
-           [--search-top N] [--search-max-local-batch B] [--search-ac LIST]]
+           [--search-top N] [--search-max-local-batch B] [--search-ac LIST]
+           [--search-whole-model]]
   plan    --validate [--published runs.json] [--json]
   plan    --fit <target> --fit-factors LIST [--published runs.json] [-o profile.json] [--json]
           memory per rank, step time, MFU and cost of the run's per-rank

@@ -40,7 +40,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
   // (--target.* is the kernel target's section); the rest are plan's own.
   std::vector<std::string> args, overrides;
   splitConfigOverrides(allArgs, args, overrides);
-  OptionList options("plan", args, {"json", "search", "timing", "validate"});
+  OptionList options("plan", args, {"json", "search", "search-whole-model", "timing", "validate"});
   bool json = options.flag("json");
   if (std::optional<std::string> fitTarget = options.value("fit")) {
     // One target's factors fitted to the published runs planned on it.
@@ -87,10 +87,11 @@ int runPlan(const std::vector<std::string> &allArgs) {
   int64_t maxBatch = options.integer("search-max-local-batch", kUnset);
   std::optional<std::string> searchAc = options.value("search-ac");
   bool timing = options.flag("timing");
+  bool wholeModel = options.flag("search-whole-model");
   options.finish();
-  if (!search && (searchBy || top != kUnset || maxBatch != kUnset || searchAc))
-    fail("plan: --search-by, --search-top, --search-max-local-batch and --search-ac apply to "
-         "--search");
+  if (!search && (searchBy || top != kUnset || maxBatch != kUnset || searchAc || wholeModel))
+    fail("plan: --search-by, --search-top, --search-max-local-batch, --search-ac and "
+         "--search-whole-model apply to --search");
   if (search && trace)
     fail("plan: --trace writes one plan's timeline; it does not apply to --search");
   if (top == kUnset)
@@ -133,6 +134,7 @@ int runPlan(const std::vector<std::string> &allArgs) {
     // Its state on stderr: on a terminal in place, else a line every 10 s.
     ProgressLine progress = ProgressLine::onStderr();
     searchOptions.timing = timingScope;
+    searchOptions.scaleFromLayers = !wholeModel;
     searchOptions.onProgress = [&](const SearchProgress &p) {
       progress.update(describeSearchProgress(p, searchOptions.objective));
     };

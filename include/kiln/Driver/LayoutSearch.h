@@ -93,6 +93,10 @@ struct SearchOptions {
   std::vector<CheckpointingChoice> checkpointing = parseSearchCheckpointing("none,selective,full");
   /// Called after each candidate is planned (kiln plan's progress line).
   std::function<void(const SearchProgress &)> onProgress;
+  /// Each candidate planned from two reduced layer counts, scaled
+  /// (LayerScaledPlan.h), where the model's layers repeat; false: every
+  /// candidate's whole model, the reference.
+  bool scaleFromLayers = true;
   /// Where each candidate's planning phases add their time (kiln plan
   /// --timing); none when null.
   mlir::TimingScope *timing = nullptr;

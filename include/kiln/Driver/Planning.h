@@ -33,6 +33,19 @@ MachineProbe thisMachine();
 StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes,
                          mlir::TimingScope *timing = nullptr);
 
+/// A run resolved for the target's world, before its capture: the config
+/// with the world size, the model, the layout and what the plan reports.
+/// Throws kiln::Error for nodes < 1 and a parallelism.world_size other than
+/// the target's world (or, on one node, fewer ranks).
+struct PlannedRun {
+  TrainConfig config;
+  Qwen3Config model;
+  ParallelLayout layout;
+  PlanSetting setting;
+};
+PlannedRun resolvePlannedRun(const TrainConfig &config, const TargetProfile &target,
+                             int64_t nodes);
+
 /// A run captured for planning (planTrainingRun's first half): its per-rank
 /// step, kept to be planned again on profiles that differ only in their
 /// factors (kiln plan --fit), and what the plan reports of the run.

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,10 +73,37 @@ struct MemoryPlan {
   std::vector<std::pair<std::string, int64_t>> peakByModule;
 };
 
+/// A buffer as the plan names it: "<op> <fqn> [<shape>]" for an op's result,
+/// "<argument name> [<shape>]" for an argument.
+std::string describeBuffer(mlir::func::FuncOp fn, mlir::Value creator);
+
+/// One acquisition of a buffer, in the order the plan replays them: the
+/// value creating it (an argument or an op's result) and the live bytes
+/// right after, by category.
+struct MemoryEvent {
+  mlir::Value creator;
+  int64_t live = 0;
+  std::array<int64_t, kNumMemoryCategories> byCategory{};
+};
+
+struct MemoryPlanOptions {
+  /// The largest buffers to name at the peak.
+  size_t contributors = 8;
+  /// Describe the point after this many acquisitions (an index into the
+  /// timeline, plus one) as the peak instead of the maximum: its bytes,
+  /// categories, op and largest buffers (a plan scaled from reduced models
+  /// names the point that is the whole model's peak).
+  std::optional<int64_t> reportAfter;
+  /// Filled with every acquisition, when given.
+  std::vector<MemoryEvent> *timeline = nullptr;
+};
+
 /// Throws kiln::Error for a function without a single-block body. Buffers are
 /// sized by their IR types, or at `precision` when given.
 MemoryPlan planMemory(mlir::func::FuncOp fn, const ValuePrecision *precision = nullptr,
                       size_t contributors = 8);
+MemoryPlan planMemory(mlir::func::FuncOp fn, const ValuePrecision *precision,
+                      const MemoryPlanOptions &options);
 
 } // namespace kiln
 

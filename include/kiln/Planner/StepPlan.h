@@ -87,6 +87,12 @@ int64_t devicePeakBytes(int64_t peakBytes, const TargetProfile &target);
 StepPlan planStep(mlir::func::FuncOp perRankStep, const TargetProfile &target,
                   const PlanSetting &setting, mlir::TimingScope *timing = nullptr);
 
+/// The figures a plan derives from its memory plan, schedule, setting and
+/// target: the total and device bytes, whether it fits, the step time and
+/// exposed communication, throughput, TFLOPS, MFU and price (planStep's
+/// last step; a plan scaled from smaller ones calls it again).
+void completePlan(StepPlan &plan);
+
 /// The plan as one JSON object (docs/planner.md lists the fields).
 nlohmann::json planToJson(const StepPlan &plan);
 /// A FLOP count (a double) as JSON: an integer (rounded) below 2^63, as the
