@@ -116,10 +116,15 @@ int runPlan(const std::vector<std::string> &allArgs) {
   timingManager.setDisplayMode(mlir::DefaultTimingManager::DisplayMode::List);
   mlir::TimingScope root = timingManager.getRootScope();
   mlir::TimingScope *timingScope = timing ? &root : nullptr;
-  // The report prints as the manager goes, after what the command printed.
+  // The report prints as the manager goes, after what the command printed
+  // (only then: kiln's main reports a failed write of standard output).
   struct FlushStdoutFirst {
-    ~FlushStdoutFirst() { std::fflush(stdout); }
-  } flushStdoutFirst;
+    bool timing;
+    ~FlushStdoutFirst() {
+      if (timing)
+        std::fflush(stdout);
+    }
+  } flushStdoutFirst{timing};
 
   auto start = std::chrono::steady_clock::now();
   TrainConfig config = TrainConfig::load(configPath.value_or(""), overrides);
