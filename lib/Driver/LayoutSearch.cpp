@@ -10,6 +10,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <limits>
 
@@ -164,6 +168,27 @@ SearchResult planCandidate(const SearchCandidate &candidate, const TrainConfig &
 
 } // namespace
 
+namespace {
+
+/// What one layout gave: its candidates in the order they were planned.
+struct LayoutOutcome {
+  std::vector<SearchResult> fitting, notFitting, refused;
+  int64_t planned = 0, pruned = 0;
+};
+
+/// Bytes per rank that parameters and AdamW's state take at least under
+/// `layout`: every parameter is sharded over at most dp_shard x tp ranks
+/// (experts over ep of the dp_shard ranks, FSDP over the rest), each
+/// element held as a master weight and two moments.
+int64_t parameterStateLowerBound(int64_t parameters, const SearchCandidate &layout,
+                                 const TargetProfile &target) {
+  int64_t shards = layout.dpShard * layout.tp;
+  int64_t elements = (parameters + shards - 1) / shards;
+  return elements * (target.precision.masterBytes + 2 * target.precision.optimizerBytes);
+}
+
+} // namespace
+
 LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target, int64_t nodes,
                            const SearchOptions &options) {
   if (options.maxLocalBatchSize < 1)
@@ -171,7 +196,6 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   Clock::time_point start = Clock::now();
   LayoutSearch search;
   search.objective = options.objective;
-  std::vector<SearchResult> refused;
   if (options.checkpointing.empty())
     fail("plan: --search-ac names no activation-checkpointing setting");
   Qwen3Config model = base.model.resolve();
@@ -179,24 +203,56 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   std::vector<SearchCandidate> all =
       layouts(target.ranksPerNode * nodes, target.ranksPerNode, nodes, experts,
               options.maxExpertParallel);
-  SearchProgress progress;
-  progress.layoutsTotal = int64_t(all.size());
-  std::optional<size_t> best; // in search.fitting
-  auto report = [&] {
-    if (!options.onProgress)
-      return;
-    progress.planned = search.planned;
-    progress.fitting = int64_t(search.fitting.size());
-    progress.best = best ? &search.fitting[*best] : nullptr;
-    progress.seconds = secondsSince(start);
-    options.onProgress(progress);
-  };
   auto better = [&](const SearchResult &a, const SearchResult &b) {
     return options.objective == SearchObjective::TokensPerSecond
                ? a.value(options.objective) > b.value(options.objective)
                : a.value(options.objective) < b.value(options.objective);
   };
-  for (const SearchCandidate &layout : all) {
+
+  // Progress, shared by the workers: reported after each candidate.
+  std::mutex progressLock;
+  SearchProgress progress;
+  progress.layoutsTotal = int64_t(all.size());
+  std::optional<SearchResult> best;
+  auto report = [&](const SearchResult *planned, bool layoutDone) {
+    std::lock_guard<std::mutex> hold(progressLock);
+    if (planned) {
+      ++progress.planned;
+      if (planned->fits()) {
+        ++progress.fitting;
+        if (!best || better(*planned, *best))
+          best = *planned;
+      }
+    }
+    progress.layoutsDone += layoutDone;
+    if (!options.onProgress)
+      return;
+    progress.best = best ? &*best : nullptr;
+    progress.seconds = secondsSince(start);
+    options.onProgress(progress);
+  };
+
+  // One layout: its checkpointings and batches in order, each stopping at
+  // the first batch that does not fit.
+  auto searchLayout = [&](const SearchCandidate &layout) {
+    LayoutOutcome out;
+    // Parameters and optimizer state alone over the rank: no checkpointing
+    // or batch makes it fit, so it is not planned.
+    int64_t bound = parameterStateLowerBound(model.parameterCount(), layout, target);
+    if (devicePeakBytes(bound, target) > target.memoryBytes) {
+      SearchResult pruned;
+      pruned.candidate = layout;
+      pruned.candidate.checkpointing = options.checkpointing.front();
+      pruned.whyNot = fmt::format(
+          "parameters and optimizer state alone need at least {} per rank ({} parameters over "
+          "dp_shard {} x tp {} ranks), over the {} of a rank: not planned",
+          formatGib(devicePeakBytes(bound, target)), model.parameterCount(), layout.dpShard,
+          layout.tp, formatGib(target.memoryBytes));
+      out.refused.push_back(std::move(pruned));
+      out.pruned = 1;
+      report(nullptr, true);
+      return out;
+    }
     bool layoutRefused = false;
     for (const CheckpointingChoice &checkpointing : options.checkpointing) {
       for (int64_t batch = 1; batch <= options.maxLocalBatchSize && !layoutRefused; batch *= 2) {
@@ -208,30 +264,73 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
         SearchCandidate candidate = layout;
         candidate.checkpointing = checkpointing;
         candidate.localBatchSize = batch;
-        ++search.planned;
+        ++out.planned;
         SearchResult result = planCandidate(candidate, base, target, nodes, options);
+        report(&result, false);
         if (!result.plan) {
           // The layout rules refuse it: no batch size or checkpointing
           // changes that.
-          refused.push_back(std::move(result));
+          out.refused.push_back(std::move(result));
           layoutRefused = true;
-          report();
           break;
         }
         if (!result.fits()) {
-          search.notFitting.push_back(std::move(result));
-          report();
+          out.notFitting.push_back(std::move(result));
           break; // a larger batch needs more memory still
         }
-        search.fitting.push_back(std::move(result));
-        if (!best || better(search.fitting.back(), search.fitting[*best]))
-          best = search.fitting.size() - 1;
-        report();
+        out.fitting.push_back(std::move(result));
       }
     }
-    ++progress.layoutsDone;
+    report(nullptr, true);
+    return out;
+  };
+
+  // Layouts are independent (each candidate has its own MLIR context): the
+  // workers take them in turn. The cpu target times GEMMs on this machine
+  // as it plans, which other workers would disturb: one worker there.
+  std::vector<LayoutOutcome> outcomes(all.size());
+  int64_t workers = options.workers > 0 ? options.workers
+                                        : int64_t(std::max(1u, std::thread::hardware_concurrency()));
+  if (target.gemmSeconds)
+    workers = 1;
+  workers = std::min<int64_t>(workers, int64_t(all.size()));
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failureLock;
+  auto work = [&] {
+    for (size_t i = next++; i < all.size(); i = next++) {
+      try {
+        outcomes[i] = searchLayout(all[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> hold(failureLock);
+        if (!failure)
+          failure = std::current_exception();
+        next = all.size();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t w = 1; w < workers; ++w)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &t : threads)
+    t.join();
+  if (failure)
+    std::rethrow_exception(failure);
+
+  // In layout order, as one worker would have found them.
+  std::vector<SearchResult> refused;
+  for (LayoutOutcome &o : outcomes) {
+    search.planned += o.planned;
+    search.pruned += o.pruned;
+    for (SearchResult &r : o.fitting)
+      search.fitting.push_back(std::move(r));
+    for (SearchResult &r : o.notFitting)
+      search.notFitting.push_back(std::move(r));
+    for (SearchResult &r : o.refused)
+      refused.push_back(std::move(r));
   }
-  report();
+  report(nullptr, false);
   std::stable_sort(search.fitting.begin(), search.fitting.end(), better);
   std::stable_sort(search.notFitting.begin(), search.notFitting.end(), better);
   for (SearchResult &r : refused)
@@ -263,7 +362,12 @@ std::string row(const SearchResult &r) {
 
 std::string formatSearch(const LayoutSearch &search, int64_t top) {
   std::string out =
-      fmt::format("search: {} layouts planned in {:.1f} s; {} fit, ranked by {}\n", search.planned,
+      fmt::format("search: {} layouts planned{} in {:.1f} s; {} fit, ranked by {}\n",
+                  search.planned,
+                  search.pruned ? fmt::format(" ({} more not planned: their parameters and "
+                                              "optimizer state alone do not fit)",
+                                              search.pruned)
+                                : "",
                   search.seconds, search.fitting.size(), searchObjectiveName(search.objective));
   std::string header = fmt::format("  {:<70} {:>13} {:>12} {:>10} {:>7} {:>10}\n", "layout",
                                    "memory/rank", "step", "tok/s/dev", "MFU", "$/Mtok");
@@ -314,6 +418,7 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
     notFitting.push_back(entry(search.notFitting[i]));
   return json{{"search_by", searchObjectiveName(search.objective)},
               {"layouts_planned", search.planned},
+              {"layouts_pruned", search.pruned},
               {"layouts_fitting", search.fitting.size()},
               {"search_seconds", search.seconds},
               {"fitting", fitting},

@@ -889,12 +889,12 @@ TEST(PlannerTest, SearchReportsItsProgressAfterEachCandidate) {
     bestSoFar.push_back(p.best ? p.best->candidate.describe() : "");
   };
   LayoutSearch search = searchLayouts(fixtureRun(), profile(4), 1, options);
-  // Once per candidate planned, and once at the end.
-  ASSERT_EQ(int64_t(seen.size()), search.planned + 1);
+  // Once per candidate planned, once per layout done and once at the end.
+  ASSERT_EQ(int64_t(seen.size()), search.planned + 5 + 1);
   for (size_t i = 0; i < seen.size(); ++i) {
     EXPECT_EQ(seen[i].layoutsTotal, 5); // tp 1, 2 and 4, with and without SP
-    EXPECT_EQ(seen[i].planned, std::min<int64_t>(int64_t(i) + 1, search.planned));
     if (i > 0) {
+      EXPECT_GE(seen[i].planned, seen[i - 1].planned);
       EXPECT_GE(seen[i].layoutsDone, seen[i - 1].layoutsDone);
       EXPECT_GE(seen[i].fitting, seen[i - 1].fitting);
       // Better only: the best so far never gets worse.
@@ -904,6 +904,7 @@ TEST(PlannerTest, SearchReportsItsProgressAfterEachCandidate) {
     }
   }
   EXPECT_EQ(seen.back().layoutsDone, 5);
+  EXPECT_EQ(seen.back().planned, search.planned);
   EXPECT_EQ(seen.back().fitting, int64_t(search.fitting.size()));
   // The last best so far is the search's best.
   ASSERT_FALSE(search.fitting.empty());
@@ -917,6 +918,44 @@ TEST(PlannerTest, SearchReportsItsProgressAfterEachCandidate) {
                         search.planned, search.fitting.size(),
                         search.fitting.front().candidate.describe(),
                         search.fitting.front().plan->tokensPerSecondPerDevice));
+}
+
+TEST(PlannerTest, SearchPrunesLayoutsWhoseParametersAndStateAloneDoNotFit) {
+  // Two nodes of 4: FSDP layouts shard the parameters over 8 ranks (dp_shard
+  // x tp), HSDP ones (2 replicas) over 4. A rank one byte short of holding
+  // a quarter of the parameters with their two moments prunes every HSDP
+  // layout unplanned, and plans the rest.
+  int64_t parameters = fixtureRun().model.resolve().parameterCount();
+  nlohmann::json small = profileJson(4);
+  int64_t quarter = (parameters + 3) / 4 * (4 + 2 * 4);
+  small["memory_bytes_per_rank"] = quarter + (1 << 20) - 1; // the reserve is 1 MiB
+  TargetProfile target = parseTargetProfile(small.dump(), "small.json", fakeProbe());
+  SearchOptions options;
+  options.maxLocalBatchSize = 1;
+  LayoutSearch search = searchLayouts(fixtureRun(), target, 2, options);
+  int64_t hsdp = 0;
+  for (const SearchResult &r : search.notFitting)
+    if (r.candidate.dpReplicate > 1) {
+      ++hsdp;
+      EXPECT_FALSE(r.plan) << r.candidate.describe();
+      EXPECT_NE(r.whyNot.find("parameters and optimizer state alone need at least"),
+                std::string::npos)
+          << r.whyNot;
+    }
+  for (const SearchResult &r : search.fitting)
+    EXPECT_EQ(r.candidate.dpReplicate, 1) << r.candidate.describe();
+  // tp 1, and tp 2 with and without SP: the HSDP layouts (at tp 4 a replica
+  // would hold one rank, which is not HSDP).
+  EXPECT_EQ(hsdp, 3);
+  EXPECT_EQ(search.pruned, 3);
+  EXPECT_FALSE(search.fitting.empty());
+  // One worker finds the same, in the same order.
+  options.workers = 1;
+  LayoutSearch alone = searchLayouts(fixtureRun(), target, 2, options);
+  ASSERT_EQ(alone.fitting.size(), search.fitting.size());
+  for (size_t i = 0; i < alone.fitting.size(); ++i)
+    EXPECT_EQ(alone.fitting[i].candidate.describe(), search.fitting[i].candidate.describe());
+  EXPECT_EQ(alone.planned, search.planned);
 }
 
 TEST(PlannerTest, SearchCheckpointingListsParse) {

@@ -97,6 +97,9 @@ struct SearchOptions {
   /// (LayerScaledPlan.h), where the model's layers repeat; false: every
   /// candidate's whole model, the reference.
   bool scaleFromLayers = true;
+  /// Layouts planned side by side (0: one per core of the machine; the cpu
+  /// target, which times GEMMs as it plans, always 1).
+  int64_t workers = 0;
   /// Where each candidate's planning phases add their time (kiln plan
   /// --timing); none when null.
   mlir::TimingScope *timing = nullptr;
@@ -107,6 +110,9 @@ struct LayoutSearch {
   std::vector<SearchResult> fitting;    ///< best first
   std::vector<SearchResult> notFitting; ///< best first: planned ones, then refused ones
   int64_t planned = 0;                  ///< layouts planned (refused ones included)
+  /// Layouts not planned: parameters and optimizer state alone exceed a
+  /// rank's memory (in notFitting, with why).
+  int64_t pruned = 0;
   double seconds = 0;
 };
 
