@@ -2,8 +2,11 @@
 
 #include "HloBuilder.h"
 
+#include "kiln/Dialect/Hlo/IR/HloShapes.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/Sequence.h"
+#include "llvm/Support/ErrorHandling.h"
 
 #include <limits>
 
@@ -12,6 +15,16 @@ using namespace mlir;
 namespace kiln {
 
 RankedTensorType HloBuilder::typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+hlo::EmitShapeError HloBuilder::errors() { return errorAtLocation; }
+
+hlo::Shape HloBuilder::inferred(FailureOr<hlo::Shape> shape) {
+  // A lowering builds each op from operands it shaped itself.
+  if (failed(shape))
+    llvm::report_fatal_error("HloBuilder: an hlo op's shape rule refused the operands a "
+                             "lowering built it from (the error above)");
+  return std::move(*shape);
+}
 
 RankedTensorType HloBuilder::tensor(ArrayRef<int64_t> shape, Type element) {
   return RankedTensorType::get(shape, element);
@@ -107,34 +120,30 @@ Value HloBuilder::reshape(Value a, ArrayRef<int64_t> shape) {
 Value HloBuilder::transpose(Value a, ArrayRef<int64_t> perm) {
   if (llvm::equal(perm, llvm::seq<int64_t>(0, int64_t(perm.size()))))
     return a;
-  SmallVector<int64_t> shape;
-  for (int64_t p : perm)
-    shape.push_back(shapeOf(a)[p]);
+  hlo::Shape shape = inferred(hlo::transposeShape(typeOf(a), perm, errors()));
   return make<hlo::TransposeOp>(tensor(shape, typeOf(a).getElementType()), a, perm);
 }
 
 Value HloBuilder::concat(ValueRange values, int64_t dim) {
-  SmallVector<int64_t> shape(shapeOf(values.front()));
-  shape[dim] = 0;
-  for (Value v : values)
-    shape[dim] += shapeOf(v)[dim];
+  hlo::Shape shape = inferred(hlo::concatenateShape(values.getTypes(), dim, errors()));
   return make<hlo::ConcatenateOp>(tensor(shape, typeOf(values.front()).getElementType()),
                                   values, dim);
 }
 
 Value HloBuilder::slice(Value a, int64_t dim, int64_t start, int64_t limit) {
   ArrayRef<int64_t> in = shapeOf(a);
-  SmallVector<int64_t> starts(in.size(), 0), limits(in), strides(in.size(), 1), shape(in);
+  SmallVector<int64_t> starts(in.size(), 0), limits(in), strides(in.size(), 1);
   starts[dim] = start;
   limits[dim] = limit;
-  shape[dim] = limit - start;
+  hlo::Shape shape = inferred(hlo::sliceShape(typeOf(a), starts, limits, strides, errors()));
   return make<hlo::SliceOp>(tensor(shape, typeOf(a).getElementType()), a, starts, limits,
                             strides);
 }
 
 Value HloBuilder::dynamicSlice(Value a, int64_t dim, Value start, int64_t size) {
-  SmallVector<int64_t> shape(shapeOf(a));
-  shape[dim] = size;
+  SmallVector<int64_t> sizes(shapeOf(a));
+  sizes[dim] = size;
+  hlo::Shape shape = inferred(hlo::dynamicSliceShape(typeOf(a), sizes.size(), sizes, errors()));
   SmallVector<Value> starts;
   Value zero;
   for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
@@ -155,38 +164,26 @@ Value HloBuilder::padEnd(Value a, int64_t dim, int64_t size) {
 
 Value HloBuilder::padZeros(Value a, int64_t dim, int64_t before, int64_t after) {
   ArrayRef<int64_t> in = shapeOf(a);
-  SmallVector<int64_t> lo(in.size(), 0), hi(in.size(), 0), interior(in.size(), 0),
-      shape(in);
+  SmallVector<int64_t> lo(in.size(), 0), hi(in.size(), 0), interior(in.size(), 0);
   lo[dim] = before;
   hi[dim] = after;
-  shape[dim] += before + after;
   Type element = typeOf(a).getElementType();
-  return make<hlo::PadOp>(tensor(shape, element), a, scalar(element, 0), lo, hi, interior);
+  Value zero = scalar(element, 0);
+  hlo::Shape shape = inferred(hlo::padShape(typeOf(a), typeOf(zero), lo, hi, interior, errors()));
+  return make<hlo::PadOp>(tensor(shape, element), a, zero, lo, hi, interior);
 }
 
 Value HloBuilder::dot(Value lhs, Value rhs, ArrayRef<int64_t> lhsBatch,
                       ArrayRef<int64_t> rhsBatch, ArrayRef<int64_t> lhsContract,
                       ArrayRef<int64_t> rhsContract) {
-  ArrayRef<int64_t> l = shapeOf(lhs), r = shapeOf(rhs);
-  SmallVector<int64_t> shape;
-  for (int64_t d : lhsBatch)
-    shape.push_back(l[d]);
-  for (int64_t d = 0; d < int64_t(l.size()); ++d)
-    if (!llvm::is_contained(lhsBatch, d) && !llvm::is_contained(lhsContract, d))
-      shape.push_back(l[d]);
-  for (int64_t d = 0; d < int64_t(r.size()); ++d)
-    if (!llvm::is_contained(rhsBatch, d) && !llvm::is_contained(rhsContract, d))
-      shape.push_back(r[d]);
+  hlo::Shape shape = inferred(hlo::dotGeneralShape(typeOf(lhs), typeOf(rhs), lhsBatch, rhsBatch,
+                                                    lhsContract, rhsContract, errors()));
   return make<hlo::DotGeneralOp>(tensor(shape, typeOf(lhs).getElementType()), lhs, rhs,
                                  lhsBatch, rhsBatch, lhsContract, rhsContract);
 }
 
 Value HloBuilder::reduce(Value a, ArrayRef<int64_t> dims, hlo::Combiner combiner) {
   Type element = typeOf(a).getElementType();
-  SmallVector<int64_t> shape;
-  for (int64_t d = 0; d < typeOf(a).getRank(); ++d)
-    if (!llvm::is_contained(dims, d))
-      shape.push_back(shapeOf(a)[d]);
   // The combiner's identity. Integers have no infinity: the extreme value of
   // their width (a pred is unsigned).
   bool extreme = combiner == hlo::Combiner::max || combiner == hlo::Combiner::min;
@@ -207,6 +204,7 @@ Value HloBuilder::reduce(Value a, ArrayRef<int64_t> dims, hlo::Combiner combiner
                                                 : std::numeric_limits<double>::infinity();
     init = scalar(element, identity);
   }
+  hlo::Shape shape = inferred(hlo::reduceShape(typeOf(a), typeOf(init), dims, errors()));
   return make<hlo::ReduceOp>(tensor(shape, element), a, init, dims, combiner);
 }
 
@@ -222,16 +220,14 @@ Value HloBuilder::sumAll(Value a) {
 }
 
 Value HloBuilder::gatherRows(Value table, Value ids) {
-  ArrayRef<int64_t> idShape = shapeOf(ids);
-  int64_t rank = int64_t(idShape.size()), dim = shapeOf(table)[1];
-  SmallVector<int64_t> shape(idShape);
-  shape.push_back(dim);
+  int64_t rank = typeOf(ids).getRank(), dim = shapeOf(table)[1];
+  SmallVector<int64_t> offsetDims = {rank}, collapsed = {0}, startIndexMap = {0},
+                       sliceSizes = {1, dim};
+  hlo::Shape shape = inferred(hlo::gatherShape(typeOf(table), typeOf(ids), offsetDims, collapsed,
+                                               startIndexMap, rank, sliceSizes, errors()));
   return make<hlo::GatherOp>(tensor(shape, typeOf(table).getElementType()), table, ids,
-                             /*offset_dims=*/ArrayRef<int64_t>{rank},
-                             /*collapsed_slice_dims=*/ArrayRef<int64_t>{0},
-                             /*start_index_map=*/ArrayRef<int64_t>{0},
-                             /*index_vector_dim=*/rank,
-                             /*slice_sizes=*/ArrayRef<int64_t>{1, dim});
+                             offsetDims, collapsed, startIndexMap, /*index_vector_dim=*/rank,
+                             sliceSizes);
 }
 
 Value HloBuilder::scatterAddRows(Value zeros, Value ids, Value updates) {

@@ -9,18 +9,27 @@
 #define KILN_PASSES_HLOBUILDER_H
 
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Hlo/IR/HloShapes.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <functional>
 
 namespace kiln {
 
 class HloBuilder {
 public:
-  HloBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+  HloBuilder(mlir::OpBuilder &b, mlir::Location loc)
+      : b(b), loc(loc), errorAtLocation([loc] { return mlir::emitError(loc); }) {}
 
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }
   static mlir::RankedTensorType typeOf(mlir::Value v);
+  /// A shape rule's errors (HloShapes.h), at the builder's location.
+  hlo::EmitShapeError errors();
+  /// The shape a rule gives; a rule that refuses a lowering's operands is a
+  /// bug in the lowering (a fatal error after the rule's diagnostic).
+  hlo::Shape inferred(mlir::FailureOr<hlo::Shape> shape);
   static llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) { return typeOf(v).getShape(); }
   mlir::RankedTensorType tensor(llvm::ArrayRef<int64_t> shape, mlir::Type element);
   mlir::Type f32() { return b.getF32Type(); }
@@ -114,6 +123,8 @@ private:
   }
   mlir::OpBuilder &b;
   mlir::Location loc;
+  /// What errors() refers to: it lives as long as the builder.
+  std::function<mlir::InFlightDiagnostic()> errorAtLocation;
 };
 
 } // namespace kiln

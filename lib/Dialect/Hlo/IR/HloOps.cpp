@@ -6,11 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
+#include "kiln/Dialect/Hlo/IR/HloShapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallSet.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
@@ -23,16 +23,14 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// The op's own errors, for a shape rule (HloShapes.h).
+auto errorsOf(Operation *op) {
+  return [op] { return op->emitOpError(); };
+}
+
 /// `dims` are distinct dimensions of a rank-`rank` tensor.
 LogicalResult checkDims(Operation *op, StringRef what, ArrayRef<int64_t> dims, int64_t rank) {
-  llvm::SmallSet<int64_t, 8> seen;
-  for (int64_t d : dims) {
-    if (d < 0 || d >= rank)
-      return op->emitOpError() << what << " " << d << " is outside a tensor of rank " << rank;
-    if (!seen.insert(d).second)
-      return op->emitOpError() << what << " lists dimension " << d << " twice";
-  }
-  return success();
+  return checkDistinctDims(errorsOf(op), what, dims, rank);
 }
 
 /// `dim` is a dimension of `type`, or an error naming the attribute.
@@ -120,177 +118,60 @@ LogicalResult ReshapeOp::verify() {
 }
 
 LogicalResult TransposeOp::verify() {
-  auto in = getOperand().getType();
-  ArrayRef<int64_t> perm = getPermutation();
-  if (int64_t(perm.size()) != in.getRank())
-    return emitOpError() << "permutation of " << perm.size() << " for a rank-" << in.getRank()
-                         << " operand";
-  if (failed(checkDims(*this, "permutation entry", perm, in.getRank())))
-    return failure();
-  SmallVector<int64_t> shape;
-  for (int64_t p : perm)
-    shape.push_back(in.getDimSize(p));
-  return checkShape(*this, shape, getType());
+  FailureOr<Shape> shape = transposeShape(getOperand().getType(), getPermutation(), errorsOf(*this));
+  return failed(shape) ? failure() : checkShape(*this, *shape, getType());
 }
 
 LogicalResult ConcatenateOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("needs at least one operand");
-  auto first = typeOf(getInputs().front());
-  int64_t dim = getDimension();
-  if (dim < 0 || dim >= first.getRank())
-    return emitOpError() << "dimension " << dim << " is outside operands of rank "
-                         << first.getRank();
-  SmallVector<int64_t> shape(first.getShape());
-  shape[dim] = 0;
-  for (Value v : getInputs()) {
-    auto t = typeOf(v);
-    if (t.getRank() != first.getRank() || t.getElementType() != first.getElementType())
-      return emitOpError("operands must share rank and element type");
-    for (int64_t i = 0; i < t.getRank(); ++i)
-      if (i != dim && t.getDimSize(i) != first.getDimSize(i))
-        return emitOpError() << "operands differ on dimension " << i;
-    shape[dim] += t.getDimSize(dim);
-  }
-  return checkShape(*this, shape, getType());
+  FailureOr<Shape> shape =
+      concatenateShape(getInputs().getTypes(), getDimension(), errorsOf(*this));
+  return failed(shape) ? failure() : checkShape(*this, *shape, getType());
 }
 
 LogicalResult SliceOp::verify() {
-  auto in = getOperand().getType();
-  ArrayRef<int64_t> start = getStartIndices(), limit = getLimitIndices(), strides = getStrides();
-  if (int64_t(start.size()) != in.getRank() || limit.size() != start.size() ||
-      strides.size() != start.size())
-    return emitOpError() << "start, limit and strides need " << in.getRank() << " entries each";
-  SmallVector<int64_t> shape;
-  for (int64_t i = 0; i < in.getRank(); ++i) {
-    if (start[i] < 0 || limit[i] > in.getDimSize(i) || start[i] > limit[i] || strides[i] < 1)
-      return emitOpError() << "slice [" << start[i] << ":" << limit[i] << ":" << strides[i]
-                           << "] of dimension " << i << " of size " << in.getDimSize(i);
-    shape.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
-  }
-  return checkShape(*this, shape, getType());
+  FailureOr<Shape> shape = sliceShape(getOperand().getType(), getStartIndices(),
+                                      getLimitIndices(), getStrides(), errorsOf(*this));
+  return failed(shape) ? failure() : checkShape(*this, *shape, getType());
 }
 
 LogicalResult DynamicSliceOp::verify() {
-  auto in = getOperand().getType();
-  if (int64_t(getStartIndices().size()) != in.getRank())
-    return emitOpError() << "needs " << in.getRank() << " start indices, got "
-                         << getStartIndices().size();
-  ArrayRef<int64_t> sizes = getSliceSizes();
-  if (int64_t(sizes.size()) != in.getRank())
-    return emitOpError() << "slice_sizes needs " << in.getRank() << " entries";
-  for (int64_t i = 0; i < in.getRank(); ++i)
-    if (sizes[i] < 0 || sizes[i] > in.getDimSize(i))
-      return emitOpError() << "slice size " << sizes[i] << " of dimension " << i << " of size "
-                           << in.getDimSize(i);
-  return checkShape(*this, sizes, getType());
+  FailureOr<Shape> shape = dynamicSliceShape(getOperand().getType(), getStartIndices().size(),
+                                             getSliceSizes(), errorsOf(*this));
+  return failed(shape) ? failure() : checkShape(*this, *shape, getType());
 }
 
 LogicalResult PadOp::verify() {
-  auto in = getOperand().getType();
-  if (getPaddingValue().getType().getRank() != 0 ||
-      getPaddingValue().getType().getElementType() != in.getElementType())
-    return emitOpError("padding_value must be a scalar of the operand's element type");
-  ArrayRef<int64_t> lo = getEdgePaddingLow(), hi = getEdgePaddingHigh(),
-                    interior = getInteriorPadding();
-  if (int64_t(lo.size()) != in.getRank() || hi.size() != lo.size() ||
-      interior.size() != lo.size())
-    return emitOpError() << "padding needs " << in.getRank() << " entries per list";
-  SmallVector<int64_t> shape;
-  for (int64_t i = 0; i < in.getRank(); ++i) {
-    if (interior[i] < 0)
-      return emitOpError("interior padding must be non-negative");
-    int64_t n = in.getDimSize(i);
-    shape.push_back(lo[i] + hi[i] + n + std::max<int64_t>(n - 1, 0) * interior[i]);
-  }
-  return checkShape(*this, shape, getType());
+  FailureOr<Shape> shape =
+      padShape(getOperand().getType(), getPaddingValue().getType(), getEdgePaddingLow(),
+               getEdgePaddingHigh(), getInteriorPadding(), errorsOf(*this));
+  return failed(shape) ? failure() : checkShape(*this, *shape, getType());
 }
 
 LogicalResult DotGeneralOp::verify() {
   auto lhs = getLhs().getType(), rhs = getRhs().getType();
-  ArrayRef<int64_t> lb = getLhsBatchingDimensions(), rb = getRhsBatchingDimensions(),
-                    lc = getLhsContractingDimensions(), rc = getRhsContractingDimensions();
-  if (lb.size() != rb.size() || lc.size() != rc.size())
-    return emitOpError("lhs and rhs need as many batching and as many contracting dimensions");
-  SmallVector<int64_t> lhsDims(lb), rhsDims(rb);
-  lhsDims.append(lc.begin(), lc.end());
-  rhsDims.append(rc.begin(), rc.end());
-  if (failed(checkDims(*this, "lhs dimension", lhsDims, lhs.getRank())) ||
-      failed(checkDims(*this, "rhs dimension", rhsDims, rhs.getRank())))
+  FailureOr<Shape> shape = dotGeneralShape(
+      lhs, rhs, getLhsBatchingDimensions(), getRhsBatchingDimensions(),
+      getLhsContractingDimensions(), getRhsContractingDimensions(), errorsOf(*this));
+  if (failed(shape) || failed(sameElementType(*this, lhs, rhs, "lhs and rhs")))
     return failure();
-  for (size_t i = 0; i < lhsDims.size(); ++i)
-    if (lhs.getDimSize(lhsDims[i]) != rhs.getDimSize(rhsDims[i]))
-      return emitOpError() << "lhs dimension " << lhsDims[i] << " (" << lhs.getDimSize(lhsDims[i])
-                           << ") does not match rhs dimension " << rhsDims[i] << " ("
-                           << rhs.getDimSize(rhsDims[i]) << ")";
-  SmallVector<int64_t> shape;
-  for (int64_t d : lb)
-    shape.push_back(lhs.getDimSize(d));
-  for (int64_t d = 0; d < lhs.getRank(); ++d)
-    if (!llvm::is_contained(lhsDims, d))
-      shape.push_back(lhs.getDimSize(d));
-  for (int64_t d = 0; d < rhs.getRank(); ++d)
-    if (!llvm::is_contained(rhsDims, d))
-      shape.push_back(rhs.getDimSize(d));
-  if (failed(sameElementType(*this, lhs, rhs, "lhs and rhs")))
-    return failure();
-  return checkShape(*this, shape, getType());
+  return checkShape(*this, *shape, getType());
 }
 
 LogicalResult ReduceOp::verify() {
   auto in = getOperand().getType();
-  if (getInit().getType().getRank() != 0 ||
-      getInit().getType().getElementType() != in.getElementType())
-    return emitOpError("init must be a scalar of the operand's element type");
-  if (failed(checkDims(*this, "reduced dimension", getDimensions(), in.getRank())))
+  FailureOr<Shape> shape =
+      reduceShape(in, getInit().getType(), getDimensions(), errorsOf(*this));
+  if (failed(shape) || failed(sameElementType(*this, in, getType(), "operand and result")))
     return failure();
-  SmallVector<int64_t> shape;
-  for (int64_t d = 0; d < in.getRank(); ++d)
-    if (!llvm::is_contained(getDimensions(), d))
-      shape.push_back(in.getDimSize(d));
-  if (failed(sameElementType(*this, in, getType(), "operand and result")))
-    return failure();
-  return checkShape(*this, shape, getType());
+  return checkShape(*this, *shape, getType());
 }
 
 LogicalResult GatherOp::verify() {
-  auto in = getOperand().getType(), idx = getStartIndices().getType();
-  ArrayRef<int64_t> sizes = getSliceSizes();
-  if (int64_t(sizes.size()) != in.getRank())
-    return emitOpError() << "slice_sizes needs " << in.getRank() << " entries";
-  if (failed(checkDims(*this, "collapsed slice dimension", getCollapsedSliceDims(),
-                       in.getRank())) ||
-      failed(checkDims(*this, "start_index_map entry", getStartIndexMap(), in.getRank())))
-    return failure();
-  for (int64_t d : getCollapsedSliceDims())
-    if (sizes[d] != 1)
-      return emitOpError() << "collapsed dimension " << d << " must have slice size 1";
-  int64_t ivd = getIndexVectorDim();
-  if (ivd < 0 || ivd > idx.getRank())
-    return emitOpError() << "index_vector_dim " << ivd << " is outside [0, " << idx.getRank()
-                         << "]";
-  int64_t vecLen = ivd == idx.getRank() ? 1 : idx.getDimSize(ivd);
-  if (vecLen != int64_t(getStartIndexMap().size()))
-    return emitOpError() << "index vectors of " << vecLen << " for a start_index_map of "
-                         << getStartIndexMap().size();
-  // Batch dims of the indices, in order, fill the result dims not in offset_dims.
-  SmallVector<int64_t> batch;
-  for (int64_t d = 0; d < idx.getRank(); ++d)
-    if (d != ivd)
-      batch.push_back(idx.getDimSize(d));
-  SmallVector<int64_t> window;
-  for (int64_t d = 0; d < in.getRank(); ++d)
-    if (!llvm::is_contained(getCollapsedSliceDims(), d))
-      window.push_back(sizes[d]);
-  int64_t rank = int64_t(batch.size() + window.size());
-  if (int64_t(getOffsetDims().size()) != int64_t(window.size()) ||
-      failed(checkDims(*this, "offset dimension", getOffsetDims(), rank)))
-    return emitOpError() << "offset_dims needs " << window.size()
-                         << " distinct dimensions of the result";
-  SmallVector<int64_t> shape;
-  for (int64_t d = 0, b = 0, w = 0; d < rank; ++d)
-    shape.push_back(llvm::is_contained(getOffsetDims(), d) ? window[w++] : batch[b++]);
-  return checkShape(*this, shape, getType());
+  FailureOr<Shape> shape = gatherShape(
+      getOperand().getType(), getStartIndices().getType(), getOffsetDims(),
+      getCollapsedSliceDims(), getStartIndexMap(), getIndexVectorDim(), getSliceSizes(),
+      errorsOf(*this));
+  return failed(shape) ? failure() : checkShape(*this, *shape, getType());
 }
 
 LogicalResult ScatterOp::verify() {
