@@ -6,7 +6,6 @@
 #include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
-#include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -18,6 +17,8 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 using namespace kiln;
 using Groups = std::vector<std::vector<int64_t>>;
@@ -77,6 +78,35 @@ neuron::HloArray array(std::vector<int64_t> dims, std::vector<double> values) {
 // takes its block of a table at replica-id. The evaluator follows XLA's
 // every form (here the flattened ids); the Neuron conformance rules are
 // checked apart (NeuronConformanceTest).
+TEST(HloOpsTest, EveryOpNamesItsXlaOpcodeOnce) {
+  // Every op of the dialect implements the opcode interface, no two share
+  // an opcode, and the ones whose mnemonic differs from XLA's name carry
+  // XLA's (xla/hlo/ir/hlo_opcode.h).
+  mlir::MLIRContext context;
+  context.loadDialect<hlo::HloDialect>();
+  std::set<std::string> opcodes;
+  size_t ops = 0;
+  for (mlir::RegisteredOperationName name : context.getRegisteredOperations()) {
+    if (name.getDialectNamespace() != "hlo")
+      continue;
+    ++ops;
+    EXPECT_TRUE(name.hasInterface<hlo::OpcodeInterface>()) << name.getStringRef().str();
+    if (auto *iface = name.getInterface<hlo::OpcodeInterface>())
+      EXPECT_TRUE(opcodes.insert(iface->getOpcode().str()).second)
+          << name.getStringRef().str() << ": " << iface->getOpcode().str();
+  }
+  EXPECT_EQ(opcodes.size(), ops);
+  EXPECT_GE(ops, 39u);
+  EXPECT_EQ(hlo::ExpOp::getOpcode(), "exponential");
+  EXPECT_EQ(hlo::BroadcastInDimOp::getOpcode(), "broadcast");
+  EXPECT_EQ(hlo::DotGeneralOp::getOpcode(), "dot");
+  EXPECT_EQ(hlo::DynamicSliceOp::getOpcode(), "dynamic-slice");
+  EXPECT_EQ(hlo::ReplicaIdOp::getOpcode(), "replica-id");
+  EXPECT_EQ(hlo::AllToAllOp::getOpcode(), "all-to-all");
+  EXPECT_EQ(hlo::CustomCallOp::getOpcode(), "custom-call");
+  EXPECT_EQ(hlo::OptBarrierOp::getOpcode(), "opt-barrier");
+}
+
 TEST(HloEvaluatorTest, CollectivesCombineTheRanksOfEachGroup) {
   mlir::MLIRContext context;
   xla::HloModuleProto proto = exported(context, R"(

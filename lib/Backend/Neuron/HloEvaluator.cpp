@@ -2,6 +2,7 @@
 
 #include "kiln/Backend/Neuron/HloEvaluator.h"
 #include "kiln/Backend/Neuron/HloExport.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Support/Error.h"
 
 #include <algorithm>
@@ -93,13 +94,13 @@ HloArray arrayOf(const xla::ShapeProto &shape) {
 using Combine = std::function<double(double, double)>;
 
 Combine combinerOf(const std::string &opcode) {
-  if (opcode == "add")
+  if (opcode == hlo::AddOp::getOpcode())
     return [](double a, double b) { return a + b; };
-  if (opcode == "maximum")
+  if (opcode == hlo::MaximumOp::getOpcode())
     return [](double a, double b) { return std::max(a, b); };
-  if (opcode == "minimum")
+  if (opcode == hlo::MinimumOp::getOpcode())
     return [](double a, double b) { return std::min(a, b); };
-  if (opcode == "multiply")
+  if (opcode == hlo::MultiplyOp::getOpcode())
     return [](double a, double b) { return a * b; };
   fail("HLO evaluator: no combiner '{}'", opcode);
 }
@@ -126,7 +127,7 @@ public:
         return values.at(inst.operand_ids(i));
       };
       std::vector<HloArray> out(world);
-      if (op == "tuple" || op == "custom-call") {
+      if (op == "tuple" || op == hlo::CustomCallOp::getOpcode()) {
         std::vector<std::vector<HloArray>> t(world);
         for (int64_t r = 0; r < world; ++r) {
           if (op == "tuple") {
@@ -139,7 +140,7 @@ public:
             in.push_back(&operand(i)[r]);
           t[r] = customCall(inst, in);
         }
-        if (op == "custom-call" && inst.shape().element_type() != xla::TUPLE) {
+        if (op == hlo::CustomCallOp::getOpcode() && inst.shape().element_type() != xla::TUPLE) {
           for (int64_t r = 0; r < world; ++r)
             out[r] = t[r].at(0);
           values[inst.id()] = std::move(out);
@@ -148,7 +149,8 @@ public:
         tuples[inst.id()] = std::move(t);
         continue;
       }
-      if (op == "opt-barrier") { // a scheduling constraint: the identity on its tuple
+      // An opt-barrier is a scheduling constraint: the identity on its tuple.
+      if (op == hlo::OptBarrierOp::getOpcode()) {
         tuples[inst.id()] = tuples.at(inst.operand_ids(0));
         continue;
       }
@@ -159,8 +161,8 @@ public:
         values[inst.id()] = std::move(out);
         continue;
       }
-      if (op == "all-gather" || op == "reduce-scatter" || op == "all-reduce" ||
-          op == "all-to-all") {
+      if (op == hlo::AllGatherOp::getOpcode() || op == hlo::ReduceScatterOp::getOpcode() ||
+          op == hlo::AllReduceOp::getOpcode() || op == hlo::AllToAllOp::getOpcode()) {
         values[inst.id()] = collective(inst, operand(0));
         continue;
       }
@@ -222,7 +224,7 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
       if (m >= world)
         fail("HLO evaluator: {} names rank {} of a world of {}", inst.name(), m, world);
     const std::string &op = inst.opcode();
-    if (op == "all-gather") {
+    if (op == hlo::AllGatherOp::getOpcode()) {
       int64_t dim = inst.dimensions(0);
       HloArray result = arrayOf(inst.shape());
       for (int64_t k = 0; k < n; ++k)
@@ -231,7 +233,7 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
         out[m] = result;
       continue;
     }
-    if (op == "all-to-all") {
+    if (op == hlo::AllToAllOp::getOpcode()) {
       // Member k's block j of the split dimension becomes member j's block k.
       int64_t dim = inst.dimensions(0), block = in[members[0]].dims[dim] / n;
       for (int64_t j = 0; j < n; ++j) {
@@ -249,7 +251,7 @@ std::vector<HloArray> Evaluator::collective(const xla::HloInstructionProto &inst
         total.values[i] = combine(total.values[i], in[members[k]].values[i]);
     for (double &v : total.values)
       v = rounded(v, total.type);
-    if (op == "all-reduce") {
+    if (op == hlo::AllReduceOp::getOpcode()) {
       for (int64_t m : members)
         out[m] = total;
       continue;
@@ -520,47 +522,59 @@ void evalScatter(OpcodeArgs &a) {
 const std::map<std::string, OpcodeFn, std::less<>> &opcodeTable() {
   static const std::map<std::string, OpcodeFn, std::less<>> table = {
       {"parameter", evalParameter},
-      {"constant", evalConstant},
-      {"iota", evalIota},
-      {"replica-id", [](OpcodeArgs &a) { a.out.values[0] = double(a.rank); }},
-      {"add", [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x + y; }); }},
-      {"subtract", [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x - y; }); }},
-      {"multiply", [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x * y; }); }},
-      {"divide", evalDivide},
-      {"maximum",
+      {hlo::ConstantOp::getOpcode().str(), evalConstant},
+      {hlo::IotaOp::getOpcode().str(), evalIota},
+      {hlo::ReplicaIdOp::getOpcode().str(),
+       [](OpcodeArgs &a) { a.out.values[0] = double(a.rank); }},
+      {hlo::AddOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x + y; }); }},
+      {hlo::SubtractOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x - y; }); }},
+      {hlo::MultiplyOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return x * y; }); }},
+      {hlo::DivideOp::getOpcode().str(), evalDivide},
+      {hlo::MaximumOp::getOpcode().str(),
        [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return std::max(x, y); }); }},
-      {"minimum",
+      {hlo::MinimumOp::getOpcode().str(),
        [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return std::min(x, y); }); }},
-      {"power",
+      {hlo::PowerOp::getOpcode().str(),
        [](OpcodeArgs &a) { mapBinary(a, [](double x, double y) { return std::pow(x, y); }); }},
-      {"and", [](OpcodeArgs &a) {
+      {hlo::AndOp::getOpcode().str(),
+       [](OpcodeArgs &a) {
          mapBinary(a, [](double x, double y) { return double(x != 0 && y != 0); });
        }},
-      {"exponential", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::exp(x); }); }},
-      {"log", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::log(x); }); }},
-      {"rsqrt", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return 1.0 / std::sqrt(x); }); }},
-      {"sqrt", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::sqrt(x); }); }},
-      {"negate", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return -x; }); }},
-      {"cosine", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::cos(x); }); }},
-      {"sine", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::sin(x); }); }},
-      {"sign", [](OpcodeArgs &a) {
-         mapUnary(a, [](double x) { return double((x > 0) - (x < 0)); });
-       }},
+      {hlo::ExpOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::exp(x); }); }},
+      {hlo::LogOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::log(x); }); }},
+      {hlo::RsqrtOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return 1.0 / std::sqrt(x); }); }},
+      {hlo::SqrtOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::sqrt(x); }); }},
+      {hlo::NegateOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return -x; }); }},
+      {hlo::CosineOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::cos(x); }); }},
+      {hlo::SineOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return std::sin(x); }); }},
+      {hlo::SignOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return double((x > 0) - (x < 0)); }); }},
       // The rounding to the result type after every opcode is the conversion.
-      {"convert", [](OpcodeArgs &a) { mapUnary(a, [](double x) { return x; }); }},
-      {"compare", evalCompare},
-      {"select", evalSelect},
-      {"reshape", [](OpcodeArgs &a) { a.out.values = a.in[0]->values; }},
-      {"broadcast", evalBroadcast},
-      {"transpose", evalTranspose},
-      {"concatenate", evalConcatenate},
-      {"slice", evalSlice},
-      {"dynamic-slice", evalDynamicSlice},
-      {"pad", evalPad},
-      {"dot", evalDot},
-      {"reduce", evalReduce},
-      {"gather", evalGather},
-      {"scatter", evalScatter},
+      {hlo::ConvertOp::getOpcode().str(),
+       [](OpcodeArgs &a) { mapUnary(a, [](double x) { return x; }); }},
+      {hlo::CompareOp::getOpcode().str(), evalCompare},
+      {hlo::SelectOp::getOpcode().str(), evalSelect},
+      {hlo::ReshapeOp::getOpcode().str(), [](OpcodeArgs &a) { a.out.values = a.in[0]->values; }},
+      {hlo::BroadcastInDimOp::getOpcode().str(), evalBroadcast},
+      {hlo::TransposeOp::getOpcode().str(), evalTranspose},
+      {hlo::ConcatenateOp::getOpcode().str(), evalConcatenate},
+      {hlo::SliceOp::getOpcode().str(), evalSlice},
+      {hlo::DynamicSliceOp::getOpcode().str(), evalDynamicSlice},
+      {hlo::PadOp::getOpcode().str(), evalPad},
+      {hlo::DotGeneralOp::getOpcode().str(), evalDot},
+      {hlo::ReduceOp::getOpcode().str(), evalReduce},
+      {hlo::GatherOp::getOpcode().str(), evalGather},
+      {hlo::ScatterOp::getOpcode().str(), evalScatter},
   };
   return table;
 }
@@ -583,7 +597,7 @@ HloArray Evaluator::evaluate(const xla::HloInstructionProto &inst,
 void checkEvaluable(const xla::HloModuleProto &module, const HloCustomCall &customCall) {
   for (const auto &comp : module.computations())
     for (const auto &inst : comp.instructions())
-      if (inst.opcode() == "custom-call" && !customCall)
+      if (inst.opcode() == hlo::CustomCallOp::getOpcode() && !customCall)
         fail("HLO evaluator: {} ({}) is a custom call and no kernel implementation was given",
              inst.name(), inst.custom_call_target());
 }

@@ -196,54 +196,11 @@ void Exporter::collective(xla::HloInstructionProto *inst, DenseIntElementsAttr g
   inst->set_use_global_device_ids(global);
 }
 
-const char *opcodeOf(Operation *op) {
-  return llvm::TypeSwitch<Operation *, const char *>(op)
-      .Case<hlo::ConstantOp>([](auto) { return "constant"; })
-      .Case<hlo::IotaOp>([](auto) { return "iota"; })
-      .Case<hlo::ReplicaIdOp>([](auto) { return "replica-id"; })
-      .Case<hlo::AddOp>([](auto) { return "add"; })
-      .Case<hlo::SubtractOp>([](auto) { return "subtract"; })
-      .Case<hlo::MultiplyOp>([](auto) { return "multiply"; })
-      .Case<hlo::DivideOp>([](auto) { return "divide"; })
-      .Case<hlo::MaximumOp>([](auto) { return "maximum"; })
-      .Case<hlo::MinimumOp>([](auto) { return "minimum"; })
-      .Case<hlo::PowerOp>([](auto) { return "power"; })
-      .Case<hlo::AndOp>([](auto) { return "and"; })
-      .Case<hlo::ExpOp>([](auto) { return "exponential"; })
-      .Case<hlo::LogOp>([](auto) { return "log"; })
-      .Case<hlo::RsqrtOp>([](auto) { return "rsqrt"; })
-      .Case<hlo::SqrtOp>([](auto) { return "sqrt"; })
-      .Case<hlo::NegateOp>([](auto) { return "negate"; })
-      .Case<hlo::CosineOp>([](auto) { return "cosine"; })
-      .Case<hlo::SineOp>([](auto) { return "sine"; })
-      .Case<hlo::SignOp>([](auto) { return "sign"; })
-      .Case<hlo::ConvertOp>([](auto) { return "convert"; })
-      .Case<hlo::CompareOp>([](auto) { return "compare"; })
-      .Case<hlo::SelectOp>([](auto) { return "select"; })
-      .Case<hlo::BroadcastInDimOp>([](auto) { return "broadcast"; })
-      .Case<hlo::ReshapeOp>([](auto) { return "reshape"; })
-      .Case<hlo::TransposeOp>([](auto) { return "transpose"; })
-      .Case<hlo::ConcatenateOp>([](auto) { return "concatenate"; })
-      .Case<hlo::SliceOp>([](auto) { return "slice"; })
-      .Case<hlo::DynamicSliceOp>([](auto) { return "dynamic-slice"; })
-      .Case<hlo::PadOp>([](auto) { return "pad"; })
-      .Case<hlo::DotGeneralOp>([](auto) { return "dot"; })
-      .Case<hlo::ReduceOp>([](auto) { return "reduce"; })
-      .Case<hlo::GatherOp>([](auto) { return "gather"; })
-      .Case<hlo::ScatterOp>([](auto) { return "scatter"; })
-      .Case<hlo::AllGatherOp>([](auto) { return "all-gather"; })
-      .Case<hlo::ReduceScatterOp>([](auto) { return "reduce-scatter"; })
-      .Case<hlo::AllReduceOp>([](auto) { return "all-reduce"; })
-      .Case<hlo::AllToAllOp>([](auto) { return "all-to-all"; })
-      .Case<hlo::CustomCallOp>([](auto) { return "custom-call"; })
-      .Case<hlo::OptBarrierOp>([](auto) { return "opt-barrier"; })
-      .Default([](Operation *) { return nullptr; });
-}
-
 LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry) {
-  const char *opcode = opcodeOf(op);
-  if (!opcode)
+  auto hloOp = dyn_cast<hlo::OpcodeInterface>(op);
+  if (!hloOp)
     return op->emitOpError("HLO export: not an hlo dialect op");
+  std::string opcode = hloOp.getOpcode().str();
   // XLA's opt-barrier takes one operand, the tuple of the values it holds.
   xla::HloInstructionProto *operandTuple = nullptr;
   if (isa<hlo::OptBarrierOp>(op)) {

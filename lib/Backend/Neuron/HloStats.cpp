@@ -1,6 +1,7 @@
 //===- HloStats.cpp - What an emitted HLO module holds --------------------===//
 
 #include "kiln/Backend/Neuron/HloStats.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
 
 #include <algorithm>
 
@@ -56,15 +57,15 @@ HloStats HloStats::of(const xla::HloModuleProto &module) {
     for (const auto &inst : comp.instructions()) {
       ++stats.instructions;
       ++stats.byOpcode[inst.opcode()];
-      stats.customCalls += inst.opcode() == "custom-call";
+      stats.customCalls += inst.opcode() == hlo::CustomCallOp::getOpcode();
       if (inst.replica_groups_size() == 0)
         continue;
       int64_t n = inst.replica_groups(0).replica_ids_size();
       // all-gather: the gathered result; the others: the operand.
-      int64_t bytes = inst.opcode() == "all-gather"
+      int64_t bytes = inst.opcode() == hlo::AllGatherOp::getOpcode()
                           ? bytesOf(inst.shape())
                           : bytesOf(byId.at(inst.operand_ids(0))->shape());
-      int64_t sent = bytes * (n - 1) / n * (inst.opcode() == "all-reduce" ? 2 : 1);
+      int64_t sent = bytes * (n - 1) / n * (inst.opcode() == hlo::AllReduceOp::getOpcode() ? 2 : 1);
       std::string groups = groupsText(inst);
       Collective &c = stats.collectives[inst.opcode() + " " + groups];
       ++c.ops;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Backend/Neuron/HloExport.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
 
 #include <fmt/format.h>
 
@@ -150,9 +151,10 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
   const std::string &op = inst.opcode();
   std::vector<std::string> attrs;
   auto dims = [&](const char *key) { attrs.push_back(fmt::format("{}={{{}}}", key, joined(inst.dimensions()))); };
-  bool dimensioned = op == "all-gather" || op == "reduce-scatter" || op == "all-to-all";
-  if (op == "broadcast" || op == "transpose" || op == "concatenate" || op == "reduce" ||
-      dimensioned) {
+  bool dimensioned = op == hlo::AllGatherOp::getOpcode() ||
+                     op == hlo::ReduceScatterOp::getOpcode() || op == hlo::AllToAllOp::getOpcode();
+  if (op == hlo::BroadcastInDimOp::getOpcode() || op == hlo::TransposeOp::getOpcode() ||
+      op == hlo::ConcatenateOp::getOpcode() || op == hlo::ReduceOp::getOpcode() || dimensioned) {
     if (dimensioned) {
       if (inst.channel_id() > 0)
         attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
@@ -161,26 +163,26 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
     dims("dimensions");
     if (dimensioned && inst.use_global_device_ids())
       attrs.push_back("use_global_device_ids=true");
-  } else if (op == "all-reduce") {
+  } else if (op == hlo::AllReduceOp::getOpcode()) {
     if (inst.channel_id() > 0)
       attrs.push_back(fmt::format("channel_id={}", inst.channel_id()));
     attrs.push_back("replica_groups=" + groupsText(inst));
     if (inst.use_global_device_ids())
       attrs.push_back("use_global_device_ids=true");
-  } else if (op == "iota") {
+  } else if (op == hlo::IotaOp::getOpcode()) {
     attrs.push_back(fmt::format("iota_dimension={}", inst.dimensions(0)));
-  } else if (op == "compare") {
+  } else if (op == hlo::CompareOp::getOpcode()) {
     attrs.push_back("direction=" + inst.comparison_direction());
-  } else if (op == "slice") {
+  } else if (op == hlo::SliceOp::getOpcode()) {
     std::vector<std::string> parts;
     for (const auto &s : inst.slice_dimensions())
       parts.push_back(s.stride() == 1 ? fmt::format("[{}:{}]", s.start(), s.limit())
                                       : fmt::format("[{}:{}:{}]", s.start(), s.limit(),
                                                     s.stride()));
     attrs.push_back("slice={" + joined(parts, ", ") + "}");
-  } else if (op == "dynamic-slice") {
+  } else if (op == hlo::DynamicSliceOp::getOpcode()) {
     attrs.push_back("dynamic_slice_sizes={" + joined(inst.dynamic_slice_sizes()) + "}");
-  } else if (op == "pad") {
+  } else if (op == hlo::PadOp::getOpcode()) {
     std::vector<std::string> parts;
     for (const auto &d : inst.padding_config().dimensions())
       parts.push_back(d.interior_padding()
@@ -188,7 +190,7 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
                                         d.interior_padding())
                           : fmt::format("{}_{}", d.edge_padding_low(), d.edge_padding_high()));
     attrs.push_back("padding=" + joined(parts, "x"));
-  } else if (op == "dot") {
+  } else if (op == hlo::DotGeneralOp::getOpcode()) {
     const auto &d = inst.dot_dimension_numbers();
     if (d.lhs_batch_dimensions_size())
       attrs.push_back("lhs_batch_dims={" + joined(d.lhs_batch_dimensions()) + "}");
@@ -196,14 +198,14 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
     if (d.rhs_batch_dimensions_size())
       attrs.push_back("rhs_batch_dims={" + joined(d.rhs_batch_dimensions()) + "}");
     attrs.push_back("rhs_contracting_dims={" + joined(d.rhs_contracting_dimensions()) + "}");
-  } else if (op == "gather") {
+  } else if (op == hlo::GatherOp::getOpcode()) {
     const auto &d = inst.gather_dimension_numbers();
     attrs.push_back("offset_dims={" + joined(d.offset_dims()) + "}");
     attrs.push_back("collapsed_slice_dims={" + joined(d.collapsed_slice_dims()) + "}");
     attrs.push_back("start_index_map={" + joined(d.start_index_map()) + "}");
     attrs.push_back(fmt::format("index_vector_dim={}", d.index_vector_dim()));
     attrs.push_back("slice_sizes={" + joined(inst.gather_slice_sizes()) + "}");
-  } else if (op == "scatter") {
+  } else if (op == hlo::ScatterOp::getOpcode()) {
     const auto &d = inst.scatter_dimension_numbers();
     attrs.push_back("update_window_dims={" + joined(d.update_window_dims()) + "}");
     attrs.push_back("inserted_window_dims={" + joined(d.inserted_window_dims()) + "}");
@@ -212,7 +214,7 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
     attrs.push_back(fmt::format("index_vector_dim={}", d.index_vector_dim()));
   } else if (op == "get-tuple-element") {
     attrs.push_back(fmt::format("index={}", inst.tuple_index()));
-  } else if (op == "custom-call") {
+  } else if (op == hlo::CustomCallOp::getOpcode()) {
     attrs.push_back("custom_call_target=" + quoted(inst.custom_call_target()));
     if (!inst.backend_config().empty())
       attrs.push_back("backend_config=" + quoted(inst.backend_config()));
@@ -240,7 +242,7 @@ std::string Printer::instruction(const xla::HloInstructionProto &inst, bool root
   std::string operands;
   if (inst.opcode() == "parameter")
     operands = std::to_string(inst.parameter_number());
-  else if (inst.opcode() == "constant")
+  else if (inst.opcode() == hlo::ConstantOp::getOpcode())
     operands = literalText(inst.literal());
   for (int64_t id : inst.operand_ids()) {
     const xla::HloInstructionProto &o = *instructions.at(id);

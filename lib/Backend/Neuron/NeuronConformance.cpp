@@ -2,6 +2,7 @@
 
 #include "kiln/Backend/Neuron/NeuronConformance.h"
 #include "kiln/Backend/Neuron/HloStats.h"
+#include "kiln/Dialect/Hlo/IR/HloOps.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -79,9 +80,10 @@ bool has64BitIntegers(const xla::ShapeProto &shape, xla::PrimitiveType &found) {
 }
 
 bool isCollective(const std::string &op) {
-  return op == "all-reduce" || op == "all-gather" || op == "reduce-scatter" ||
-         op == "all-to-all" || op == "collective-permute" || op == "all-reduce-start" ||
-         op == "all-gather-start" || op == "collective-broadcast";
+  return op == hlo::AllReduceOp::getOpcode() || op == hlo::AllGatherOp::getOpcode() ||
+         op == hlo::ReduceScatterOp::getOpcode() || op == hlo::AllToAllOp::getOpcode() ||
+         op == "collective-permute" || op == "all-reduce-start" || op == "all-gather-start" ||
+         op == "collective-broadcast";
 }
 
 const xla::HloComputationProto *entryOf(const xla::HloModuleProto &module) {
@@ -122,7 +124,7 @@ void checkRank(const xla::HloModuleProto &module, const xla::HloComputationProto
                fmt::format("expected one entry parameter named 'rank', found {}", ranks));
   for (const auto &comp : module.computations())
     for (const auto &inst : comp.instructions())
-      if (inst.opcode() == "replica-id" || inst.opcode() == "partition-id")
+      if (inst.opcode() == hlo::ReplicaIdOp::getOpcode() || inst.opcode() == "partition-id")
         report.add("rank-parameter",
                    fmt::format("{} is a {} instruction: pass the rank as a parameter (NxD: "
                                "ReplicaID is not supported)",
@@ -160,7 +162,7 @@ void checkCollective(const xla::HloInstructionProto &inst, int64_t worldSize, Re
   if (covered != worldSize)
     report.add(rule, fmt::format("{} groups cover {} of the {} ranks", where(inst), covered,
                                  worldSize));
-  if (inst.opcode() == "all-to-all") {
+  if (inst.opcode() == hlo::AllToAllOp::getOpcode()) {
     bool tupled = inst.shape().element_type() == xla::TUPLE;
     if (tupled || inst.operand_ids_size() != 1 || inst.dimensions_size() != 1)
       report.add(rule, fmt::format("{} is not the array form (one operand, dimensions={{split}})",
@@ -241,7 +243,7 @@ std::vector<ConformanceViolation> checkConformance(const xla::HloModuleProto &mo
     for (const auto &inst : comp.instructions()) {
       if (isCollective(inst.opcode()))
         checkCollective(inst, worldSize, report);
-      if (inst.opcode() == "scatter")
+      if (inst.opcode() == hlo::ScatterOp::getOpcode())
         checkScatter(inst, computations, report);
     }
 

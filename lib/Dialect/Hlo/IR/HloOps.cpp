@@ -314,5 +314,7 @@ LogicalResult OptBarrierOp::verify() {
 
 } // namespace kiln::hlo
 
+#include "kiln/Dialect/Hlo/IR/HloOpInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Hlo/IR/HloOps.cpp.inc"

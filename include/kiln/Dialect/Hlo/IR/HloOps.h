@@ -15,6 +15,8 @@
 #define GET_ATTRDEF_CLASSES
 #include "kiln/Dialect/Hlo/IR/HloAttrs.h.inc"
 
+#include "kiln/Dialect/Hlo/IR/HloOpInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Hlo/IR/HloOps.h.inc"
 

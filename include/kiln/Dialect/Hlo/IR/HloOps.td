@@ -20,9 +20,29 @@ def Hlo_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
 def Hlo_IntTensor : RankedTensorOf<[I32, I64, UI32]>;
 def Hlo_ScalarIndex : 0DTensorOf<[I32, I64, UI32]>;
 
-class Hlo_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Hlo_Dialect, mnemonic, !listconcat([Pure], traits)> {
+// The one spelling of each op's XLA opcode: HLO export, the text printer,
+// the statistics, the evaluator and the conformance rules all read it
+// (OpTy::getOpcode(), or through the interface for any op).
+def Hlo_OpcodeInterface : OpInterface<"OpcodeInterface"> {
+  let description = "An hlo op: one XLA HLO instruction, named by its opcode.";
+  let cppNamespace = "::kiln::hlo";
+  let methods = [
+    StaticInterfaceMethod<"The XLA HLO opcode (\"dynamic-slice\").", "::llvm::StringRef",
+                          "getOpcode">
+  ];
+}
+
+// `opcode`, XLA's name, is the mnemonic with dashes unless a def says
+// otherwise.
+class Hlo_OpcodeOf<string opcode> {
+  code opcodeDeclaration = "static constexpr ::llvm::StringLiteral getOpcode() { return \""
+                           # opcode # "\"; }";
+}
+
+class Hlo_Op<string mnemonic, list<Trait> traits = [], string opcode = !subst("_", "-", mnemonic)>
+    : Op<Hlo_Dialect, mnemonic, !listconcat([Pure, Hlo_OpcodeInterface], traits)> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = Hlo_OpcodeOf<opcode>.opcodeDeclaration;
 }
 
 //===-- Leaves ------------------------------------------------------------===//
@@ -52,7 +72,7 @@ def Hlo_ReplicaIdOp : Hlo_Op<"replica_id"> {
 //===-- Elementwise -------------------------------------------------------===//
 
 class Hlo_BinaryOp<string mnemonic, string xlaOpcode>
-    : Hlo_Op<mnemonic, [SameOperandsAndResultType]> {
+    : Hlo_Op<mnemonic, [SameOperandsAndResultType], xlaOpcode> {
   let summary = xlaOpcode # ": elementwise, operands and result of one type";
   let arguments = (ins Hlo_Tensor:$lhs, Hlo_Tensor:$rhs);
   let results = (outs Hlo_Tensor:$result);
@@ -67,7 +87,7 @@ def Hlo_PowerOp : Hlo_BinaryOp<"power", "power">;
 def Hlo_AndOp : Hlo_BinaryOp<"and", "and">;
 
 class Hlo_UnaryOp<string mnemonic, string xlaOpcode, Type type = Hlo_FloatTensor>
-    : Hlo_Op<mnemonic, [SameOperandsAndResultType]> {
+    : Hlo_Op<mnemonic, [SameOperandsAndResultType], xlaOpcode> {
   let summary = xlaOpcode # ": elementwise";
   let arguments = (ins type:$operand);
   let results = (outs type:$result);
@@ -105,7 +125,7 @@ def Hlo_SelectOp : Hlo_Op<"select"> {
 
 //===-- Shapes ------------------------------------------------------------===//
 
-def Hlo_BroadcastInDimOp : Hlo_Op<"broadcast_in_dim"> {
+def Hlo_BroadcastInDimOp : Hlo_Op<"broadcast_in_dim", [], "broadcast"> {
   let summary = "broadcast: operand dimension i becomes result dimension broadcast_dimensions[i]";
   let arguments = (ins Hlo_Tensor:$operand, DenseI64ArrayAttr:$broadcast_dimensions);
   let results = (outs Hlo_Tensor:$result);
@@ -161,7 +181,7 @@ def Hlo_PadOp : Hlo_Op<"pad"> {
 
 //===-- Contractions and reductions ---------------------------------------===//
 
-def Hlo_DotGeneralOp : Hlo_Op<"dot_general"> {
+def Hlo_DotGeneralOp : Hlo_Op<"dot_general", [], "dot"> {
   let summary = "dot: batch dims, then lhs free dims, then rhs free dims";
   let arguments = (ins Hlo_FloatTensor:$lhs, Hlo_FloatTensor:$rhs,
                        DenseI64ArrayAttr:$lhs_batching_dimensions,
@@ -272,7 +292,7 @@ def Hlo_CustomCallOp : Hlo_Op<"custom_call"> {
 
 // Not an Hlo_Op: without Pure (no memory-effect interface at all) MLIR's CSE
 // and DCE leave it alone, as XLA's passes leave an opt-barrier.
-def Hlo_OptBarrierOp : Op<Hlo_Dialect, "opt_barrier"> {
+def Hlo_OptBarrierOp : Op<Hlo_Dialect, "opt_barrier", [Hlo_OpcodeInterface]> {
   let summary = "opt-barrier: its operands, which XLA may not look through";
   let description = [{
     In XLA one `opt-barrier` instruction takes the tuple of the operands and
@@ -286,6 +306,7 @@ def Hlo_OptBarrierOp : Op<Hlo_Dialect, "opt_barrier"> {
   let results = (outs Variadic<Hlo_Tensor>:$results);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = Hlo_OpcodeOf<"opt-barrier">.opcodeDeclaration;
 }
 
 #endif // KILN_HLO_OPS_TD
