@@ -226,8 +226,10 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   lockOutputFolder(outDir, lock);
   Clock::time_point start = Clock::now();
   Qwen3Config model = config.model.resolve();
+  // The shape kiln train gives the run (a token file's where unset), so the
+  // module takes the batches the run feeds it.
+  ParallelLayout layout = resolveRunLayout(config, model, 1);
   int64_t seq = config.training.seqLen;
-  ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, seq, 1);
   const int64_t world = layout.worldSize();
   if (world > kMaxCompiledWorld)
     fail("compile: parallelism.world_size={} is more than the {} ranks kiln compile builds a "
