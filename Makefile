@@ -98,6 +98,7 @@ bench: build
 	$(BUILD)/bench/kiln-bench
 	bench/parallel.sh $(BUILD)
 	bench/compiled.sh $(BUILD)
+	bench/plan-search.sh $(BUILD)
 
 # Regenerates the dialect reference from ODS (the build generates it).
 docs: build
