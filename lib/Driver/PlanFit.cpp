@@ -68,7 +68,8 @@ const ParameterInfo &infoOf(FitParameter parameter) {
   return parameters().front();
 }
 
-double &parameterOf(TargetProfile &t, FitParameter parameter) {
+/// The profile's field of `parameter` (a const one for a const profile).
+template <typename Profile> auto &parameterField(Profile &t, FitParameter parameter) {
   switch (parameter) {
   case FitParameter::Matmul:
     return t.efficiency.matmul;
@@ -90,7 +91,13 @@ double &parameterOf(TargetProfile &t, FitParameter parameter) {
   return t.efficiency.matmul;
 }
 
-double valueOf(TargetProfile t, FitParameter parameter) { return parameterOf(t, parameter); }
+double &parameterOf(TargetProfile &t, FitParameter parameter) {
+  return parameterField(t, parameter);
+}
+
+double valueOf(const TargetProfile &t, FitParameter parameter) {
+  return parameterField(t, parameter);
+}
 
 /// A published run captured once and re-scheduled per trial.
 struct FitRun {
