@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/LayerScaledPlan.h"
 #include "kiln/Config/SelectiveAcOption.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Planner/ModulePath.h"
@@ -80,17 +81,25 @@ struct ReducedRun {
 };
 
 /// The layer a buffer comes from when its own op names none (FSDP's padding
-/// of a layer's gradient, a collective): the first layer found walking up
-/// its first operands; "" for none (the embeddings, the loss).
-std::string layerOrigin(mlir::Value value) {
-  for (int depth = 0; depth < 16 && value; ++depth) {
+/// of a layer's gradient, a collective, an optimizer update): the first
+/// layer found walking up its operands, a parameter or state argument by
+/// its name; "" for none (the embeddings, the loss).
+std::string layerOrigin(mlir::func::FuncOp fn, mlir::Value start) {
+  std::vector<mlir::Value> queue = {start};
+  llvm::DenseSet<mlir::Value> seen = {start};
+  for (size_t i = 0; i < queue.size() && i < 64; ++i) {
+    mlir::Value value = queue[i];
     std::string key = moduleKeyOf(value);
+    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value))
+      for (llvm::StringRef role : {kParamAttr, kStateAttr})
+        if (auto name = fn.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), role))
+          key = moduleKey(name.getValue());
     if (llvm::StringRef(key).starts_with("layers."))
       return key;
-    mlir::Operation *op = value.getDefiningOp();
-    if (!op || op->getNumOperands() == 0)
-      break;
-    value = op->getOperand(0);
+    if (mlir::Operation *op = value.getDefiningOp())
+      for (mlir::Value operand : op->getOperands())
+        if (seen.insert(operand).second)
+          queue.push_back(operand);
   }
   return "";
 }
@@ -111,7 +120,7 @@ ReducedRun planReduced(const TrainConfig &config, int64_t layers, int64_t period
     // The module names the layer of a collective, which has no fqn.
     std::string key = layerKey(describeBuffer(r.run.step, event.creator) + " in " +
                                    moduleKeyOf(event.creator) + " from " +
-                                   layerOrigin(event.creator),
+                                   layerOrigin(r.run.step, event.creator),
                                period, layers);
     if (auto result = llvm::dyn_cast<mlir::OpResult>(event.creator))
       key += "#" + std::to_string(result.getResultNumber());
@@ -126,35 +135,62 @@ ReducedRun planReduced(const TrainConfig &config, int64_t layers, int64_t period
 /// scaled: a quarter of the 0.1% the scaled plan promises.
 constexpr double kSteadyTolerance = 2.5e-4;
 
-StepPlan scale(const ReducedRun &a, const ReducedRun &b, const PlannedRun &whole, int64_t p,
-               const TargetProfile &target) {
+/// The live peak of a model of `layers` layers scaled from `a` and `b`
+/// (one period apart): the largest of the points both have, each scaled (a
+/// point in a middle layer of `b` lies between the same point in the first
+/// and last layers, which are scaled instead); with the point's index in
+/// each timeline. None when they share no point.
+struct ScaledPeak {
+  int64_t bytes = 0;
+  size_t inA = 0, inB = 0;
+};
+std::optional<ScaledPeak> scaledPeak(const ReducedRun &a, const ReducedRun &b, int64_t layers,
+                                     int64_t p) {
+  const int64_t periods = (layers - b.layers) / p;
+  std::unordered_map<std::string, size_t> inA;
+  for (size_t i = 0; i < a.keys.size(); ++i)
+    inA.emplace(a.keys[i], i);
+  std::optional<ScaledPeak> peak;
+  for (size_t j = 0; j < b.keys.size(); ++j) {
+    auto i = inA.find(b.keys[j]);
+    if (i == inA.end())
+      continue;
+    int64_t x = a.timeline[i->second].live, y = b.timeline[j].live;
+    int64_t live = y + (y - x) * periods;
+    if (!peak || live > peak->bytes)
+      peak = ScaledPeak{live, i->second, j};
+  }
+  return peak;
+}
+
+/// Each point `a`, `b` and `c` (one period apart) share grows by the same
+/// bytes from `a` to `b` as from `b` to `c`.
+bool pointsScale(const ReducedRun &a, const ReducedRun &b, const ReducedRun &c) {
+  std::unordered_map<std::string, size_t> inA, inB;
+  for (size_t i = 0; i < a.keys.size(); ++i)
+    inA.emplace(a.keys[i], i);
+  for (size_t i = 0; i < b.keys.size(); ++i)
+    inB.emplace(b.keys[i], i);
+  for (size_t k = 0; k < c.keys.size(); ++k) {
+    auto i = inA.find(c.keys[k]), j = inB.find(c.keys[k]);
+    if (i == inA.end() || j == inB.end())
+      continue;
+    int64_t x = a.timeline[i->second].live, y = b.timeline[j->second].live;
+    if (c.timeline[k].live != y + (y - x))
+      return false;
+  }
+  return true;
+}
+
+StepPlan scale(const ReducedRun &a, const ReducedRun &b, const ScaledPeak &peakAt,
+               const PlannedRun &whole, int64_t p, const TargetProfile &target) {
   const int64_t layers = whole.model.numLayers, large = b.layers;
   const int64_t periods = (layers - large) / p;
   auto bytes = [&](int64_t x, int64_t y) { return y + (y - x) * periods; };
   auto seconds = [&](double x, double y) { return y + (y - x) * double(periods); };
   auto rename = [&](const std::string &text) { return renameLayers(text, p, large, layers); };
-
-  // The whole model's peak: the largest of the points both reduced models
-  // have, each scaled (a point in a middle layer of `b` lies between the
-  // same point in the first and last layers, which are scaled instead).
-  std::unordered_map<std::string, size_t> inA;
-  for (size_t i = 0; i < a.keys.size(); ++i)
-    inA.emplace(a.keys[i], i);
-  std::optional<size_t> peakA, peakB;
-  int64_t peak = 0;
-  for (size_t j = 0; j < b.keys.size(); ++j) {
-    auto i = inA.find(b.keys[j]);
-    if (i == inA.end())
-      continue;
-    int64_t live = bytes(a.timeline[i->second].live, b.timeline[j].live);
-    if (!peakB || live > peak) {
-      peak = live;
-      peakA = i->second;
-      peakB = j;
-    }
-  }
-  if (!peakB) // both share the loss's buffers at least
-    fail("plan: the reduced models of {} share no point of their memory plans", whole.model.name);
+  std::optional<size_t> peakA = peakAt.inA, peakB = peakAt.inB;
+  int64_t peak = peakAt.bytes;
 
   StepPlan plan = b.plan;
   plan.setting = whole.setting;
@@ -252,11 +288,20 @@ std::optional<StepPlan> planScaledFromLayers(const TrainConfig &config,
       return std::nullopt;
     return planReduced(config, n, p, target, nodes, timing);
   };
-  std::optional<ReducedRun> a = reduced(small), b = reduced(small + p);
+  std::optional<ReducedRun> a = reduced(small), b = reduced(small + p), c;
   if (!a || !b)
     return std::nullopt;
   for (int64_t large = small + 2 * p;; large += p) {
-    std::optional<ReducedRun> c = reduced(large);
+    // Reset first: a run's module must go before its context, which a
+    // member-wise move assignment would replace first.
+    if (c) {
+      a.reset();
+      a = std::move(b);
+      b.reset();
+      b = std::move(c);
+      c.reset();
+    }
+    c = reduced(large);
     if (!c)
       return std::nullopt;
     double before = b->plan.stepSeconds - a->plan.stepSeconds;
@@ -265,17 +310,19 @@ std::optional<StepPlan> planScaledFromLayers(const TrainConfig &config,
     // the previous two would put it from there.
     double periods = double(layers - large) / double(p);
     double scaled = c->plan.stepSeconds + after * periods;
-    bool steady = std::fabs(after - before) * periods <= kSteadyTolerance * scaled;
-    // Reset first: a run's module must go before its context, which a
-    // member-wise move assignment would replace first.
-    a.reset();
-    a = std::move(b);
-    b.reset();
-    b = std::move(c);
-    if (steady)
+    if (std::fabs(after - before) * periods <= kSteadyTolerance * scaled)
       break;
   }
-  return scale(*a, *b, whole, p, target);
+  // Every point the three share must grow by the same bytes from one to the
+  // next, and the first two must give the third's peak: else the keys do not
+  // follow the program's points, and the whole model is planned instead.
+  std::optional<ScaledPeak> check = scaledPeak(*a, *b, c->layers, p);
+  if (!check || check->bytes != c->plan.memory.peakBytes || !pointsScale(*a, *b, *c))
+    return std::nullopt;
+  std::optional<ScaledPeak> peak = scaledPeak(*b, *c, layers, p);
+  if (!peak)
+    return std::nullopt;
+  return scale(*b, *c, *peak, whole, p, target);
 }
 
 } // namespace kiln

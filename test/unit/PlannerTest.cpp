@@ -1067,6 +1067,22 @@ TEST(PlannerTest, APlanScaledFromReducedLayerCountsEqualsTheWholeModels) {
   EXPECT_GE(compared, 30);
 }
 
+TEST(PlannerTest, APlanScaledFromLayersHoldsUnderGradientAccumulation) {
+  // Qwen3-14B, TP 4 with sequence parallelism and full checkpointing, 4
+  // microbatches a step: every layer's gradient accumulates across them, and
+  // the optimizer's updates name no layer in their fqns (their layer is
+  // their parameter's).
+  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.flavor=qwen3-14b", "--training.seq_len=4096",
+           "--training.local_batch_size=1", "--training.global_batch_size=64",
+           "--parallelism.tensor_parallel_degree=4",
+           "--parallelism.enable_sequence_parallel=true", "--activation_checkpoint.mode=full"});
+  std::optional<StepPlan> scaled = planScaledFromLayers(config, trn2, 1);
+  ASSERT_TRUE(scaled);
+  expectScaledEqualsWhole(*scaled, planTrainingRun(config, trn2, 1), "4 microbatches");
+}
+
 TEST(PlannerTest, APlanScaledFromLayersFollowsTheSparseLayersPeriod) {
   // Qwen3-235B-A22B with every 2nd layer sparse and every 3rd checkpointed:
   // a period of 6 over 94 layers (a remainder of 4), on four nodes.
