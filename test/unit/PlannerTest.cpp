@@ -1067,36 +1067,42 @@ TEST(PlannerTest, APlanScaledFromReducedLayerCountsEqualsTheWholeModels) {
   EXPECT_GE(compared, 30);
 }
 
+namespace {
+/// The run of `args` on `nodes` trn2.48xlarge nodes, scaled and whole.
+void expectScaledRunEqualsWhole(const std::vector<std::string> &args, int64_t nodes,
+                                const std::string &what) {
+  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
+  TrainConfig config = TrainConfig::load("", args);
+  std::optional<StepPlan> scaled = planScaledFromLayers(config, trn2, nodes);
+  ASSERT_TRUE(scaled) << what;
+  expectScaledEqualsWhole(*scaled, planTrainingRun(config, trn2, nodes), what);
+}
+} // namespace
+
 TEST(PlannerTest, APlanScaledFromLayersHoldsUnderGradientAccumulation) {
   // Qwen3-14B, TP 4 with sequence parallelism and full checkpointing, 4
   // microbatches a step: every layer's gradient accumulates across them, and
   // the optimizer's updates name no layer in their fqns (their layer is
   // their parameter's).
-  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
-  TrainConfig config = TrainConfig::load(
-      "", {"--model.flavor=qwen3-14b", "--training.seq_len=4096",
-           "--training.local_batch_size=1", "--training.global_batch_size=64",
-           "--parallelism.tensor_parallel_degree=4",
-           "--parallelism.enable_sequence_parallel=true", "--activation_checkpoint.mode=full"});
-  std::optional<StepPlan> scaled = planScaledFromLayers(config, trn2, 1);
-  ASSERT_TRUE(scaled);
-  expectScaledEqualsWhole(*scaled, planTrainingRun(config, trn2, 1), "4 microbatches");
+  expectScaledRunEqualsWhole(
+      {"--model.flavor=qwen3-14b", "--training.seq_len=4096", "--training.local_batch_size=1",
+       "--training.global_batch_size=64", "--parallelism.tensor_parallel_degree=4",
+       "--parallelism.enable_sequence_parallel=true", "--activation_checkpoint.mode=full"},
+      1, "4 microbatches");
 }
 
 TEST(PlannerTest, APlanScaledFromLayersFollowsTheSparseLayersPeriod) {
   // Qwen3-235B-A22B with every 2nd layer sparse and every 3rd checkpointed:
   // a period of 6 over 94 layers (a remainder of 4), on four nodes.
-  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
-  TrainConfig config = TrainConfig::load(
-      "", {"--model.flavor=qwen3-235b-a22b", "--model.decoder_sparse_step=2",
-           "--training.seq_len=2048", "--training.local_batch_size=1",
-           "--parallelism.tensor_parallel_degree=4",
-           "--activation_checkpoint.mode=selective",
-           "--activation_checkpoint.selective_ac_option=3"});
+  std::vector<std::string> args = {
+      "--model.flavor=qwen3-235b-a22b", "--model.decoder_sparse_step=2",
+      "--training.seq_len=2048", "--training.local_batch_size=1",
+      "--parallelism.tensor_parallel_degree=4", "--activation_checkpoint.mode=selective",
+      "--activation_checkpoint.selective_ac_option=3"};
+  TrainConfig config = TrainConfig::load("", args);
   EXPECT_EQ(layerPeriod(config), 6);
-  std::optional<StepPlan> scaled = planScaledFromLayers(config, trn2, 4);
-  ASSERT_TRUE(scaled);
-  expectScaledEqualsWhole(*scaled, planTrainingRun(config, trn2, 4), "sparse step 2");
+  expectScaledRunEqualsWhole(args, 4, "sparse step 2");
+  TargetProfile trn2 = loadTargetProfile("trn2.48xlarge", fakeProbe());
 
   // Layers of their own (mlp_only_layers) do not repeat: no scaled plan,
   // and none for a model too small to gain from one.
