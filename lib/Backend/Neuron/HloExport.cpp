@@ -77,6 +77,8 @@ private:
   xla::HloInstructionProto *add(xla::HloComputationProto *comp, StringRef opcode,
                                 Location loc);
   LogicalResult exportOp(Operation *op, xla::HloComputationProto *entry);
+  /// The op's attributes as the fields of its instruction `inst`.
+  LogicalResult exportAttributes(Operation *op, xla::HloInstructionProto *inst);
   FailureOr<int64_t> combiner(Operation *op, hlo::Combiner c, Type element);
   LogicalResult literal(hlo::ConstantOp op, xla::LiteralProto *lit);
   void collective(xla::HloInstructionProto *inst, DenseIntElementsAttr groups,
@@ -196,6 +198,123 @@ void Exporter::collective(xla::HloInstructionProto *inst, DenseIntElementsAttr g
   inst->set_use_global_device_ids(global);
 }
 
+LogicalResult Exporter::exportAttributes(Operation *op, xla::HloInstructionProto *inst) {
+  auto element = [&]() {
+    return cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+  };
+  auto called = [&](hlo::Combiner c) -> LogicalResult {
+    FailureOr<int64_t> comp = combiner(op, c, element());
+    if (failed(comp))
+      return failure();
+    inst->add_called_computation_ids(*comp);
+    return success();
+  };
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](hlo::ConstantOp c) { return literal(c, inst->mutable_literal()); })
+      .Case([&](hlo::IotaOp c) {
+        inst->add_dimensions(c.getIotaDimension());
+        return success();
+      })
+      .Case([&](hlo::CompareOp c) {
+        inst->set_comparison_direction(
+            hlo::stringifyComparisonDirection(c.getComparisonDirection()).str());
+        return success();
+      })
+      .Case([&](hlo::BroadcastInDimOp c) {
+        append(inst->mutable_dimensions(), c.getBroadcastDimensions());
+        return success();
+      })
+      .Case([&](hlo::TransposeOp c) {
+        append(inst->mutable_dimensions(), c.getPermutation());
+        return success();
+      })
+      .Case([&](hlo::ConcatenateOp c) {
+        inst->add_dimensions(c.getDimension());
+        return success();
+      })
+      .Case([&](hlo::SliceOp c) {
+        for (size_t i = 0; i < c.getStartIndices().size(); ++i) {
+          auto *s = inst->add_slice_dimensions();
+          s->set_start(c.getStartIndices()[i]);
+          s->set_limit(c.getLimitIndices()[i]);
+          s->set_stride(c.getStrides()[i]);
+        }
+        return success();
+      })
+      .Case([&](hlo::DynamicSliceOp c) {
+        append(inst->mutable_dynamic_slice_sizes(), c.getSliceSizes());
+        return success();
+      })
+      .Case([&](hlo::PadOp c) {
+        for (size_t i = 0; i < c.getEdgePaddingLow().size(); ++i) {
+          auto *d = inst->mutable_padding_config()->add_dimensions();
+          d->set_edge_padding_low(c.getEdgePaddingLow()[i]);
+          d->set_edge_padding_high(c.getEdgePaddingHigh()[i]);
+          d->set_interior_padding(c.getInteriorPadding()[i]);
+        }
+        return success();
+      })
+      .Case([&](hlo::DotGeneralOp c) {
+        auto *dims = inst->mutable_dot_dimension_numbers();
+        append(dims->mutable_lhs_batch_dimensions(), c.getLhsBatchingDimensions());
+        append(dims->mutable_rhs_batch_dimensions(), c.getRhsBatchingDimensions());
+        append(dims->mutable_lhs_contracting_dimensions(), c.getLhsContractingDimensions());
+        append(dims->mutable_rhs_contracting_dimensions(), c.getRhsContractingDimensions());
+        return success();
+      })
+      .Case([&](hlo::ReduceOp c) {
+        append(inst->mutable_dimensions(), c.getDimensions());
+        return called(c.getCombiner());
+      })
+      .Case([&](hlo::GatherOp c) {
+        auto *dims = inst->mutable_gather_dimension_numbers();
+        append(dims->mutable_offset_dims(), c.getOffsetDims());
+        append(dims->mutable_collapsed_slice_dims(), c.getCollapsedSliceDims());
+        append(dims->mutable_start_index_map(), c.getStartIndexMap());
+        dims->set_index_vector_dim(c.getIndexVectorDim());
+        append(inst->mutable_gather_slice_sizes(), c.getSliceSizes());
+        return success();
+      })
+      .Case([&](hlo::ScatterOp c) {
+        auto *dims = inst->mutable_scatter_dimension_numbers();
+        append(dims->mutable_update_window_dims(), c.getUpdateWindowDims());
+        append(dims->mutable_inserted_window_dims(), c.getInsertedWindowDims());
+        append(dims->mutable_scatter_dims_to_operand_dims(), c.getScatterDimsToOperandDims());
+        dims->set_index_vector_dim(c.getIndexVectorDim());
+        return called(c.getCombiner());
+      })
+      .Case([&](hlo::AllGatherOp c) {
+        inst->add_dimensions(c.getAllGatherDim());
+        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
+                   c.getUseGlobalDeviceIds());
+        return success();
+      })
+      .Case([&](hlo::ReduceScatterOp c) {
+        inst->add_dimensions(c.getScatterDimension());
+        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
+                   c.getUseGlobalDeviceIds());
+        return called(c.getCombiner());
+      })
+      .Case([&](hlo::AllReduceOp c) {
+        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
+                   c.getUseGlobalDeviceIds());
+        return called(c.getCombiner());
+      })
+      .Case([&](hlo::AllToAllOp c) {
+        inst->add_dimensions(c.getSplitDimension());
+        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
+                   c.getUseGlobalDeviceIds());
+        return success();
+      })
+      .Case([&](hlo::CustomCallOp c) {
+        inst->set_custom_call_target(c.getCallTargetName().str());
+        inst->set_backend_config(c.getBackendConfig().str());
+        return success();
+      })
+      .Default([](Operation *) { return success(); });
+}
+
 LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry) {
   auto hloOp = dyn_cast<hlo::OpcodeInterface>(op);
   if (!hloOp)
@@ -219,15 +338,6 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
   else
     for (Value operand : op->getOperands())
       inst->add_operand_ids(ids.lookup(operand));
-  auto element = [&]() { return cast<RankedTensorType>(op->getOperand(0).getType()).getElementType(); };
-  auto called = [&](hlo::Combiner c) -> LogicalResult {
-    FailureOr<int64_t> comp = combiner(op, c, element());
-    if (failed(comp))
-      return failure();
-    inst->add_called_computation_ids(*comp);
-    return success();
-  };
-
   // The shape: one result, or a tuple of several (custom calls) or of an
   // opt-barrier's, each then read by a get-tuple-element.
   bool tupled = op->getNumResults() != 1 || operandTuple;
@@ -243,111 +353,7 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
         return failure();
   }
 
-  LogicalResult result =
-      llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](hlo::ConstantOp c) { return literal(c, inst->mutable_literal()); })
-          .Case([&](hlo::IotaOp c) {
-            inst->add_dimensions(c.getIotaDimension());
-            return success();
-          })
-          .Case([&](hlo::CompareOp c) {
-            inst->set_comparison_direction(
-                hlo::stringifyComparisonDirection(c.getComparisonDirection()).str());
-            return success();
-          })
-          .Case([&](hlo::BroadcastInDimOp c) {
-            append(inst->mutable_dimensions(), c.getBroadcastDimensions());
-            return success();
-          })
-          .Case([&](hlo::TransposeOp c) {
-            append(inst->mutable_dimensions(), c.getPermutation());
-            return success();
-          })
-          .Case([&](hlo::ConcatenateOp c) {
-            inst->add_dimensions(c.getDimension());
-            return success();
-          })
-          .Case([&](hlo::SliceOp c) {
-            for (size_t i = 0; i < c.getStartIndices().size(); ++i) {
-              auto *s = inst->add_slice_dimensions();
-              s->set_start(c.getStartIndices()[i]);
-              s->set_limit(c.getLimitIndices()[i]);
-              s->set_stride(c.getStrides()[i]);
-            }
-            return success();
-          })
-          .Case([&](hlo::DynamicSliceOp c) {
-            append(inst->mutable_dynamic_slice_sizes(), c.getSliceSizes());
-            return success();
-          })
-          .Case([&](hlo::PadOp c) {
-            for (size_t i = 0; i < c.getEdgePaddingLow().size(); ++i) {
-              auto *d = inst->mutable_padding_config()->add_dimensions();
-              d->set_edge_padding_low(c.getEdgePaddingLow()[i]);
-              d->set_edge_padding_high(c.getEdgePaddingHigh()[i]);
-              d->set_interior_padding(c.getInteriorPadding()[i]);
-            }
-            return success();
-          })
-          .Case([&](hlo::DotGeneralOp c) {
-            auto *dims = inst->mutable_dot_dimension_numbers();
-            append(dims->mutable_lhs_batch_dimensions(), c.getLhsBatchingDimensions());
-            append(dims->mutable_rhs_batch_dimensions(), c.getRhsBatchingDimensions());
-            append(dims->mutable_lhs_contracting_dimensions(), c.getLhsContractingDimensions());
-            append(dims->mutable_rhs_contracting_dimensions(), c.getRhsContractingDimensions());
-            return success();
-          })
-          .Case([&](hlo::ReduceOp c) {
-            append(inst->mutable_dimensions(), c.getDimensions());
-            return called(c.getCombiner());
-          })
-          .Case([&](hlo::GatherOp c) {
-            auto *dims = inst->mutable_gather_dimension_numbers();
-            append(dims->mutable_offset_dims(), c.getOffsetDims());
-            append(dims->mutable_collapsed_slice_dims(), c.getCollapsedSliceDims());
-            append(dims->mutable_start_index_map(), c.getStartIndexMap());
-            dims->set_index_vector_dim(c.getIndexVectorDim());
-            append(inst->mutable_gather_slice_sizes(), c.getSliceSizes());
-            return success();
-          })
-          .Case([&](hlo::ScatterOp c) {
-            auto *dims = inst->mutable_scatter_dimension_numbers();
-            append(dims->mutable_update_window_dims(), c.getUpdateWindowDims());
-            append(dims->mutable_inserted_window_dims(), c.getInsertedWindowDims());
-            append(dims->mutable_scatter_dims_to_operand_dims(), c.getScatterDimsToOperandDims());
-            dims->set_index_vector_dim(c.getIndexVectorDim());
-            return called(c.getCombiner());
-          })
-          .Case([&](hlo::AllGatherOp c) {
-            inst->add_dimensions(c.getAllGatherDim());
-            collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                       c.getUseGlobalDeviceIds());
-            return success();
-          })
-          .Case([&](hlo::ReduceScatterOp c) {
-            inst->add_dimensions(c.getScatterDimension());
-            collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                       c.getUseGlobalDeviceIds());
-            return called(c.getCombiner());
-          })
-          .Case([&](hlo::AllReduceOp c) {
-            collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                       c.getUseGlobalDeviceIds());
-            return called(c.getCombiner());
-          })
-          .Case([&](hlo::AllToAllOp c) {
-            inst->add_dimensions(c.getSplitDimension());
-            collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                       c.getUseGlobalDeviceIds());
-            return success();
-          })
-          .Case([&](hlo::CustomCallOp c) {
-            inst->set_custom_call_target(c.getCallTargetName().str());
-            inst->set_backend_config(c.getBackendConfig().str());
-            return success();
-          })
-          .Default([](Operation *) { return success(); });
-  if (failed(result))
+  if (failed(exportAttributes(op, inst)))
     return failure();
 
   if (tupled)
