@@ -20,6 +20,7 @@
 
 #include <fmt/core.h>
 
+#include <optional>
 #include <set>
 
 namespace kiln {
@@ -105,30 +106,61 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
   SubstituteKernelsPass(std::vector<OverrideRule> rules, const SubstituteKernelsOptions &options)
       : SubstituteKernelsBase(options), presetRules(std::move(rules)) {}
 
+  /// A node replaced: its rule and the rule's kernel.
+  struct Replacement {
+    Operation *op;
+    const OverrideRule *rule;
+    const KernelSpec *spec;
+  };
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::vector<OverrideRule> rules = presetRules;
+    std::vector<OverrideRule> rules;
+    std::optional<KernelTarget> target = loadRules(module, rules);
+    if (!target)
+      return signalPassFailure();
+    FailureOr<std::vector<Replacement>> replacements = claimNodes(module, rules, *target);
+    if (failed(replacements))
+      return signalPassFailure();
+    std::map<std::string, int64_t> perRule = rewrite(module, *replacements);
+    foldTransposes(module);
+    if (log)
+      report(module, rules, perRule);
+  }
+
+  /// The preset rules and those of the rule files, checked, and the target
+  /// they are checked against; none after an error on `module`.
+  std::optional<KernelTarget> loadRules(ModuleOp module, std::vector<OverrideRule> &rules) {
+    rules = presetRules;
     for (const std::string &file : ruleFiles) {
       try {
         std::vector<OverrideRule> loaded = loadOverrideRuleFile(file);
         rules.insert(rules.end(), loaded.begin(), loaded.end());
       } catch (const Error &e) {
         module.emitError() << "kiln-substitute-kernels: " << e.what();
-        return signalPassFailure();
+        return std::nullopt;
       }
     }
     if (std::string problem = checkOverrideRules(rules); !problem.empty()) {
       module.emitError() << "kiln-substitute-kernels: " << problem;
-      return signalPassFailure();
+      return std::nullopt;
     }
     const auto &known = KernelTarget::knownNames();
     if (std::find(known.begin(), known.end(), targetName.getValue()) == known.end() || lnc < 1) {
       module.emitError() << "kiln-substitute-kernels: target '" << targetName << "' with lnc "
                          << lnc << " is not a known machine (trn2, trn1 or cpu; lnc >= 1)";
-      return signalPassFailure();
+      return std::nullopt;
     }
-    KernelTarget target{targetName, lnc};
+    return KernelTarget{targetName, lnc};
+  }
 
+  /// Every node a rule selects, claimed by one rule (with the nodes its
+  /// kernel absorbs), whose kernel takes its form and meets the target's
+  /// constraints: the replacements to make. A node two rules claim, or an
+  /// exact rule's node the kernel cannot take, is an error.
+  FailureOr<std::vector<Replacement>> claimNodes(ModuleOp module,
+                                                 const std::vector<OverrideRule> &rules,
+                                                 const KernelTarget &target) {
     // Claims: every selected node and the rules selecting it.
     llvm::MapVector<Operation *, SmallVector<const OverrideRule *>> claims;
     module.walk([&](Operation *op) {
@@ -140,11 +172,6 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
           claims[op].push_back(&rule);
     });
 
-    struct Replacement {
-      Operation *op;
-      const OverrideRule *rule;
-      const KernelSpec *spec;
-    };
     std::vector<Replacement> replacements;
     llvm::DenseMap<Operation *, const OverrideRule *> owner;
     std::set<std::pair<std::string, std::string>> notes;
@@ -159,16 +186,14 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
     for (auto &[op, selecting] : claims) {
       for (const OverrideRule *rule : selecting)
         if (failed(claim(op, rule)))
-          return signalPassFailure();
+          return failure();
       const OverrideRule *rule = selecting.front();
       const KernelSpec *spec = lookupKernelSpec(rule->kernel);
       if (std::string form = spec->unsupportedForm(op); !form.empty()) {
-        if (rule->exact) {
-          op->emitError() << "override rule '" << rule->name << "' (exact): " << fqnOf(op) << " ("
-                          << op->getName() << ") cannot take kernel '" << rule->kernel
-                          << "': " << form;
-          return signalPassFailure();
-        }
+        if (rule->exact)
+          return op->emitError() << "override rule '" << rule->name << "' (exact): " << fqnOf(op)
+                                 << " (" << op->getName() << ") cannot take kernel '"
+                                 << rule->kernel << "': " << form;
         if (log && notes.insert({rule->name, fqnOf(op)}).second)
           llvm::errs() << "[Override] " << rule->name << ": left " << fqnOf(op) << " "
                        << op->getName() << ": " << form << "\n";
@@ -176,7 +201,7 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
       }
       for (Operation *absorbed : spec->absorbed(op))
         if (failed(claim(absorbed, rule)))
-          return signalPassFailure();
+          return failure();
       SmallVector<std::string> violations;
       spec->checkConstraints(op, target, violations);
       if (!violations.empty()) {
@@ -187,12 +212,17 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
                                     << " (lnc " << target.lnc << "): ";
         for (size_t i = 0; i < violations.size(); ++i)
           diag << (i ? "; " : "") << violations[i];
-        return signalPassFailure();
+        return failure();
       }
       replacements.push_back({op, rule, spec});
     }
+    return replacements;
+  }
 
-    // Rewrite, logging each (rule, node) once across functions.
+  /// Each replacement made, logged once per (rule, node) across functions;
+  /// the nodes each rule replaced.
+  std::map<std::string, int64_t> rewrite(ModuleOp module,
+                                         const std::vector<Replacement> &replacements) {
     std::set<std::pair<std::string, std::string>> logged;
     std::map<std::string, int64_t> perRule;
     OpBuilder b(module.getContext());
@@ -215,9 +245,13 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
                        << " -> " << r.rule->kernel << "\n";
       }
     }
-    foldTransposes(module);
-    if (!log)
-      return;
+    return perRule;
+  }
+
+  /// The count of nodes replaced, and a warning for each rule that matched
+  /// nothing.
+  static void report(ModuleOp module, const std::vector<OverrideRule> &rules,
+                     const std::map<std::string, int64_t> &perRule) {
     int64_t total = 0;
     for (auto &[name, count] : perRule)
       total += count;
