@@ -289,8 +289,13 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   // workers take them in turn. The cpu target times GEMMs on this machine
   // as it plans, which other workers would disturb: one worker there.
   std::vector<LayoutOutcome> outcomes(all.size());
-  int64_t workers = options.workers > 0 ? options.workers
-                                        : int64_t(std::max(1u, std::thread::hardware_concurrency()));
+  // At most 8 by default: a whole 405B program takes about 0.4 GiB to plan,
+  // and the candidates that cannot be scaled are planned whole.
+  int64_t workers =
+      options.workers > 0
+          ? options.workers
+          : std::min<int64_t>(kMaxSearchWorkers,
+                              int64_t(std::max(1u, std::thread::hardware_concurrency())));
   if (target.gemmSeconds)
     workers = 1;
   workers = std::min<int64_t>(workers, int64_t(all.size()));

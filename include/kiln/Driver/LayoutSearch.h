@@ -68,6 +68,9 @@ struct SearchResult {
   double value(SearchObjective objective) const;
 };
 
+/// The workers a search uses by default at most (SearchOptions::workers).
+inline constexpr int64_t kMaxSearchWorkers = 8;
+
 /// How far a search is: reported after each candidate it plans.
 struct SearchProgress {
   /// Parallel layouts whose checkpointings and batches are all planned, of
@@ -97,8 +100,9 @@ struct SearchOptions {
   /// (LayerScaledPlan.h), where the model's layers repeat; false: every
   /// candidate's whole model, the reference.
   bool scaleFromLayers = true;
-  /// Layouts planned side by side (0: one per core of the machine; the cpu
-  /// target, which times GEMMs as it plans, always 1).
+  /// Layouts planned side by side (0: one per core of the machine, at most
+  /// kMaxSearchWorkers; the cpu target, which times GEMMs as it plans,
+  /// always 1).
   int64_t workers = 0;
   /// Where each candidate's planning phases add their time (kiln plan
   /// --timing); none when null.
