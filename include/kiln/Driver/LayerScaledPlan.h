@@ -4,14 +4,16 @@
 // layer adds the same buffers, collectives and time to the per-rank step,
 // and the layers' kinds (dense or sparse, checkpointed or not) repeat with a
 // period. So a run's plan is an affine function of its layer count in steps
-// of that period: planned at two reduced layer counts La and La + period
-// (La = the model's own count modulo the period, at least 2), the plan of L
-// layers is P(La + period) + (L - La - period) / period x (P(La + period) -
-// P(La)). Memory comes out to the byte and time within 0.1% of the whole
-// model's plan (test/unit/PlannerTest.cpp checks both on the shipped
-// flavors), at a fraction of the capture and partitioning: kiln plan
-// --search plans its candidates this way. The whole-model plan
-// (planTrainingRun) stays the reference and the single plan's path.
+// of that period: planned on reduced copies of the model (the model's count
+// modulo the period, raised to hold a whole first and last period, then one
+// period more at a time until the step time grows steadily), each point of
+// the memory plan and every total is scaled from the last two to the whole
+// model's layer count, the peak being the largest scaled point. Memory comes
+// out to the byte and time within 0.1% of the whole model's plan
+// (test/unit/PlannerTest.cpp checks both on the shipped flavors), at a
+// fraction of the capture and partitioning: kiln plan --search plans its
+// candidates this way. The whole-model plan (planTrainingRun) stays the
+// reference and the single plan's path. docs/planner.md#layout-search.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_LAYERSCALEDPLAN_H
