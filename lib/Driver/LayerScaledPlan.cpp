@@ -78,6 +78,7 @@ struct ReducedRun {
   StepPlan plan;
   std::vector<MemoryEvent> timeline;
   std::vector<std::string> keys;
+  std::unordered_map<std::string, size_t> index; ///< key -> its place in timeline
 };
 
 /// The layer a buffer comes from when its own op names none (FSDP's padding
@@ -109,12 +110,7 @@ ReducedRun planReduced(const TrainConfig &config, int64_t layers, int64_t period
   ReducedRun r;
   r.layers = layers;
   r.run = captureForPlanning(withLayers(config, layers), target, nodes, timing);
-  r.plan = planStep(r.run.step, target, r.run.setting, timing);
-  ValuePrecision precision(r.run.step, target.precision);
-  MemoryPlanOptions options;
-  options.contributors = 0;
-  options.timeline = &r.timeline;
-  planMemory(r.run.step, &precision, options);
+  r.plan = planStep(r.run.step, target, r.run.setting, timing, &r.timeline);
   std::map<std::string, int64_t> seen;
   for (const MemoryEvent &event : r.timeline) {
     // The module names the layer of a collective, which has no fqn.
@@ -125,6 +121,7 @@ ReducedRun planReduced(const TrainConfig &config, int64_t layers, int64_t period
     if (auto result = llvm::dyn_cast<mlir::OpResult>(event.creator))
       key += "#" + std::to_string(result.getResultNumber());
     key += "@" + std::to_string(seen[key]++);
+    r.index.emplace(key, r.keys.size());
     r.keys.push_back(std::move(key));
   }
   return r;
@@ -147,13 +144,10 @@ struct ScaledPeak {
 std::optional<ScaledPeak> scaledPeak(const ReducedRun &a, const ReducedRun &b, int64_t layers,
                                      int64_t p) {
   const int64_t periods = (layers - b.layers) / p;
-  std::unordered_map<std::string, size_t> inA;
-  for (size_t i = 0; i < a.keys.size(); ++i)
-    inA.emplace(a.keys[i], i);
   std::optional<ScaledPeak> peak;
   for (size_t j = 0; j < b.keys.size(); ++j) {
-    auto i = inA.find(b.keys[j]);
-    if (i == inA.end())
+    auto i = a.index.find(b.keys[j]);
+    if (i == a.index.end())
       continue;
     int64_t x = a.timeline[i->second].live, y = b.timeline[j].live;
     int64_t live = y + (y - x) * periods;
@@ -166,14 +160,9 @@ std::optional<ScaledPeak> scaledPeak(const ReducedRun &a, const ReducedRun &b, i
 /// Each point `a`, `b` and `c` (one period apart) share grows by the same
 /// bytes from `a` to `b` as from `b` to `c`.
 bool pointsScale(const ReducedRun &a, const ReducedRun &b, const ReducedRun &c) {
-  std::unordered_map<std::string, size_t> inA, inB;
-  for (size_t i = 0; i < a.keys.size(); ++i)
-    inA.emplace(a.keys[i], i);
-  for (size_t i = 0; i < b.keys.size(); ++i)
-    inB.emplace(b.keys[i], i);
   for (size_t k = 0; k < c.keys.size(); ++k) {
-    auto i = inA.find(c.keys[k]), j = inB.find(c.keys[k]);
-    if (i == inA.end() || j == inB.end())
+    auto i = a.index.find(c.keys[k]), j = b.index.find(c.keys[k]);
+    if (i == a.index.end() || j == b.index.end())
       continue;
     int64_t x = a.timeline[i->second].live, y = b.timeline[j->second].live;
     if (c.timeline[k].live != y + (y - x))
@@ -189,8 +178,6 @@ StepPlan scale(const ReducedRun &a, const ReducedRun &b, const ScaledPeak &peakA
   auto bytes = [&](int64_t x, int64_t y) { return y + (y - x) * periods; };
   auto seconds = [&](double x, double y) { return y + (y - x) * double(periods); };
   auto rename = [&](const std::string &text) { return renameLayers(text, p, large, layers); };
-  std::optional<size_t> peakA = peakAt.inA, peakB = peakAt.inB;
-  int64_t peak = peakAt.bytes;
 
   StepPlan plan = b.plan;
   plan.setting = whole.setting;
@@ -198,22 +185,17 @@ StepPlan scale(const ReducedRun &a, const ReducedRun &b, const ScaledPeak &peakA
   {
     ValuePrecision precision(b.run.step, target.precision);
     MemoryPlanOptions at;
-    at.reportAfter = int64_t(*peakB) + 1;
+    at.reportAfter = int64_t(peakAt.inB) + 1;
     MemoryPlan there = planMemory(b.run.step, &precision, at);
     m.topContributors = there.topContributors;
     for (MemoryPlan::Contributor &c : m.topContributors)
       c.what = rename(c.what);
-    plan.peakAt = "the arguments";
-    if (mlir::Operation *op = there.peakOp) {
-      plan.peakAt = op->getName().getStringRef().str();
-      if (auto fqn = op->getAttrOfType<mlir::StringAttr>("fqn"))
-        plan.peakAt += " " + rename(fqn.getValue().str());
-    }
+    plan.peakAt = rename(describePeakOp(there.peakOp));
   }
-  m.peakBytes = peak;
+  m.peakBytes = peakAt.bytes;
   for (size_t c = 0; c < kNumMemoryCategories; ++c)
     m.peakByCategory[c] =
-        bytes(a.timeline[*peakA].byCategory[c], b.timeline[*peakB].byCategory[c]);
+        bytes(a.timeline[peakAt.inA].byCategory[c], b.timeline[peakAt.inB].byCategory[c]);
   m.argumentBytes = bytes(a.plan.memory.argumentBytes, m.argumentBytes);
   m.parameterBytes = bytes(a.plan.memory.parameterBytes, m.parameterBytes);
   m.stateBytes = bytes(a.plan.memory.stateBytes, m.stateBytes);

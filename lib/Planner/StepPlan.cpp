@@ -17,8 +17,18 @@ int64_t devicePeakBytes(int64_t peakBytes, const TargetProfile &target) {
          target.runtimeReserveBytes;
 }
 
+std::string describePeakOp(Operation *op) {
+  if (!op)
+    return "the arguments";
+  std::string what = op->getName().getStringRef().str();
+  if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))
+    what += " " + fqn.getValue().str();
+  return what;
+}
+
 StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
-                  const PlanSetting &setting, TimingScope *timing) {
+                  const PlanSetting &setting, TimingScope *timing,
+                  std::vector<MemoryEvent> *memoryTimeline) {
   auto phase = [&](StringRef name) { return timing ? timing->nest(name) : TimingScope(); };
   StepPlan plan;
   plan.setting = setting;
@@ -30,15 +40,11 @@ StepPlan planStep(func::FuncOp perRankStep, const TargetProfile &target,
   ValuePrecision precision(perRankStep, target.precision);
   precisionTime.stop();
   TimingScope memoryTime = phase("memory plan");
-  plan.memory = planMemory(perRankStep, &precision);
+  MemoryPlanOptions memoryOptions;
+  memoryOptions.timeline = memoryTimeline;
+  plan.memory = planMemory(perRankStep, &precision, memoryOptions);
   memoryTime.stop();
-  if (Operation *op = plan.memory.peakOp) {
-    plan.peakAt = op->getName().getStringRef().str();
-    if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))
-      plan.peakAt += " " + fqn.getValue().str();
-  } else {
-    plan.peakAt = "the arguments";
-  }
+  plan.peakAt = describePeakOp(plan.memory.peakOp);
   plan.memory.peakOp = nullptr;
 
   TimingScope scheduleTime = phase("schedule (op costs, collectives, critical path)");

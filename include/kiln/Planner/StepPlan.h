@@ -83,9 +83,15 @@ struct StepPlan {
 int64_t devicePeakBytes(int64_t peakBytes, const TargetProfile &target);
 
 /// Plans `perRankStep` (the partitioned @train_step) on `target`; each
-/// phase's time goes to `timing` when given.
+/// phase's time goes to `timing` and the memory plan's every acquisition to
+/// `memoryTimeline` when given.
 StepPlan planStep(mlir::func::FuncOp perRankStep, const TargetProfile &target,
-                  const PlanSetting &setting, mlir::TimingScope *timing = nullptr);
+                  const PlanSetting &setting, mlir::TimingScope *timing = nullptr,
+                  std::vector<MemoryEvent> *memoryTimeline = nullptr);
+
+/// Where a memory plan's peak is reached, as StepPlan::peakAt says it: the
+/// op and its fqn, or "the arguments" (null).
+std::string describePeakOp(mlir::Operation *op);
 
 /// The figures a plan derives from its memory plan, schedule, setting and
 /// target: the total and device bytes, whether it fits, the step time and

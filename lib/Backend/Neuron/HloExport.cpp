@@ -319,7 +319,7 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
   auto hloOp = dyn_cast<hlo::OpcodeInterface>(op);
   if (!hloOp)
     return op->emitOpError("HLO export: not an hlo dialect op");
-  std::string opcode = hloOp.getOpcode().str();
+  StringRef opcode = hloOp.getOpcode();
   // XLA's opt-barrier takes one operand, the tuple of the values it holds.
   xla::HloInstructionProto *operandTuple = nullptr;
   if (isa<hlo::OptBarrierOp>(op)) {
