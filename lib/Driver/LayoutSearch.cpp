@@ -238,15 +238,16 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
     LayoutOutcome out;
     // Parameters and optimizer state alone over the rank: no checkpointing
     // or batch makes it fit, so it is not planned.
-    int64_t bound = parameterStateLowerBound(model.parameterCount(), layout, target);
-    if (devicePeakBytes(bound, target) > target.memoryBytes) {
+    int64_t bound =
+        devicePeakBytes(parameterStateLowerBound(model.parameterCount(), layout, target), target);
+    if (bound > target.memoryBytes) {
       SearchResult pruned;
       pruned.candidate = layout;
       pruned.candidate.checkpointing = options.checkpointing.front();
       pruned.whyNot = fmt::format(
           "parameters and optimizer state alone need at least {} per rank ({} parameters over "
           "dp_shard {} x tp {} ranks), over the {} of a rank: not planned",
-          formatGib(devicePeakBytes(bound, target)), model.parameterCount(), layout.dpShard,
+          formatGib(bound), model.parameterCount(), layout.dpShard,
           layout.tp, formatGib(target.memoryBytes));
       out.refused.push_back(std::move(pruned));
       out.pruned = 1;

@@ -218,8 +218,8 @@ std::string neuronxCommand(const std::string &target, int64_t lnc) {
 void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool allowOversize) {
   TrainConfig config = given;
   config.target.name = given.target.nameOr("trn2");
-  if (config.target.name != "trn2" && config.target.name != "trn1")
-    fail("compile: target '{}' is not a Neuron target (trn2, trn1)", config.target.name);
+  // A rank of the target (and a target that is not Neuron's refused).
+  TargetProfile profile = neuronRankProfile(config.target);
   // The folder is one set (it is what goes to the Neuron host): one compile
   // at a time writes it, and it is replaced as a whole.
   std::optional<FileLock> lock;
@@ -251,7 +251,6 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   // figures, which --search ranked by): a module that cannot run there is
   // not built unless asked for.
   Clock::time_point t = Clock::now();
-  TargetProfile profile = neuronRankProfile(config.target);
   if (paramDtype == "float32")
     profile.precision.computeBytes = 4;
   TrainConfig planned = config;
@@ -260,7 +259,8 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   std::optional<StepPlan> stepPlan;
   std::string notPlanned;
   if (world <= profile.ranksPerNode || world % profile.ranksPerNode == 0)
-    stepPlan = planTrainingRun(planned, profile, std::max<int64_t>(1, world / profile.ranksPerNode));
+    stepPlan =
+        planTrainingRun(planned, profile, std::max<int64_t>(1, world / profile.ranksPerNode));
   else
     notPlanned = fmt::format("{} ranks are neither whole {} nodes of {} ranks nor part of one",
                              world, profile.name, profile.ranksPerNode);
