@@ -46,10 +46,12 @@ public:
 
   void checkConstraints(Operation *, const KernelTarget &target,
                         SmallVectorImpl<std::string> &violations) const override {
-    if (target.name != "cpu")
+    if (target.name != TargetName::Cpu)
       violations.push_back(
           "target.name == \"cpu\" (a CPU-only kernel, without a Neuron implementation, "
-          "checked against \"" + target.name + "\": kiln train and calibrate-cpu check kernels "
+          "checked against \"" +
+          std::string(wordOf(target.name)) +
+          "\": kiln train and calibrate-cpu check kernels "
           "against cpu and kiln compile, check-hlo, capture and plan against trn2, unless "
           "target.name says otherwise)");
   }

@@ -179,7 +179,8 @@ json cpuStepIdentity(const TrainConfig &config, const Qwen3Config &model,
             {"microbatches", config.training.microbatches(dp)},
             {"seq_len", config.training.seqLen}}},
           {"precision",
-           {{"param", options.paramDtype}, {"reduce", config.training.mixedPrecisionReduce}}},
+           {{"param", wordOf(PrecisionDtype(options.paramDtype))},
+            {"reduce", config.training.mixedPrecisionReduce}}},
           {"step_fingerprint", stepFingerprint(hloStep)}};
 }
 
@@ -195,7 +196,7 @@ void compileForCpu(const TrainConfig &given, const std::string &outDir) {
   lockOutputFolder(outDir, lock);
   // The step kiln train --compile.enable=true builds (Trainer).
   std::unique_ptr<KilnPipelineOptions> options =
-      pipelineOptions(config, model, &layout, "float32", "cpu");
+      pipelineOptions(config, model, &layout, PrecisionDtype::Float32, TargetName::Cpu);
   MLIRContext context;
   OwningOpRef<ModuleOp> module =
       captureTrainingStep(context, model, {config.training.localBatchSize * dp, seq}, *options);
@@ -256,7 +257,7 @@ void compileForCpu(const TrainConfig &given, const std::string &outDir) {
              config.training.globalBatch(dp), seq,
              microbatches > 1 ? fmt::format(" in {} microbatches", microbatches) : "");
   fmt::print("precision: {} parameters and matmuls (training.mixed_precision_param)\n",
-             options->paramDtype);
+             wordOf(PrecisionDtype(options->paramDtype)));
   fmt::print("object: {}, {:.1f} MB of native code; {} loop nests threaded\n", kObjectFile,
              double(objectBytes) / 1e6, function->threadedLoopNests());
   fmt::print("time: capture+passes+HLO {:.2f} s, lower to LLVM {:.2f} s, code generation "

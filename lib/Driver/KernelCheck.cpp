@@ -227,7 +227,7 @@ KernelCheckReport checkKernel(const std::string &name, const KernelCheckOptions 
   rule.source = "check-kernel";
   PassManager pm(&context);
   SubstituteKernelsOptions cpu;
-  cpu.targetName = "cpu";
+  cpu.targetName = TargetName::Cpu;
   cpu.lnc = 1;
   cpu.log = false;
   pm.addPass(createSubstituteKernels({rule}, cpu));

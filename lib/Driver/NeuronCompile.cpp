@@ -244,14 +244,14 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   };
   // torchtitan's default on a Neuron target: bf16 parameters and matmuls.
   std::unique_ptr<KilnPipelineOptions> options =
-      pipelineOptions(config, model, &layout, /*defaultParamDtype=*/"bfloat16");
-  std::string paramDtype = options->paramDtype;
+      pipelineOptions(config, model, &layout, PrecisionDtype::BFloat16);
+  PrecisionDtype paramDtype = options->paramDtype;
 
   // The run planned on a rank of the target as kiln plan plans it (the same
   // figures, which --search ranked by): a module that cannot run there is
   // not built unless asked for.
   Clock::time_point t = Clock::now();
-  if (paramDtype == "float32")
+  if (paramDtype == PrecisionDtype::Float32)
     profile.precision.computeBytes = 4;
   TrainConfig planned = config;
   planned.parallelism.worldSize = world;
@@ -408,7 +408,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
       {"selective_ac_option", config.activationCheckpoint.selectiveAcOption},
       {"opt_barriers", recomputeBarriers}};
   manifest["regather_opt_barriers"] = regatherBarriers;
-  manifest["mixed_precision"] = {{"param", paramDtype},
+  manifest["mixed_precision"] = {{"param", wordOf(paramDtype)},
                                  {"reduce", config.training.mixedPrecisionReduce}};
 
   t = Clock::now();
@@ -443,7 +443,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
                               : "");
   fmt::print("precision: {} parameters and matmuls; float32 master weights, optimizer state "
              "and gradient reductions (training.mixed_precision_param)\n",
-             paramDtype);
+             wordOf(paramDtype));
   fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
   if (config.activationCheckpoint.mode != "none")
     fmt::print("activation checkpointing: {}{}, {} opt-barriers keep the recomputation in the "

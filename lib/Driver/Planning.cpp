@@ -74,7 +74,7 @@ CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &t
   std::unique_ptr<KilnPipelineOptions> options = pipelineOptions(train, model, &layout);
   // The planner sizes values at the target's precision itself (Precision.h):
   // it plans the float32 program.
-  options->paramDtype = "float32";
+  options->paramDtype = PrecisionDtype::Float32;
   options->timing = timing;
   CapturedRun run;
   run.context = std::make_unique<mlir::MLIRContext>();

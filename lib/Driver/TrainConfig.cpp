@@ -1,6 +1,7 @@
 //===- TrainConfig.cpp - Run configuration for `kiln train` ---------------===//
 
 #include "kiln/Driver/TrainConfig.h"
+#include "kiln/Support/ClosedSets.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 #include "kiln/Config/ConfigDocument.h"
@@ -189,10 +190,10 @@ const std::vector<Field> &fields() {
             &C::training, &C::Training::seed),
       field("training", "mixed_precision_param", "parameters' compute precision; unset: float32 for kiln train, bfloat16 for kiln compile",
             &C::training,
-            &C::Training::mixedPrecisionParam, orUnset(oneOf({"bfloat16", "float32"}))),
+            &C::Training::mixedPrecisionParam, orUnset(oneOf(wordsOf<PrecisionDtype>()))),
       field("training", "mixed_precision_reduce", "gradient reductions' precision",
             &C::training,
-            &C::Training::mixedPrecisionReduce, oneOf({"float32"})),
+            &C::Training::mixedPrecisionReduce, oneOf({std::string(wordOf(PrecisionDtype::Float32))})),
 
       field("optimizer", "name", "the optimizer",
             &C::optimizer, &C::Optimizer::name, oneOf({"AdamW"}, true)),
@@ -213,14 +214,14 @@ const std::vector<Field> &fields() {
             unitInterval()),
       field("lr_scheduler", "decay_type", "the decay's shape",
             &C::lrScheduler, &C::LrScheduler::decayType,
-            oneOf({"linear", "sqrt", "cosine"})),
+            oneOf(wordsOf<DecayType>())),
       field("lr_scheduler", "min_lr_factor", "the final learning rate as a fraction of optimizer.lr",
             &C::lrScheduler, &C::LrScheduler::minLrFactor,
             unitInterval()),
 
       field("activation_checkpoint", "mode", "what the backward recomputes instead of saving",
             &C::activationCheckpoint,
-            &C::ActivationCheckpoint::mode, oneOf({"none", "selective", "full"})),
+            &C::ActivationCheckpoint::mode, oneOf(wordsOf<CheckpointMode>())),
       field("activation_checkpoint", "selective_ac_option", "with mode selective: \"op\", or N to checkpoint every N-th layer",
             &C::activationCheckpoint,
             &C::ActivationCheckpoint::selectiveAcOption,
@@ -309,7 +310,7 @@ const std::vector<Field> &fields() {
             &C::Parallelism::expertParallelDegree, positive()),
       field("parallelism", "expert_dispatch", "MoE: how tokens reach the experts",
             &C::parallelism, &C::Parallelism::expertDispatch,
-            oneOf({"all_gather", "all_to_all"})),
+            oneOf(wordsOf<ExpertDispatcher>())),
       field("parallelism", "expert_capacity_factor", "MoE all_to_all: GShard's capacity factor; 0 drops nothing",
             &C::parallelism,
             &C::Parallelism::expertCapacityFactor, nonNegative()),
@@ -318,7 +319,7 @@ const std::vector<Field> &fields() {
             &C::Parallelism::enableSequenceParallel),
       field("parallelism", "fsdp_reshard_after_forward", "FSDP2: free the gathered weights after the forward",
             &C::parallelism,
-            &C::Parallelism::fsdpReshardAfterForward, oneOf({"default", "always", "never"})),
+            &C::Parallelism::fsdpReshardAfterForward, oneOf(wordsOf<ReshardAfterForward>())),
       field("parallelism", "world_size", "ranks of the run; 0: the launcher's",
             &C::parallelism, &C::Parallelism::worldSize,
             nonNegative()),
@@ -329,7 +330,7 @@ const std::vector<Field> &fields() {
             &C::overrides, &C::Override::files),
 
       field("target", "name", "the machine kernel constraints are checked against; unset: cpu for kiln train and calibrate-cpu, whose kernels run here, trn2 for compile, check-hlo, capture and plan",
-            &C::target, &C::Target::name, orUnset(oneOf({"trn2", "trn1", "cpu"}))),
+            &C::target, &C::Target::name, orUnset(oneOf(wordsOf<TargetName>()))),
       // Logical NeuronCores: 1 or 2 physical cores each (trn2's LNC=1 or 2).
       field("target", "lnc", "logical NeuronCore size: 1 or 2 physical cores",
             &C::target, &C::Target::lnc,

@@ -192,7 +192,7 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
   // The captured step takes the global batch; kiln-partition splits it.
   // The kernels run here: their constraints are the CPU's unless the run
   // names a target (to hold a CPU run to trn2's).
-  pipeline_ = pipelineOptions(config, model_, &layout_, "float32", "cpu");
+  pipeline_ = pipelineOptions(config, model_, &layout_, PrecisionDtype::Float32, TargetName::Cpu);
   pipeline_->log = execution_.rank == 0;
   module_ = captureTrainingStep(context_, model_, {microbatchSize(), config.training.seqLen},
                                 *pipeline_);
@@ -300,7 +300,7 @@ double Trainer::measureMachine() {
 MemoryPlan Trainer::singleRankPlan() const {
   MLIRContext context;
   std::unique_ptr<KilnPipelineOptions> whole =
-      pipelineOptions(config_, model_, nullptr, "float32", "cpu");
+      pipelineOptions(config_, model_, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
   whole->log = false;
   OwningOpRef<ModuleOp> module =
       captureTrainingStep(context, model_, {microbatchSize(), config_.training.seqLen}, *whole);

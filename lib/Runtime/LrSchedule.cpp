@@ -16,16 +16,24 @@ LrPhases lrPhases(int64_t steps, int64_t warmupSteps, std::optional<double> deca
   return p;
 }
 
-double lrFactor(int64_t step, const LrPhases &p, const std::string &decayType,
-                double minLrFactor) {
+double lrFactor(int64_t step, const LrPhases &p, DecayType decayType, double minLrFactor) {
   if (step < p.warmup)
     return double(step + 1) / double(p.warmup);
   if (step < p.warmup + p.stable || p.decay == 0)
     return 1.0;
   double progress = double(step + 1 - p.warmup - p.stable) / double(p.decay);
-  double factor = decayType == "sqrt"     ? 1.0 - std::sqrt(progress)
-                  : decayType == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress))
-                                          : 1.0 - progress;
+  double factor = 0.0;
+  switch (decayType) {
+  case DecayType::Linear:
+    factor = 1.0 - progress;
+    break;
+  case DecayType::Sqrt:
+    factor = 1.0 - std::sqrt(progress);
+    break;
+  case DecayType::Cosine:
+    factor = 0.5 * (1.0 + std::cos(M_PI * progress));
+    break;
+  }
   return minLrFactor + (1.0 - minLrFactor) * factor;
 }
 

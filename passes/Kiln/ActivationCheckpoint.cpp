@@ -82,7 +82,7 @@ struct ActivationCheckpointPass
     ModuleOp module = getOperation();
     if (failed(parsePolicy(module)))
       return signalPassFailure();
-    if (mode == "none")
+    if (mode == CheckpointMode::None)
       return;
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {
@@ -123,11 +123,7 @@ struct ActivationCheckpointPass
 
 private:
   LogicalResult parsePolicy(ModuleOp module) {
-    if (mode != "none" && mode != "selective" && mode != "full")
-      return module.emitError() << "kiln-activation-checkpoint: mode must be none, selective "
-                                   "or full, got '"
-                                << mode << "'";
-    if (mode != "selective")
+    if (mode != CheckpointMode::Selective)
       return success();
     std::optional<SelectiveAcOption> option = parseSelectiveAcOption(selectiveOption);
     if (!option)
@@ -139,10 +135,10 @@ private:
   }
 
   bool isCheckpointed(int64_t layer) const {
-    return mode == "full" || selective.opLevel || (layer + 1) % selective.every == 0;
+    return mode == CheckpointMode::Full || selective.opLevel || (layer + 1) % selective.every == 0;
   }
 
-  bool opLevel() const { return mode == "selective" && selective.opLevel; }
+  bool opLevel() const { return mode == CheckpointMode::Selective && selective.opLevel; }
 
   /// Rewrites the backward of one layer (`ops`, its forward in program order)
   /// to read recomputed values.

@@ -32,17 +32,13 @@ struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecision
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (param != "bfloat16" && param != "float32") {
-      module.emitError() << "kiln-mixed-precision: param (training.mixed_precision_param) is '"
-                         << param << "'; expected \"bfloat16\" or \"float32\"";
-      return signalPassFailure();
-    }
-    if (reduce != "float32") {
+    if (reduce != PrecisionDtype::Float32) {
       module.emitError() << "kiln-mixed-precision: reduce (training.mixed_precision_reduce) is '"
-                         << reduce << "'; expected \"float32\" (gradients reduce in float32)";
+                         << wordOf(PrecisionDtype(reduce))
+                         << "'; expected \"float32\" (gradients reduce in float32)";
       return signalPassFailure();
     }
-    if (param == "float32")
+    if (param == PrecisionDtype::Float32)
       return;
     auto fn = module.lookupSymbol<func::FuncOp>(funcName);
     if (!fn) {

@@ -46,8 +46,6 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return fail("lr, eps and max-norm must be positive and weight-decay non-negative");
     if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
       return fail("beta1 and beta2 must be in [0, 1)");
-    if (!symbolizeDecayType(decayType))
-      return fail("decay-type must be linear, sqrt or cosine, got '" + decayType + "'");
     if (!(loadBalanceCoeff >= 0) || !std::isfinite(double(loadBalanceCoeff)))
       return fail("load-balance-coeff must be a finite number >= 0");
     if (microbatches < 1)
@@ -200,11 +198,11 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     Value coef = mean(ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
                                          b.getStringAttr("optimizer.clip_grad_norm")),
                       "clip_grad_norm");
-    Value rate = LrScheduleOp::create(
-        b, loc, step, b.getF64FloatAttr(lr), b.getI64IntegerAttr(warmupSteps),
-        b.getI64IntegerAttr(stableSteps), b.getI64IntegerAttr(decaySteps),
-        DecayTypeAttr::get(b.getContext(), *symbolizeDecayType(decayType)),
-        b.getF64FloatAttr(minLrFactor), b.getStringAttr("lr_scheduler"));
+    Value rate =
+        LrScheduleOp::create(b, loc, step, b.getF64FloatAttr(lr), b.getI64IntegerAttr(warmupSteps),
+                             b.getI64IntegerAttr(stableSteps), b.getI64IntegerAttr(decaySteps),
+                             DecayTypeAttr::get(b.getContext(), decayType),
+                             b.getF64FloatAttr(minLrFactor), b.getStringAttr("lr_scheduler"));
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> resultAttrs;
     SmallVector<Value> newExpAvg, newExpAvgSq;

@@ -46,13 +46,6 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       module.emitError() << "kiln-partition: no function @" << funcName;
       return signalPassFailure();
     }
-    if (reshardAfterForward != "default" && reshardAfterForward != "always" &&
-        reshardAfterForward != "never") {
-      module.emitError() << "kiln-partition: reshard-after-forward must be default, always "
-                            "or never, got '"
-                         << reshardAfterForward << "'";
-      return signalPassFailure();
-    }
     axisNames = gridAxisNames(module);
     grid = module.lookupSymbol<shard::GridOp>("grid");
     bool annotated = fn.getNumArguments() > 0 && fn.getArgAttr(0, kShardingAttr) &&
@@ -315,7 +308,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     // for a recomputed op: as FSDP2 does for a checkpointed block, one
     // gather serves the recomputation and the backward after it.
     DenseMap<std::pair<Value, Attribute>, Value> cache;
-    bool keepGathered = reshardAfterForward == "never";
+    bool keepGathered = reshardAfterForward == ReshardAfterForward::Never;
     // A parameter's mixed-precision kiln.cast is cast again at each use,
     // from the parameter brought to that use, as FSDP2 casts the shard it
     // all-gathers: one cast gathered once would hold the whole bf16

@@ -145,10 +145,9 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
       module.emitError() << "kiln-substitute-kernels: " << problem;
       return std::nullopt;
     }
-    const auto &known = KernelTarget::knownNames();
-    if (std::find(known.begin(), known.end(), targetName.getValue()) == known.end() || lnc < 1) {
-      module.emitError() << "kiln-substitute-kernels: target '" << targetName << "' with lnc "
-                         << lnc << " is not a known machine (trn2, trn1 or cpu; lnc >= 1)";
+    if (lnc < 1) {
+      module.emitError() << "kiln-substitute-kernels: lnc " << lnc << " is not a logical "
+                         << "NeuronCore config (lnc >= 1)";
       return std::nullopt;
     }
     return KernelTarget{targetName, lnc};
@@ -205,11 +204,11 @@ struct SubstituteKernelsPass : public kiln::impl::SubstituteKernelsBase<Substitu
       SmallVector<std::string> violations;
       spec->checkConstraints(op, target, violations);
       if (!violations.empty()) {
-        auto diag = op->emitError() << "override rule '" << rule->name << "': " << fqnOf(op)
-                                    << " (" << op->getName() << ") violates the constraint"
-                                    << (violations.size() > 1 ? "s" : "") << " of kernel '"
-                                    << rule->kernel << "' on target " << target.name
-                                    << " (lnc " << target.lnc << "): ";
+        auto diag = op->emitError()
+                    << "override rule '" << rule->name << "': " << fqnOf(op) << " ("
+                    << op->getName() << ") violates the constraint"
+                    << (violations.size() > 1 ? "s" : "") << " of kernel '" << rule->kernel
+                    << "' on target " << wordOf(target.name) << " (lnc " << target.lnc << "): ";
         for (size_t i = 0; i < violations.size(); ++i)
           diag << (i ? "; " : "") << violations[i];
         return failure();

@@ -146,13 +146,13 @@ FailureOr<SmallVector<Value>> lower(LrScheduleOp op, LrScheduleOp::Adaptor a, Hl
     Value progress = b.mulScalar(b.addScalar(k, 1.0 - warmup - stable), 1.0 / decay);
     Value f;
     switch (op.getDecayType()) {
-    case DecayType::sqrt:
+    case DecayType::Sqrt:
       f = b.sub(b.splatLike(k, 1.0), b.sqrt(progress));
       break;
-    case DecayType::cosine:
+    case DecayType::Cosine:
       f = b.mulScalar(b.addScalar(b.cos(b.mulScalar(progress, M_PI)), 1.0), 0.5);
       break;
-    case DecayType::linear:
+    case DecayType::Linear:
       f = b.sub(b.splatLike(k, 1.0), progress);
       break;
     }

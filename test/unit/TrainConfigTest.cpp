@@ -293,7 +293,7 @@ TEST(TrainConfig, RangeErrors) {
       {"training.seq_len=0", "'training.seq_len' must be > 0"},
       {"training.max_norm=0", "'training.max_norm' must be > 0"},
       {"training.mixed_precision_param=fp16",
-       "'training.mixed_precision_param' must be one of \"bfloat16\", \"float32\", got \"fp16\""},
+       "'training.mixed_precision_param' must be one of \"float32\", \"bfloat16\", got \"fp16\""},
       {"training.mixed_precision_reduce=bfloat16",
        "'training.mixed_precision_reduce' must be one of \"float32\", got \"bfloat16\""},
       {"optimizer.lr=0", "'optimizer.lr' must be > 0"},

@@ -110,14 +110,14 @@ TEST(TrainingTest, LearningRateFollowsTorchtitanSchedule) {
   double want[] = {0.5, 1, 1, 1, 1, 1, 0.1 + 0.9 * 0.8, 0.1 + 0.9 * 0.6, 0.1 + 0.9 * 0.4,
                    0.1 + 0.9 * 0.2};
   for (int k = 0; k < 10; ++k)
-    EXPECT_NEAR(lrFactor(k, p, "linear", 0.1), want[k], 1e-12) << k;
-  EXPECT_NEAR(lrFactor(8, p, "cosine", 0.0), 0.5 * (1 + std::cos(M_PI * 0.6)), 1e-12);
-  EXPECT_NEAR(lrFactor(8, p, "sqrt", 0.0), 1 - std::sqrt(0.6), 1e-12);
+    EXPECT_NEAR(lrFactor(k, p, DecayType::Linear, 0.1), want[k], 1e-12) << k;
+  EXPECT_NEAR(lrFactor(8, p, DecayType::Cosine, 0.0), 0.5 * (1 + std::cos(M_PI * 0.6)), 1e-12);
+  EXPECT_NEAR(lrFactor(8, p, DecayType::Sqrt, 0.0), 1 - std::sqrt(0.6), 1e-12);
   // No ratio: decay over everything after warmup; the virtual last step keeps
   // the final update's rate above zero.
   LrPhases all = lrPhases(4, 0, std::nullopt);
   EXPECT_EQ(all.decay, 4);
-  EXPECT_GT(lrFactor(3, all, "linear", 0.0), 0.0);
+  EXPECT_GT(lrFactor(3, all, DecayType::Linear, 0.0), 0.0);
 }
 
 /// A small random Qwen3 with GQA and tied embeddings, weights scaled up so

@@ -20,14 +20,14 @@ namespace kiln {
 /// The pipeline options of a run: `config`'s optimizer and LR schedule,
 /// override rules and target, activation checkpointing and mixed precision
 /// (`defaultParamDtype` where training.mixed_precision_param is unset, and
-/// `defaultTarget` where target.name is: the command's defaults), and `layout`'s parallelism with torchtitan's
-/// tensor-parallel plan for `model` (one rank when `layout` is null).
-/// Throws kiln::Error for an override rule that does not parse.
-std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &config,
-                                                     const Qwen3Config &model,
-                                                     const ParallelLayout *layout,
-                                                     llvm::StringRef defaultParamDtype = "float32",
-                                                     llvm::StringRef defaultTarget = "trn2");
+/// `defaultTarget` where target.name is: the command's defaults), and `layout`'s parallelism with
+/// torchtitan's tensor-parallel plan for `model` (one rank when `layout` is null). Throws
+/// kiln::Error for an override rule that does not parse, or a word outside its closed set (a config
+/// the run config's checks did not see).
+std::unique_ptr<KilnPipelineOptions>
+pipelineOptions(const TrainConfig &config, const Qwen3Config &model, const ParallelLayout *layout,
+                PrecisionDtype defaultParamDtype = PrecisionDtype::Float32,
+                TargetName defaultTarget = TargetName::Trn2);
 
 /// The learning rate of the 0-based update `step` under `options`' schedule
 /// (what kiln-optimizer's step computes).

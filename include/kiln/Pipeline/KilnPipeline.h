@@ -21,6 +21,7 @@
 #define KILN_PIPELINE_KILNPIPELINE_H
 
 #include "kiln/Config/OverrideRules.h"
+#include "kiln/Support/ClosedSetOption.h"
 
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Support/Timing.h"
@@ -45,8 +46,8 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
   static constexpr int64_t kMaxRanks = int64_t(1) << 24;
 
   // kiln-expert-dispatch (groups: ep, chunks: the data-parallel degree).
-  Option<std::string> expertDispatch{
-      *this, "expert-dispatch", llvm::cl::init("all_gather"),
+  Option<ExpertDispatcher> expertDispatch{
+      *this, "expert-dispatch", llvm::cl::init(ExpertDispatcher::AllGather),
       llvm::cl::desc("parallelism.expert_dispatch: all_gather or all_to_all (the dispatcher)")};
   Option<double> capacityFactor{*this, "capacity-factor", llvm::cl::init(0.0),
                                 llvm::cl::desc("parallelism.expert_capacity_factor")};
@@ -59,22 +60,23 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
   /// Where the capture and each pass report their time (kiln plan
   /// --timing); none when null.
   mlir::TimingScope *timing = nullptr;
-  Option<std::string> target{*this, "target", llvm::cl::init("trn2"),
-                             llvm::cl::desc("target.name: trn2, trn1 or cpu")};
+  Option<TargetName> target{*this, "target", llvm::cl::init(TargetName::Trn2),
+                            llvm::cl::desc("target.name: trn2, trn1 or cpu")};
   Option<int64_t> lnc{*this, "lnc", llvm::cl::init(2), llvm::cl::desc("target.lnc")};
   Option<bool> log{*this, "log", llvm::cl::init(true),
                    llvm::cl::desc("print the [Override] lines (off on all ranks but one)")};
 
   // kiln-mixed-precision.
-  Option<std::string> paramDtype{
-      *this, "param-dtype", llvm::cl::init("float32"),
+  Option<PrecisionDtype> paramDtype{
+      *this, "param-dtype", llvm::cl::init(PrecisionDtype::Float32),
       llvm::cl::desc("training.mixed_precision_param: bfloat16 or float32")};
-  Option<std::string> reduceDtype{*this, "reduce-dtype", llvm::cl::init("float32"),
-                                  llvm::cl::desc("training.mixed_precision_reduce")};
+  Option<PrecisionDtype> reduceDtype{*this, "reduce-dtype", llvm::cl::init(PrecisionDtype::Float32),
+                                     llvm::cl::desc("training.mixed_precision_reduce: float32")};
 
   // kiln-activation-checkpoint.
-  Option<std::string> checkpointMode{*this, "ac-mode", llvm::cl::init("none"),
-                                     llvm::cl::desc("activation_checkpoint.mode")};
+  Option<CheckpointMode> checkpointMode{
+      *this, "ac-mode", llvm::cl::init(CheckpointMode::None),
+      llvm::cl::desc("activation_checkpoint.mode: none, selective or full")};
   Option<std::string> selectiveAcOption{
       *this, "selective-ac-option", llvm::cl::init("2"),
       llvm::cl::desc("activation_checkpoint.selective_ac_option: op or N")};
@@ -95,8 +97,8 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
                               llvm::cl::desc("constant-rate updates after warmup")};
   Option<int64_t> decaySteps{*this, "decay-steps", llvm::cl::init(0),
                              llvm::cl::desc("decay updates after stable")};
-  Option<std::string> decayType{*this, "decay-type", llvm::cl::init("linear"),
-                                llvm::cl::desc("lr_scheduler.decay_type")};
+  Option<DecayType> decayType{*this, "decay-type", llvm::cl::init(DecayType::Linear),
+                              llvm::cl::desc("lr_scheduler.decay_type: linear, sqrt or cosine")};
   Option<double> minLrFactor{*this, "min-lr-factor", llvm::cl::init(0.0),
                              llvm::cl::desc("lr_scheduler.min_lr_factor")};
   Option<double> loadBalanceCoeff{*this, "load-balance-coeff", llvm::cl::init(0.0),
@@ -129,14 +131,14 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
                                 llvm::cl::desc("enable_sequence_parallel")};
   ListOption<std::string> tpPlan{*this, "tp-plan",
                                  llvm::cl::desc("tensor-parallel styles by module glob")};
-  Option<std::string> reshardAfterForward{
-      *this, "reshard-after-forward", llvm::cl::init("default"),
+  Option<ReshardAfterForward> reshardAfterForward{
+      *this, "reshard-after-forward", llvm::cl::init(ReshardAfterForward::Default),
       llvm::cl::desc("fsdp_reshard_after_forward: default, always or never")};
 
   /// The first option whose value no pass accepts, described ("lr=inf: must
-  /// be a finite number > 0"), or "" when all are valid: a value outside a
-  /// closed set fell back to a default, a non-finite number reached the
-  /// optimizer, degrees whose product wrapped divided by zero.
+  /// be a finite number > 0"), or "" when all are valid: a non-finite number
+  /// reached the optimizer, degrees whose product wrapped divided by zero. (A
+  /// word outside a closed set does not parse.)
   std::string invalidOption() const;
 
   int64_t dataParallelDegree() const { return dpReplicate * dpShard; }

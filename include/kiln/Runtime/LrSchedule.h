@@ -2,9 +2,10 @@
 #ifndef KILN_RUNTIME_LRSCHEDULE_H
 #define KILN_RUNTIME_LRSCHEDULE_H
 
+#include "kiln/Support/ClosedSets.h"
+
 #include <cstdint>
 #include <optional>
-#include <string>
 
 namespace kiln {
 
@@ -19,10 +20,9 @@ struct LrPhases {
 /// virtual step so the last update's rate is not zero.
 LrPhases lrPhases(int64_t steps, int64_t warmupSteps, std::optional<double> decayRatio);
 
-/// Multiplier of the base rate for the 0-based update `step`. decayType is
-/// "linear", "sqrt" or "cosine"; the decay goes from 1 to minLrFactor.
-double lrFactor(int64_t step, const LrPhases &phases, const std::string &decayType,
-                double minLrFactor);
+/// Multiplier of the base rate for the 0-based update `step`; the decay goes
+/// from 1 to minLrFactor.
+double lrFactor(int64_t step, const LrPhases &phases, DecayType decayType, double minLrFactor);
 
 } // namespace kiln
 

@@ -328,8 +328,7 @@ void run(ClipCoefOp op, const Context &, In in, Out &out) {
 void run(LrScheduleOp op, const Context &, In in, Out &out) {
   LrPhases phases{int64_t(op.getWarmupSteps()), int64_t(op.getStableSteps()),
                   int64_t(op.getDecaySteps())};
-  double factor = lrFactor(*in[0].data<int64_t>(), phases,
-                           stringifyDecayType(op.getDecayType()).str(),
+  double factor = lrFactor(*in[0].data<int64_t>(), phases, op.getDecayType(),
                            op.getMinLrFactor().convertToDouble());
   out.push_back(scalarTensor(float(op.getLr().convertToDouble() * factor)));
 }

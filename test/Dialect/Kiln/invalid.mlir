@@ -273,7 +273,7 @@ func.func @adamw_step_type(%p: tensor<32xf32>, %step: tensor<i32>, %lr: tensor<f
 // -----
 
 func.func @lr_schedule_decay_type(%step: tensor<i64>) {
-  // expected-error@+2 {{expected ::kiln::DecayType to be one of: linear, sqrt, cosine}}
+  // expected-error@+2 {{expected one of linear, sqrt, cosine, got 'step'}}
   // expected-error@+1 {{failed to parse Kiln_DecayTypeAttr parameter 'value'}}
   %lr = kiln.lr_schedule %step {lr = 3.0e-3 : f64, warmup_steps = 2 : i64, stable_steps = 5 : i64, decay_steps = 10 : i64, decay_type = #kiln.decay_type<step>, min_lr_factor = 0.1 : f64, fqn = "lr_scheduler"} : (tensor<i64>) -> tensor<f32>
   return

@@ -110,7 +110,7 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // STEP-LABEL: func.func @train_step(
 // STEP-COUNT-8: kiln.recomputed
 
-// BADMODE: error: kiln-activation-checkpoint: mode must be none, selective or full, got 'partial'
+// BADMODE: for the --mode option: 'partial' is not one of none, selective, full
 // BADOPTION: error: kiln-activation-checkpoint: selective-option must be 'op' or a positive integer (checkpoint every N-th layer), got
 // NOGRAD: error: kiln-activation-checkpoint: no function @loss_grad (run kiln-autodiff first)
 // OPTIMIZED: error: kiln-activation-checkpoint runs on the function kiln-autodiff made, before kiln-optimizer; @train_step holds optimizer state

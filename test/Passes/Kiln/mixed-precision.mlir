@@ -46,5 +46,5 @@ func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
 // F32-LABEL: func.func @loss(
 // F32-NOT: kiln.cast
 
-// BADPARAM: param (training.mixed_precision_param) is 'fp8'; expected "bfloat16" or "float32"
+// BADPARAM: for the --param option: 'fp8' is not one of float32, bfloat16
 // BADREDUCE: reduce (training.mixed_precision_reduce) is 'bfloat16'; expected "float32"

@@ -9,6 +9,8 @@
 #ifndef KILN_DIALECT_KILN_TRANSFORMS_PASSES_H
 #define KILN_DIALECT_KILN_TRANSFORMS_PASSES_H
 
+#include "kiln/Support/ClosedSetOption.h"
+
 #include "mlir/Pass/Pass.h"
 
 #include <memory>

@@ -24,7 +24,7 @@ def SubstituteKernels : Pass<"kiln-substitute-kernels", "mlir::ModuleOp"> {
   let options = [
     ListOption<"ruleFiles", "rules", "std::string",
                "JSON rule files (a list of rules, or {\"rules\": [...]})">,
-    Option<"targetName", "target", "std::string", "\"trn2\"",
+    Option<"targetName", "target", "::kiln::TargetName", "::kiln::TargetName::Trn2",
            "The machine kernel constraints are checked against: trn2, trn1 or cpu">,
     Option<"lnc", "lnc", "int64_t", "2", "Logical NeuronCore config of the target">,
     Option<"log", "log", "bool", "true",
@@ -50,10 +50,10 @@ def MixedPrecision : Pass<"kiln-mixed-precision", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"loss\"", "The loss function to cast">,
-    Option<"param", "param", "std::string", "\"float32\"",
+    Option<"param", "param", "::kiln::PrecisionDtype", "::kiln::PrecisionDtype::Float32",
            "training.mixed_precision_param: bfloat16 or float32">,
-    Option<"reduce", "reduce", "std::string", "\"float32\"",
-           "training.mixed_precision_reduce: float32">,
+    Option<"reduce", "reduce", "::kiln::PrecisionDtype", "::kiln::PrecisionDtype::Float32",
+           "training.mixed_precision_reduce: float32 (bfloat16 is refused, as torchtitan does)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
@@ -109,7 +109,8 @@ def ActivationCheckpoint : Pass<"kiln-activation-checkpoint", "mlir::ModuleOp"> 
   let options = [
     Option<"funcName", "func", "std::string", "\"loss_grad\"",
            "The function kiln-autodiff made">,
-    Option<"mode", "mode", "std::string", "\"none\"", "none, selective or full">,
+    Option<"mode", "mode", "::kiln::CheckpointMode", "::kiln::CheckpointMode::None",
+           "none, selective or full">,
     Option<"selectiveOption", "selective-option", "std::string", "\"2\"",
            "With mode=selective: op, or N to checkpoint every N-th layer">,
   ];
@@ -163,7 +164,7 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     Option<"stableSteps", "stable-steps", "int64_t", "1000000000",
            "Constant-rate updates after warmup">,
     Option<"decaySteps", "decay-steps", "int64_t", "0", "Decay updates after stable">,
-    Option<"decayType", "decay-type", "std::string", "\"linear\"",
+    Option<"decayType", "decay-type", "::kiln::DecayType", "::kiln::DecayType::Linear",
            "linear, sqrt or cosine">,
     Option<"minLrFactor", "min-lr-factor", "double", "0.0",
            "Rate at the end of decay, as a fraction of lr">,
@@ -246,7 +247,8 @@ def Partition : Pass<"kiln-partition", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,
-    Option<"reshardAfterForward", "reshard-after-forward", "std::string", "\"default\"",
+    Option<"reshardAfterForward", "reshard-after-forward", "::kiln::ReshardAfterForward",
+           "::kiln::ReshardAfterForward::Default",
            "default, always or never (torchtitan's fsdp_reshard_after_forward)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::shard::ShardDialect"];

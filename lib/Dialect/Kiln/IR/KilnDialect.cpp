@@ -16,7 +16,6 @@ using namespace mlir;
 using namespace kiln;
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.cpp.inc"
-#include "kiln/Dialect/Kiln/IR/KilnEnums.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnAttrs.cpp.inc"
 

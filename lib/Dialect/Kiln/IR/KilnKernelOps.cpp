@@ -25,11 +25,6 @@ using namespace kiln::detail;
 
 KernelSpec::~KernelSpec() = default;
 
-const std::vector<std::string> &KernelTarget::knownNames() {
-  static const std::vector<std::string> names{"trn2", "trn1", "cpu"};
-  return names;
-}
-
 namespace {
 struct Registry {
   std::mutex mutex;

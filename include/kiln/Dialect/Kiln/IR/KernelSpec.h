@@ -16,6 +16,7 @@
 #include "kiln/Dialect/Kiln/IR/GemmShape.h"
 #include "kiln/Dialect/Kiln/IR/OpClass.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
+#include "kiln/Support/ClosedSets.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
@@ -28,13 +29,12 @@
 namespace kiln {
 
 /// The machine kernels are checked against (`target.name`, `target.lnc`).
-/// "trn2"/"trn1" are Trainium (NKI constraints apply); "cpu" runs the CPU
+/// trn2 and trn1 are Trainium (NKI constraints apply); cpu runs the CPU
 /// implementations with no hardware constraint.
 struct KernelTarget {
-  std::string name = "trn2";
+  TargetName name = TargetName::Trn2;
   int64_t lnc = 2; ///< logical NeuronCore config: physical cores per rank
-  bool isTrainium() const { return name == "trn2" || name == "trn1"; }
-  static const std::vector<std::string> &knownNames();
+  bool isTrainium() const { return name != TargetName::Cpu; }
 };
 
 /// How the Neuron backend emits a kernel: an XLA custom-call to

@@ -1,7 +1,8 @@
 //===- KilnAttrs.td - kiln dialect attributes --------------*- tablegen -*-===//
 //
-// Enumerated op settings as enum attributes, so that a misspelled value is a
-// parse error naming the allowed cases rather than a string checked later.
+// Enumerated op settings as attributes over the closed sets of
+// kiln/Support/ClosedSets.h, so that a misspelled value is a parse error
+// naming the allowed words rather than a string checked later.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,20 +11,25 @@
 
 include "kiln/Dialect/Kiln/IR/KilnDialect.td"
 include "mlir/IR/AttrTypeBase.td"
-include "mlir/IR/EnumAttr.td"
 
-def Kiln_DecayTypeEnum : I32EnumAttr<"DecayType",
-    "shape of the learning-rate decay (torchtitan's lr_scheduler.decay_type)", [
-      I32EnumAttrCase<"linear", 0>,
-      I32EnumAttrCase<"sqrt", 1>,
-      I32EnumAttrCase<"cosine", 2>,
-    ]> {
-  let cppNamespace = "::kiln";
-  let genSpecializedAttr = 0;
+// A closed set of kiln/Support/ClosedSets.h as an attribute parameter: the
+// enum and its words are declared there once (the passes' options and the
+// runtime read them too); the attribute reads and prints the word.
+class Kiln_ClosedSetParameter<string enum>
+    : AttrParameter<"::kiln::" # enum, "one of the words of ::kiln::" # enum> {
+  let parser = "::kiln::parseClosedSetWord<::kiln::" # enum # ">($_parser)";
+  let printer = "$_printer << ::llvm::StringRef(::kiln::wordOf($_self))";
 }
 
-def Kiln_DecayTypeAttr : EnumAttr<Kiln_Dialect, Kiln_DecayTypeEnum, "decay_type"> {
+def Kiln_DecayTypeAttr : AttrDef<Kiln_Dialect, "DecayType"> {
+  let mnemonic = "decay_type";
+  let summary = "shape of the learning-rate decay (torchtitan's lr_scheduler.decay_type)";
+  let parameters = (ins Kiln_ClosedSetParameter<"DecayType">:$value);
   let assemblyFormat = "`<` $value `>`";
+  // An op's accessor returns the enum, as an EnumAttr's does.
+  let returnType = "::kiln::DecayType";
+  let convertFromStorage = "$_self.getValue()";
+  let constBuilderCall = "::kiln::DecayTypeAttr::get($_builder.getContext(), $0)";
 }
 
 #endif // KILN_ATTRS_TD

@@ -57,7 +57,7 @@ public:
 };
 } // namespace kiln
 
-#include "kiln/Dialect/Kiln/IR/KilnEnums.h.inc"
+#include "kiln/Dialect/Kiln/IR/ClosedSetParameter.h"
 #define GET_ATTRDEF_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnAttrs.h.inc"
 
