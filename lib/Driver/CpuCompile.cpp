@@ -180,7 +180,7 @@ json cpuStepIdentity(const TrainConfig &config, const Qwen3Config &model,
             {"seq_len", config.training.seqLen}}},
           {"precision",
            {{"param", wordOf(PrecisionDtype(options.paramDtype))},
-            {"reduce", config.training.mixedPrecisionReduce}}},
+            {"reduce", wordOf(config.training.mixedPrecisionReduce)}}},
           {"step_fingerprint", stepFingerprint(hloStep)}};
 }
 

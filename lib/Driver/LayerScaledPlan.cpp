@@ -234,7 +234,7 @@ std::optional<int64_t> layerPeriod(const TrainConfig &config) {
   if (!model.mlpOnlyLayers.empty())
     return std::nullopt;
   int64_t period = model.isMoe() ? std::max<int64_t>(1, model.decoderSparseStep) : 1;
-  if (config.activationCheckpoint.mode == "selective")
+  if (config.activationCheckpoint.mode == CheckpointMode::Selective)
     if (std::optional<SelectiveAcOption> option =
             parseSelectiveAcOption(config.activationCheckpoint.selectiveAcOption);
         option && !option->opLevel)

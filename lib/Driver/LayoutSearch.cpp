@@ -42,13 +42,14 @@ std::vector<CheckpointingChoice> parseSearchCheckpointing(const std::string &lis
     std::optional<SelectiveAcOption> selective;
     if (word.rfind("selective:", 0) == 0)
       selective = parseSelectiveAcOption(word.substr(10));
-    if (word == "none" || word == "full") {
-      choice.mode = word;
-    } else if (word == "selective") {
-      choice.mode = "selective";
+    std::optional<CheckpointMode> mode = parseWord<CheckpointMode>(word);
+    if (mode && mode != CheckpointMode::Selective) {
+      choice.mode = *mode;
+    } else if (mode) {
+      choice.mode = CheckpointMode::Selective;
       choice.selectiveAcOption = "op";
     } else if (selective && !selective->opLevel) { // "op" is spelt "selective"
-      choice.mode = "selective";
+      choice.mode = CheckpointMode::Selective;
       choice.selectiveAcOption = word.substr(10);
     } else {
       fail("plan: --search-ac takes a comma-separated list of none, selective, selective:N "
@@ -63,9 +64,9 @@ std::vector<CheckpointingChoice> parseSearchCheckpointing(const std::string &lis
 }
 
 std::string describeCheckpointing(const CheckpointingChoice &choice) {
-  if (choice.mode == "none")
+  if (choice.mode == CheckpointMode::None)
     return "no AC";
-  if (choice.mode == "full")
+  if (choice.mode == CheckpointMode::Full)
     return "AC full";
   if (choice.selectiveAcOption == "op")
     return "AC selective op";
@@ -401,10 +402,10 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
               {"tp", c.tp},
               {"ep", c.ep},
               {"sequence_parallel", c.sequenceParallel},
-              {"activation_checkpoint", {{"mode", c.checkpointing.mode}}},
+              {"activation_checkpoint", {{"mode", wordOf(c.checkpointing.mode)}}},
               {"local_batch_size", c.localBatchSize},
               {"fits", r.fits()}};
-    if (c.checkpointing.mode == "selective")
+    if (c.checkpointing.mode == CheckpointMode::Selective)
       j["activation_checkpoint"]["selective_ac_option"] = c.checkpointing.selectiveAcOption;
     if (!r.fits())
       j["why_not"] = r.whyNot;

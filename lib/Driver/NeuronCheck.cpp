@@ -257,7 +257,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
                           const std::string &saveIo, HloBackend backend) {
   // The reference is one rank's dropless step: a capacity that drops pairs
   // (which ones depends on the ranks' token chunks) would differ from it.
-  if (config.parallelism.expertDispatch == "all_to_all" &&
+  if (config.parallelism.expertDispatch == ExpertDispatcher::AllToAll &&
       config.parallelism.expertCapacityFactor > 0)
     fail("check-hlo: parallelism.expert_capacity_factor={:g} may drop routed pairs, and the CPU "
          "reference (one rank, every pair kept) cannot follow; compile with 0 (dropless) to "
@@ -292,8 +292,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   cpu.explicitKeys.insert("training.local_batch_size");
   cpu.explicitKeys.insert("training.seq_len");
   // The CPU runtime in the precision the module was compiled at.
+  // (validateManifest refused any other word.)
   cpu.training.mixedPrecisionParam =
-      manifest["mixed_precision"]["param"].get<std::string>();
+      parseWord<PrecisionDtype>(manifest["mixed_precision"]["param"].get<std::string>());
   if (cpu.data.tokensFile.empty())
     fail("check-hlo: data.tokens_file must name the token batch to evaluate");
   Tensor tokens = readTokenBatch(cpu.data.tokensFile);

@@ -107,10 +107,10 @@ std::string humanBytes(double bytes) {
 }
 
 /// neuronx-cc's arguments before and after the optional ones compile.sh adds.
-std::string neuronxHead(const std::string &target, int64_t lnc) {
+std::string neuronxHead(TargetName target, int64_t lnc) {
   return fmt::format("neuronx-cc compile model.hlo.pb --framework XLA --target {} -lnc {} "
                      "--model-type transformer",
-                     target, lnc);
+                     wordOf(target), lnc);
 }
 // --auto-cast=none: the module's precision is its own (bf16 converts where
 // training.mixed_precision_param puts them); neuronx-cc would otherwise cast
@@ -149,9 +149,9 @@ for arg in "$@"; do
 done
 {4} $strategy$extra {5}
 )sh",
-                     config.target.name, kLlmTraining, communicators,
+                     wordOf(*config.target.name), kLlmTraining, communicators,
                      config.target.neuronMaxCommunicators,
-                     neuronxHead(config.target.name, config.target.lnc), kNeuronxTail);
+                     neuronxHead(*config.target.name, config.target.lnc), kNeuronxTail);
 }
 
 std::string readme(const TrainConfig &config, const ParallelLayout &layout) {
@@ -184,16 +184,17 @@ holds the updated parameters and state (must-alias: updated in place) and
 the loss and gradient norm. Collectives are cross-replica: their replica
 groups list global ranks.
 )",
-                     config.target.name, config.target.lnc, layout.worldSize());
+                     wordOf(*config.target.name), config.target.lnc, layout.worldSize());
 }
 
 } // namespace
 
 TargetProfile neuronRankProfile(const TrainConfig::Target &target) {
-  if (target.name == "trn1")
+  TargetName name = target.nameOr(TargetName::Trn2);
+  if (name == TargetName::Trn1)
     return loadTargetProfile("trn1.32xlarge", MachineProbe{});
-  if (target.name != "trn2")
-    fail("compile: target '{}' is not a Neuron target (trn2, trn1)", target.name);
+  if (name != TargetName::Trn2)
+    fail("compile: target '{}' is not a Neuron target (trn2, trn1)", wordOf(name));
   TargetProfile profile = loadTargetProfile("trn2.48xlarge", MachineProbe{});
   // The profile's rank is a logical core of two physical ones (LNC=2); at
   // LNC=1 a rank is one core: twice the ranks, each with half the memory,
@@ -211,13 +212,13 @@ TargetProfile neuronRankProfile(const TrainConfig::Target &target) {
   return profile;
 }
 
-std::string neuronxCommand(const std::string &target, int64_t lnc) {
+std::string neuronxCommand(TargetName target, int64_t lnc) {
   return fmt::format("{} {} {}", neuronxHead(target, lnc), kLlmTraining, kNeuronxTail);
 }
 
 void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool allowOversize) {
   TrainConfig config = given;
-  config.target.name = given.target.nameOr("trn2");
+  config.target.name = given.target.nameOr(TargetName::Trn2);
   // A rank of the target (and a target that is not Neuron's refused).
   TargetProfile profile = neuronRankProfile(config.target);
   // The folder is one set (it is what goes to the Neuron host): one compile
@@ -264,7 +265,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   else
     notPlanned = fmt::format("{} ranks are neither whole {} nodes of {} ranks nor part of one",
                              world, profile.name, profile.ranksPerNode);
-  std::string rankSaid = fmt::format("a {} rank (LNC {}, {})", config.target.name,
+  std::string rankSaid = fmt::format("a {} rank (LNC {}, {})", wordOf(*config.target.name),
                                      config.target.lnc, formatGib(profile.memoryBytes));
   if (!allowOversize && !stepPlan)
     fail("compile: the step's memory cannot be checked against {}: {}; --allow-oversize "
@@ -289,7 +290,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   std::vector<std::string> axisNames = layout.axisNames();
   json manifest;
   manifest["model"] = model.name;
-  manifest["target"] = {{"name", config.target.name}, {"lnc", config.target.lnc}};
+  manifest["target"] = {{"name", wordOf(*config.target.name)}, {"lnc", config.target.lnc}};
   manifest["world_size"] = layout.worldSize();
   manifest["grid"] = json::array();
   for (size_t a = 0; a < grid.size(); ++a)
@@ -388,7 +389,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
       "id = rank), with no channel_id and no use_global_device_ids; all-to-all in its array form";
   manifest["rank"] = "the last entry parameter, 'rank' (int32 scalar): each rank is fed its "
                      "global id; every per-rank offset is derived from it in the graph";
-  manifest["compile_command"] = neuronxCommand(config.target.name, config.target.lnc);
+  manifest["compile_command"] = neuronxCommand(*config.target.name, config.target.lnc);
   manifest["token_ids"] = "int32 parameters (input_ids, labels; ids < vocab), as is the step "
                           "counter: the module has no 64-bit integers";
   // kiln-lower-to-hlo puts an opt-barrier before each checkpointed layer's
@@ -404,12 +405,12 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
         regatherBarriers += name == "regather";
       }
   manifest["activation_checkpoint"] = {
-      {"mode", config.activationCheckpoint.mode},
+      {"mode", wordOf(config.activationCheckpoint.mode)},
       {"selective_ac_option", config.activationCheckpoint.selectiveAcOption},
       {"opt_barriers", recomputeBarriers}};
   manifest["regather_opt_barriers"] = regatherBarriers;
   manifest["mixed_precision"] = {{"param", wordOf(paramDtype)},
-                                 {"reduce", config.training.mixedPrecisionReduce}};
+                                 {"reduce", wordOf(config.training.mixedPrecisionReduce)}};
 
   t = Clock::now();
   phase("writing the artifacts");
@@ -433,23 +434,23 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
 
   fmt::print("compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {} x tp {}{}), "
              "batch {} x seq {}{}\n",
-             model.name, config.target.name, config.target.lnc, layout.worldSize(),
+             model.name, wordOf(*config.target.name), config.target.lnc, layout.worldSize(),
              layout.worldSize() > 1 ? "s" : "", layout.dpReplicate, layout.dpShard, layout.tp,
              layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
              manifest["batch"]["global"].get<int64_t>(), seq,
-             microbatches > 1 ? fmt::format(" in {} microbatches of {}", microbatches,
-                                            config.training.localBatchSize *
-                                                layout.dataParallelDegree())
-                              : "");
+             microbatches > 1
+                 ? fmt::format(" in {} microbatches of {}", microbatches,
+                               config.training.localBatchSize * layout.dataParallelDegree())
+                 : "");
   fmt::print("precision: {} parameters and matmuls; float32 master weights, optimizer state "
              "and gradient reductions (training.mixed_precision_param)\n",
              wordOf(paramDtype));
   fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
-  if (config.activationCheckpoint.mode != "none")
+  if (config.activationCheckpoint.mode != CheckpointMode::None)
     fmt::print("activation checkpointing: {}{}, {} opt-barriers keep the recomputation in the "
                "backward\n",
-               config.activationCheckpoint.mode,
-               config.activationCheckpoint.mode == "selective"
+               wordOf(config.activationCheckpoint.mode),
+               config.activationCheckpoint.mode == CheckpointMode::Selective
                    ? " (" + config.activationCheckpoint.selectiveAcOption + ")"
                    : "",
                recomputeBarriers);
@@ -506,7 +507,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
              "README.txt}}\n",
              outDir);
   fmt::print("on a machine with the Neuron SDK: {}/compile.sh  ({})\n", outDir,
-             neuronxCommand(config.target.name, config.target.lnc));
+             neuronxCommand(*config.target.name, config.target.lnc));
 }
 
 } // namespace kiln

@@ -1,6 +1,7 @@
 //===- NeuronManifest.cpp - manifest.json checked against its module ------===//
 
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Support/ClosedSets.h"
 #include "kiln/Support/Error.h"
 
 #include <set>
@@ -148,9 +149,9 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
   std::string precision =
       r.string(r.field(manifest, "mixed_precision", "mixed_precision"), "mixed_precision.param",
                "param");
-  if (precision != "float32" && precision != "bfloat16")
-    fail("check-hlo: {}: 'mixed_precision.param' must be float32 or bfloat16, got '{}'", path,
-         precision);
+  if (!parseWord<PrecisionDtype>(precision))
+    fail("check-hlo: {}: 'mixed_precision.param' must be one of {}, got '{}'", path,
+         listWords<PrecisionDtype>(), precision);
 
   // Every entry parameter, in order, as the module has it.
   const json &params = r.array(manifest, "parameters", "parameters");

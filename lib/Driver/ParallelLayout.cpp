@@ -67,7 +67,8 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
   }
   l.expertDispatch = o.expertDispatch;
   l.capacityFactor = o.expertCapacityFactor;
-  if (l.expertDispatch == "all_to_all" && (!model.isMoe() || model.numSparseLayers() == 0))
+  if (l.expertDispatch == ExpertDispatcher::AllToAll &&
+      (!model.isMoe() || model.numSparseLayers() == 0))
     fail("parallelism.expert_dispatch=all_to_all needs a MoE model; {} has no expert layers",
          model.name);
   l.sequenceParallel = o.enableSequenceParallel && l.tp > 1;
@@ -80,7 +81,7 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
 
 std::string ParallelLayout::expertsSummary() const {
   std::string text = ep > 1 ? fmt::format("experts over ep {} of dp_shard", ep) : "";
-  if (expertDispatch == "all_to_all")
+  if (expertDispatch == ExpertDispatcher::AllToAll)
     text += fmt::format("{}tokens to the experts by all-to-all ({})", text.empty() ? "" : ", ",
                         capacityFactor > 0 ? fmt::format("capacity factor {}", capacityFactor)
                                            : std::string("dropless capacity"));

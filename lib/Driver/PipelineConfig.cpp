@@ -5,7 +5,6 @@
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Support/Diagnostics.h"
-#include "kiln/Support/Error.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -13,33 +12,17 @@
 
 namespace kiln {
 
-namespace {
-/// The run config's word for a closed set as its enum; the config's checks
-/// refuse any other word, a config built in code may still hold one.
-template <typename E> E closedSetOf(const std::string &word, const char *key) {
-  if (std::optional<E> value = parseWord<E>(word))
-    return *value;
-  fail("'{}' must be one of {}, got \"{}\"", key, listWords<E>(), word);
-}
-} // namespace
-
 std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c, const Qwen3Config &model,
                                                      const ParallelLayout *layout,
                                                      PrecisionDtype defaultParamDtype,
                                                      TargetName defaultTarget) {
   auto o = std::make_unique<KilnPipelineOptions>();
   o->inlineRules = c.overrideRules();
-  o->target =
-      c.target.name.empty() ? defaultTarget : closedSetOf<TargetName>(c.target.name, "target.name");
+  o->target = c.target.nameOr(defaultTarget);
   o->lnc = c.target.lnc;
-  o->paramDtype = c.training.mixedPrecisionParam.empty()
-                      ? defaultParamDtype
-                      : closedSetOf<PrecisionDtype>(c.training.mixedPrecisionParam,
-                                                    "training.mixed_precision_param");
-  o->reduceDtype = closedSetOf<PrecisionDtype>(c.training.mixedPrecisionReduce,
-                                               "training.mixed_precision_reduce");
-  o->checkpointMode =
-      closedSetOf<CheckpointMode>(c.activationCheckpoint.mode, "activation_checkpoint.mode");
+  o->paramDtype = c.training.paramDtypeOr(defaultParamDtype);
+  o->reduceDtype = c.training.mixedPrecisionReduce;
+  o->checkpointMode = c.activationCheckpoint.mode;
   o->selectiveAcOption = c.activationCheckpoint.selectiveAcOption;
   o->lr = c.optimizer.lr;
   o->beta1 = c.optimizer.betas[0];
@@ -51,14 +34,13 @@ std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c, const
   o->warmupSteps = phases.warmup;
   o->stableSteps = phases.stable;
   o->decaySteps = phases.decay;
-  o->decayType = closedSetOf<DecayType>(c.lrScheduler.decayType, "lr_scheduler.decay_type");
+  o->decayType = c.lrScheduler.decayType;
   o->minLrFactor = c.lrScheduler.minLrFactor;
   o->loadBalanceCoeff = model.loadBalanceCoeff;
   o->microbatches = c.training.microbatches(layout ? layout->dataParallelDegree() : 1);
   if (!layout)
     return o;
-  o->expertDispatch =
-      closedSetOf<ExpertDispatcher>(layout->expertDispatch, "parallelism.expert_dispatch");
+  o->expertDispatch = layout->expertDispatch;
   o->capacityFactor = layout->capacityFactor;
   o->dpReplicate = layout->dpReplicate;
   o->dpShard = layout->dpShard;
@@ -67,8 +49,7 @@ std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c, const
   o->sequenceParallel = layout->sequenceParallel;
   if (layout->tp > 1)
     o->tpPlan = qwen3TensorParallelPlan(model);
-  o->reshardAfterForward = closedSetOf<ReshardAfterForward>(
-      layout->reshardAfterForward, "parallelism.fsdp_reshard_after_forward");
+  o->reshardAfterForward = layout->reshardAfterForward;
   return o;
 }
 

@@ -43,9 +43,20 @@ struct Field {
   bool isString;                          // overrides then keep raw text
 };
 
+/// E where T is a closed set E (ClosedSets.h) or an optional one, else void.
+template <typename T> struct ClosedSetOf {
+  using type = std::conditional_t<std::is_enum_v<T>, T, void>;
+};
+template <typename E> struct ClosedSetOf<std::optional<E>> {
+  using type = std::conditional_t<std::is_enum_v<E>, E, void>;
+};
+template <typename T> constexpr bool isClosedSet = !std::is_void_v<typename ClosedSetOf<T>::type>;
+
 /// The JSON kind of a member type: its check and the phrase naming it.
 template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
-  if constexpr (std::is_same_v<T, int64_t>)
+  if constexpr (std::is_same_v<T, std::string> || isClosedSet<T>)
+    return {"must be a string", [](const json &v) { return v.is_string(); }};
+  else if constexpr (std::is_same_v<T, int64_t>)
     return {"must be an integer", [](const json &v) { return isInt64(v); }};
   else if constexpr (std::is_same_v<T, double>)
     return {"must be a number", [](const json &v) { return v.is_number(); }};
@@ -54,8 +65,6 @@ template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
             [](const json &v) { return v.is_number() || v.is_null(); }};
   else if constexpr (std::is_same_v<T, bool>)
     return {"must be true or false", [](const json &v) { return v.is_boolean(); }};
-  else if constexpr (std::is_same_v<T, std::string>)
-    return {"must be a string", [](const json &v) { return v.is_string(); }};
   else if constexpr (std::is_same_v<T, json>)
     return {"must be a list of override rules", [](const json &v) { return v.is_array(); }};
   else if constexpr (std::is_same_v<T, std::vector<std::string>>)
@@ -73,8 +82,17 @@ template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
   }
 }
 
+/// The value of `v`, of the kind kindOf<T> accepts and, for a closed set,
+/// a word of it or "" (unset) where T is optional: the field's rule passed.
 template <typename T> T fromJson(const json &v) {
-  if constexpr (std::is_same_v<T, std::optional<double>>)
+  if constexpr (isClosedSet<T>) {
+    using E = typename ClosedSetOf<T>::type;
+    std::string word = v.get<std::string>();
+    if constexpr (std::is_enum_v<T>)
+      return parseWord<E>(word).value();
+    else
+      return word.empty() ? std::nullopt : parseWord<E>(word);
+  } else if constexpr (std::is_same_v<T, std::optional<double>>)
     return v.is_null() ? std::nullopt : std::optional<double>(v.get<double>());
   else if constexpr (std::is_same_v<T, json>)
     return v;
@@ -97,15 +115,31 @@ template <typename T> T fromJson(const json &v) {
 }
 
 template <typename T> json toJsonValue(const T &value) {
-  if constexpr (std::is_same_v<T, std::optional<double>>)
+  if constexpr (std::is_enum_v<T>)
+    return std::string(wordOf(value));
+  else if constexpr (isClosedSet<T>)
+    return value ? std::string(wordOf(*value)) : std::string();
+  else if constexpr (std::is_same_v<T, std::optional<double>>)
     return value ? json(*value) : json(nullptr);
   else
     return json(value);
 }
 
+Rule oneOf(std::vector<std::string> choices, bool ignoreCase = false);
+Rule orUnset(Rule rule);
+
+/// A key of TrainConfig::*sec's `member`, checked by `rule`: by default, for
+/// a closed set, one of its words (or "", unset, where the member is optional).
 template <typename S, typename T>
 Field field(const char *section, const char *key, const char *description, S TrainConfig::*sec,
             T S::*member, std::optional<Rule> rule = std::nullopt) {
+  if constexpr (isClosedSet<T>) {
+    if (!rule) {
+      rule = oneOf(wordsOf<typename ClosedSetOf<T>::type>());
+      if constexpr (!std::is_enum_v<T>)
+        rule = orUnset(*rule);
+    }
+  }
   auto [kindText, isKind] = kindOf<T>();
   return {section,
           key,
@@ -115,7 +149,7 @@ Field field(const char *section, const char *key, const char *description, S Tra
           [=](TrainConfig &c, const json &v) { (c.*sec).*member = fromJson<T>(v); },
           [=](const TrainConfig &c) { return toJsonValue((c.*sec).*member); },
           std::move(rule),
-          std::is_same_v<T, std::string>};
+          std::is_same_v<T, std::string> || isClosedSet<T>};
 }
 
 /// Numeric rules; null (an unset optional) always passes.
@@ -151,7 +185,7 @@ std::string lower(std::string s) {
   return s;
 }
 
-Rule oneOf(std::vector<std::string> choices, bool ignoreCase = false) {
+Rule oneOf(std::vector<std::string> choices, bool ignoreCase) {
   std::string what = "must be one of";
   for (size_t i = 0; i < choices.size(); ++i)
     what += (i ? ", \"" : " \"") + choices[i] + "\"";
@@ -190,7 +224,7 @@ const std::vector<Field> &fields() {
             &C::training, &C::Training::seed),
       field("training", "mixed_precision_param", "parameters' compute precision; unset: float32 for kiln train, bfloat16 for kiln compile",
             &C::training,
-            &C::Training::mixedPrecisionParam, orUnset(oneOf(wordsOf<PrecisionDtype>()))),
+            &C::Training::mixedPrecisionParam),
       field("training", "mixed_precision_reduce", "gradient reductions' precision",
             &C::training,
             &C::Training::mixedPrecisionReduce, oneOf({std::string(wordOf(PrecisionDtype::Float32))})),
@@ -213,15 +247,14 @@ const std::vector<Field> &fields() {
             &C::lrScheduler, &C::LrScheduler::decayRatio,
             unitInterval()),
       field("lr_scheduler", "decay_type", "the decay's shape",
-            &C::lrScheduler, &C::LrScheduler::decayType,
-            oneOf(wordsOf<DecayType>())),
+            &C::lrScheduler, &C::LrScheduler::decayType),
       field("lr_scheduler", "min_lr_factor", "the final learning rate as a fraction of optimizer.lr",
             &C::lrScheduler, &C::LrScheduler::minLrFactor,
             unitInterval()),
 
       field("activation_checkpoint", "mode", "what the backward recomputes instead of saving",
             &C::activationCheckpoint,
-            &C::ActivationCheckpoint::mode, oneOf(wordsOf<CheckpointMode>())),
+            &C::ActivationCheckpoint::mode),
       field("activation_checkpoint", "selective_ac_option", "with mode selective: \"op\", or N to checkpoint every N-th layer",
             &C::activationCheckpoint,
             &C::ActivationCheckpoint::selectiveAcOption,
@@ -309,8 +342,7 @@ const std::vector<Field> &fields() {
             &C::parallelism,
             &C::Parallelism::expertParallelDegree, positive()),
       field("parallelism", "expert_dispatch", "MoE: how tokens reach the experts",
-            &C::parallelism, &C::Parallelism::expertDispatch,
-            oneOf(wordsOf<ExpertDispatcher>())),
+            &C::parallelism, &C::Parallelism::expertDispatch),
       field("parallelism", "expert_capacity_factor", "MoE all_to_all: GShard's capacity factor; 0 drops nothing",
             &C::parallelism,
             &C::Parallelism::expertCapacityFactor, nonNegative()),
@@ -319,7 +351,7 @@ const std::vector<Field> &fields() {
             &C::Parallelism::enableSequenceParallel),
       field("parallelism", "fsdp_reshard_after_forward", "FSDP2: free the gathered weights after the forward",
             &C::parallelism,
-            &C::Parallelism::fsdpReshardAfterForward, oneOf(wordsOf<ReshardAfterForward>())),
+            &C::Parallelism::fsdpReshardAfterForward),
       field("parallelism", "world_size", "ranks of the run; 0: the launcher's",
             &C::parallelism, &C::Parallelism::worldSize,
             nonNegative()),
@@ -330,7 +362,7 @@ const std::vector<Field> &fields() {
             &C::overrides, &C::Override::files),
 
       field("target", "name", "the machine kernel constraints are checked against; unset: cpu for kiln train and calibrate-cpu, whose kernels run here, trn2 for compile, check-hlo, capture and plan",
-            &C::target, &C::Target::name, orUnset(oneOf(wordsOf<TargetName>()))),
+            &C::target, &C::Target::name),
       // Logical NeuronCores: 1 or 2 physical cores each (trn2's LNC=1 or 2).
       field("target", "lnc", "logical NeuronCore size: 1 or 2 physical cores",
             &C::target, &C::Target::lnc,

@@ -502,7 +502,7 @@ int runTrainingJob(const TrainConfig &config) {
                "dp_shard, reshard after forward: {}); global batch {}\n",
                layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
                layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
-               layout.reshardAfterForward, trainer.globalBatchSize());
+               wordOf(layout.reshardAfterForward), trainer.globalBatchSize());
   printPlan(trainer);
   StepPlan cpuPlan = planThisRun(trainer);
   fmt::print("{}", formatPlan(cpuPlan));

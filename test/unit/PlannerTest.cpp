@@ -825,7 +825,7 @@ TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
   EXPECT_EQ(search.planned, 45 - 8 * refused);
   // Checkpointing saves activations: at every layout and batch, full saves
   // fewer bytes than none, and selective no more than none.
-  auto saved = [&](const SearchCandidate &c, const std::string &mode) -> int64_t {
+  auto saved = [&](const SearchCandidate &c, CheckpointMode mode) -> int64_t {
     for (const SearchResult &r : search.fitting)
       if (r.candidate.tp == c.tp && r.candidate.sequenceParallel == c.sequenceParallel &&
           r.candidate.localBatchSize == c.localBatchSize && r.candidate.checkpointing.mode == mode)
@@ -834,10 +834,11 @@ TEST(PlannerTest, SearchRanksTheLayoutsThatFitAndSaysWhyOthersFail) {
   };
   int64_t compared = 0;
   for (const SearchResult &r : search.fitting) {
-    if (r.candidate.checkpointing.mode != "none")
+    if (r.candidate.checkpointing.mode != CheckpointMode::None)
       continue;
     int64_t none = r.plan->memory.savedActivationBytes;
-    int64_t full = saved(r.candidate, "full"), selective = saved(r.candidate, "selective");
+    int64_t full = saved(r.candidate, CheckpointMode::Full),
+            selective = saved(r.candidate, CheckpointMode::Selective);
     ASSERT_GE(full, 0) << r.candidate.describe();
     ASSERT_GE(selective, 0) << r.candidate.describe();
     EXPECT_LT(full, none) << r.candidate.describe();

@@ -76,7 +76,7 @@ TEST(TrainConfig, DefaultsMatchTorchtitan) {
   EXPECT_EQ(c.optimizer.weightDecay, 0.1);
   EXPECT_EQ(c.lrScheduler.warmupSteps, 200);
   EXPECT_FALSE(c.lrScheduler.decayRatio.has_value());
-  EXPECT_EQ(c.lrScheduler.decayType, "linear");
+  EXPECT_EQ(c.lrScheduler.decayType, DecayType::Linear);
   EXPECT_EQ(c.lrScheduler.minLrFactor, 0.0);
   EXPECT_EQ(c.checkpoint.folder, "checkpoint");
   EXPECT_EQ(c.checkpoint.initialLoadPath, "");
@@ -88,7 +88,7 @@ TEST(TrainConfig, DefaultsMatchTorchtitan) {
   EXPECT_EQ(c.checkpoint.keepLatestK, 10);
   EXPECT_EQ(c.checkpoint.loadStep, -1);
   EXPECT_EQ(c.checkpoint.maxShardBytes, 2000000000);
-  EXPECT_EQ(c.activationCheckpoint.mode, "none");
+  EXPECT_EQ(c.activationCheckpoint.mode, CheckpointMode::None);
   EXPECT_EQ(c.activationCheckpoint.selectiveAcOption, "2");
   EXPECT_EQ(c.metrics.logFreq, 10);
   EXPECT_EQ(c.metrics.jsonl, "");
@@ -328,7 +328,7 @@ TEST(TrainConfig, RangeErrors) {
                                   "--lr_scheduler.decay_type=cosine",
                                   "--optimizer.name=ADAMW", "--checkpoint.keep_latest_k=0",
                                   "--checkpoint.load_step=0"});
-  EXPECT_EQ(ok.lrScheduler.decayType, "cosine");
+  EXPECT_EQ(ok.lrScheduler.decayType, DecayType::Cosine);
 }
 
 TEST(TrainConfig, SelectiveAcOptionIsOpOrAPositiveInteger) {
@@ -448,7 +448,7 @@ TEST(ParallelLayout, ExpertParallelismBorrowsFromTheShardDegree) {
                                      "--parallelism.expert_dispatch=all_to_all",
                                      "--parallelism.expert_capacity_factor=1.25"},
                                8);
-  EXPECT_EQ(a2a.expertDispatch, "all_to_all");
+  EXPECT_EQ(a2a.expertDispatch, ExpertDispatcher::AllToAll);
   EXPECT_EQ(a2a.capacityFactor, 1.25);
   EXPECT_EQ(a2a.expertsSummary(), "experts over ep 2 of dp_shard, tokens to the experts by "
                                   "all-to-all (capacity factor 1.25)");

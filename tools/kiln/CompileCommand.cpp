@@ -56,7 +56,7 @@ int runCompile(const std::vector<std::string> &args) {
     overrides.push_back("--model.flavor=" + *model);
   }
   TrainConfig config = TrainConfig::load(configPath.value_or(""), overrides);
-  if (config.target.name == "cpu") {
+  if (config.target.name == TargetName::Cpu) {
     if (allowOversize)
       fail("compile: --allow-oversize applies to the Neuron targets (trn2, trn1), whose rank "
            "memory the plan checks; --target cpu compiles for this machine");

@@ -36,7 +36,8 @@ constexpr int64_t kLargeCompiledWorld = int64_t(1) << 14;
 void compileForNeuron(const TrainConfig &config, const std::string &outDir,
                       bool allowOversize = false);
 
-/// The planner's profile of one rank of a Neuron compile target: trn2 is
+/// The planner's profile of one rank of a Neuron compile target (unset:
+/// trn2): trn2 is
 /// trn2.48xlarge (whose rank is a logical core at LNC=2; at target.lnc 1
 /// one physical core, with half its memory, engines and bandwidth), trn1
 /// trn1.32xlarge (a rank is one NeuronCore-v2).
@@ -44,7 +45,7 @@ TargetProfile neuronRankProfile(const TrainConfig::Target &target);
 
 /// The neuronx-cc command line compile.sh runs for `target` ("trn2",
 /// "trn1") and logical NeuronCore config `lnc`.
-std::string neuronxCommand(const std::string &target, int64_t lnc);
+std::string neuronxCommand(TargetName target, int64_t lnc);
 
 } // namespace kiln
 

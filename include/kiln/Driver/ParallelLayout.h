@@ -30,10 +30,10 @@ struct ParallelLayout {
   int64_t dpReplicate = 1, dpShard = 1, tp = 1, ep = 1;
   /// Sequence parallelism in effect: enabled and tp > 1.
   bool sequenceParallel = false;
-  std::string reshardAfterForward = "default";
-  /// MoE token dispatch: "all_gather" or "all_to_all" (kiln-expert-dispatch,
-  /// with `capacityFactor`, 0 dropping nothing).
-  std::string expertDispatch = "all_gather";
+  ReshardAfterForward reshardAfterForward = ReshardAfterForward::Default;
+  /// MoE token dispatch (all_to_all: kiln-expert-dispatch, with
+  /// `capacityFactor`, 0 dropping nothing).
+  ExpertDispatcher expertDispatch = ExpertDispatcher::AllGather;
   double capacityFactor = 0;
 
   /// The grid axes, in order, and their sizes.

@@ -22,8 +22,7 @@ namespace kiln {
 /// (`defaultParamDtype` where training.mixed_precision_param is unset, and
 /// `defaultTarget` where target.name is: the command's defaults), and `layout`'s parallelism with
 /// torchtitan's tensor-parallel plan for `model` (one rank when `layout` is null). Throws
-/// kiln::Error for an override rule that does not parse, or a word outside its closed set (a config
-/// the run config's checks did not see).
+/// kiln::Error for an override rule that does not parse.
 std::unique_ptr<KilnPipelineOptions>
 pipelineOptions(const TrainConfig &config, const Qwen3Config &model, const ParallelLayout *layout,
                 PrecisionDtype defaultParamDtype = PrecisionDtype::Float32,

@@ -10,8 +10,9 @@
 #ifndef KILN_DRIVER_TRAINCONFIG_H
 #define KILN_DRIVER_TRAINCONFIG_H
 
-#include "kiln/Frontend/Qwen3Config.h"
 #include "kiln/Config/OverrideRules.h"
+#include "kiln/Frontend/Qwen3Config.h"
+#include "kiln/Support/ClosedSets.h"
 
 #include <nlohmann/json.hpp>
 
@@ -59,14 +60,15 @@ struct TrainConfig {
     int64_t seqLen = 2048;
     double maxNorm = 1.0; ///< gradient-norm clipping threshold
     int64_t seed = 0;
-    /// torchtitan's mixed precision: "bfloat16" or "float32"; empty (unset):
-    /// the command's (bfloat16 for kiln compile's Neuron targets, float32 for
-    /// kiln train on CPU), see paramDtypeOr.
-    std::string mixedPrecisionParam;
-    std::string paramDtypeOr(const std::string &commandDefault) const {
-      return mixedPrecisionParam.empty() ? commandDefault : mixedPrecisionParam;
+    /// torchtitan's mixed precision; unset ("" in the config): the command's
+    /// (bfloat16 for kiln compile's Neuron targets, float32 for kiln train
+    /// on CPU), see paramDtypeOr.
+    std::optional<PrecisionDtype> mixedPrecisionParam;
+    PrecisionDtype paramDtypeOr(PrecisionDtype commandDefault) const {
+      return mixedPrecisionParam.value_or(commandDefault);
     }
-    std::string mixedPrecisionReduce = "float32"; ///< the only one (torchtitan's too)
+    /// float32, the only one (torchtitan's too).
+    PrecisionDtype mixedPrecisionReduce = PrecisionDtype::Float32;
   } training;
 
   struct Optimizer {
@@ -82,13 +84,13 @@ struct TrainConfig {
     /// Fraction of the steps spent decaying at the end; nullopt (torchtitan's
     /// None) decays over every step after warmup.
     std::optional<double> decayRatio;
-    std::string decayType = "linear"; ///< "linear", "sqrt" or "cosine"
-    double minLrFactor = 0.0;         ///< final lr as a fraction of lr
+    DecayType decayType = DecayType::Linear;
+    double minLrFactor = 0.0; ///< final lr as a fraction of lr
   } lrScheduler;
 
   /// torchtitan's `activation_checkpoint` section (kiln-activation-checkpoint).
   struct ActivationCheckpoint {
-    std::string mode = "none"; ///< "none", "selective" or "full"
+    CheckpointMode mode = CheckpointMode::None;
     /// With mode "selective": "op" (save matmul results, recompute the rest)
     /// or N, a positive integer: checkpoint every N-th layer.
     std::string selectiveAcOption = "2";
@@ -148,16 +150,16 @@ struct TrainConfig {
     /// MoE experts split over this many of the data_parallel_shard_degree
     /// ranks (torchtitan's expert_parallel_degree: EP borrows from dp_shard).
     int64_t expertParallelDegree = 1;
-    /// How tokens reach the experts of other ranks: "all_gather" (every
-    /// rank of the expert group computes its experts over the group's
-    /// tokens) or "all_to_all" (kiln-expert-dispatch's capacity buffer,
-    /// exchanged by all-to-all).
-    std::string expertDispatch = "all_gather";
+    /// How tokens reach the experts of other ranks: all_gather (every rank
+    /// of the expert group computes its experts over the group's tokens) or
+    /// all_to_all (kiln-expert-dispatch's capacity buffer, exchanged by
+    /// all-to-all).
+    ExpertDispatcher expertDispatch = ExpertDispatcher::AllGather;
     /// all_to_all's capacity per block and token chunk, as a multiple of an
     /// even share of the pairs (GShard's capacity factor); 0 drops nothing.
     double expertCapacityFactor = 0;
     bool enableSequenceParallel = true;   ///< applies when tp > 1
-    std::string fsdpReshardAfterForward = "default"; ///< "default", "always", "never"
+    ReshardAfterForward fsdpReshardAfterForward = ReshardAfterForward::Default;
     int64_t worldSize = 0; ///< compile-only runs; 0: the launcher's (1 without MPI)
   } parallelism;
 
@@ -174,10 +176,8 @@ struct TrainConfig {
     /// command's, cpu where the kernels run here (kiln train,
     /// calibrate-cpu), trn2 where they go to Neuron (compile, check-hlo,
     /// capture, plan), see nameOr.
-    std::string name;
-    std::string nameOr(const std::string &commandDefault) const {
-      return name.empty() ? commandDefault : name;
-    }
+    std::optional<TargetName> name;
+    TargetName nameOr(TargetName commandDefault) const { return name.value_or(commandDefault); }
     int64_t lnc = 2;
     /// Communicators (distinct replica-group lists) the Neuron runtime
     /// allows one NEFF: 16 from the 2.32 runtime, 12 before.

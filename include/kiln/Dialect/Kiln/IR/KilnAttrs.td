@@ -24,6 +24,11 @@ class Kiln_ClosedSetParameter<string enum>
 def Kiln_DecayTypeAttr : AttrDef<Kiln_Dialect, "DecayType"> {
   let mnemonic = "decay_type";
   let summary = "shape of the learning-rate decay (torchtitan's lr_scheduler.decay_type)";
+  let description = [{
+    `linear`, `sqrt` or `cosine`: the words of `kiln::DecayType`
+    (kiln/Support/ClosedSets.h), the enum the pass option, the run config
+    and the runtime's schedule use too.
+  }];
   let parameters = (ins Kiln_ClosedSetParameter<"DecayType">:$value);
   let assemblyFormat = "`<` $value `>`";
   // An op's accessor returns the enum, as an EnumAttr's does.
