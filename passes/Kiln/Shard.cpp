@@ -84,8 +84,6 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     if (ep > 1) {
       names = {"dp_replicate", "dp_shard", "ep", "tp"};
       gridShape = {dpReplicate, dpShard / ep, ep, tp};
-      kEp = 2;
-      kTp = 3;
     }
     if (failed(parsePlan(module)))
       return signalPassFailure();
@@ -220,21 +218,57 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     return layout;
   }
 
+  /// What kiln-shard decides for one function, built up step by step.
+  struct Annotation {
+    DenseMap<Value, Sharding> storage; ///< how each argument is stored
+    DenseMap<Value, Sharding> compute; ///< how compute ops read each parameter
+    DenseMap<Value, Sharding> visible; ///< what the readers of each value see
+    /// Layouts chosen for values: a gradient's update layout, the
+    /// sequence-parallel residual stream.
+    DenseMap<Value, Sharding> target;
+    /// The chosen layouts, and through sums of partials to their operands.
+    DenseMap<Value, Sharding> wanted;
+    /// Parameters, and their mixed-precision casts, read as parameters.
+    DenseSet<Value> params;
+  };
+
   LogicalResult annotate(func::FuncOp fn, const Layout &sig) {
+    Annotation a;
+    if (failed(placeParameters(fn, sig, a)) || failed(placeInputs(fn, sig, a)))
+      return failure();
     MLIRContext *context = fn.getContext();
     Block &body = fn.getBody().front();
-    auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
-
-    // Storage of every argument, and how compute ops read each parameter:
-    // its tensor-parallel layout (colwise: the output features over tp,
-    // rowwise: the input features),
-    // with FSDP splitting dim 0 of that further over dp_shard.
-    DenseMap<Value, Sharding> storage, visible, compute;
     for (BlockArgument arg : body.getArguments())
-      storage[arg] = Sharding::replicated(rankOf(arg));
-    GridAxes fsdp = nonTrivial({kDpShard, kEp}),
-             batch = nonTrivial({kDpReplicate, kDpShard, kEp}), tpAxes = nonTrivial({kTp}),
-             epAxes = nonTrivial({kEp}), expertFsdp = nonTrivial({kDpShard});
+      fn.setArgAttr(arg.getArgNumber(), kShardingAttr, a.storage[arg].toAttr(context, axisNames));
+    // Compute ops read parameters in their tensor-parallel layout (gathered
+    // over dp_shard); other arguments as stored.
+    for (const StoredParam &p : sig.params)
+      a.params.insert(body.getArgument(p.arg));
+    for (BlockArgument arg : body.getArguments())
+      a.visible[arg] = a.params.contains(arg) ? a.compute[arg] : a.storage[arg];
+    chooseTargets(body, a);
+    for (Operation &op : body.without_terminator())
+      if (failed(annotateOp(op, a)))
+        return failure();
+    annotateResults(fn, sig, a);
+    return success();
+  }
+
+  /// The grid axes: ep only under expert parallelism, then tp.
+  int16_t epAxis() const { return ep > 1 ? 2 : -1; }
+  int16_t tpAxis() const { return ep > 1 ? 3 : 2; }
+
+  /// Storage of every parameter (and its AdamW moments), and how compute
+  /// ops read it: its tensor-parallel layout (colwise: the output features
+  /// over tp, rowwise: the input features; a stack of experts' weights split
+  /// on its experts over ep), with FSDP splitting dim 0 of that further over
+  /// dp_shard. Other arguments start replicated.
+  LogicalResult placeParameters(func::FuncOp fn, const Layout &sig, Annotation &a) {
+    Block &body = fn.getBody().front();
+    for (BlockArgument arg : body.getArguments())
+      a.storage[arg] = Sharding::replicated(rankOf(arg));
+    GridAxes fsdp = nonTrivial({kDpShard, epAxis()}), tpAxes = nonTrivial({tpAxis()}),
+             epAxes = nonTrivial({epAxis()}), expertFsdp = nonTrivial({kDpShard});
     for (const StoredParam &p : sig.params) {
       Value param = body.getArgument(p.arg);
       Sharding tpLayout = Sharding::replicated(rankOf(param));
@@ -252,8 +286,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         int64_t dim = rankOf(param) - (style == Style::Colwise ? 2 : 1);
         if (table)
           dim = style == Style::Colwise ? 1 : 0;
-        if (dim < 0 ||
-            cast<RankedTensorType>(param.getType()).getDimSize(dim) % tp)
+        if (dim < 0 || cast<RankedTensorType>(param.getType()).getDimSize(dim) % tp)
           return fn.emitError() << "kiln-shard: parameter '" << p.key << "' cannot be split "
                                 << (style == Style::Colwise ? "colwise" : "rowwise")
                                 << " over tp=" << int64_t(tp);
@@ -266,70 +299,76 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
                                 << "' cannot split its experts over ep=" << int64_t(ep);
         tpLayout.dims[0] = epAxes;
       }
-      compute[param] = tpLayout;
-      const GridAxes &shardAxes = experts ? expertFsdp : fsdp;
-      for (auto [index, result] : p.stored) {
-        Value arg = body.getArgument(index);
-        storage[arg] = tpLayout;
-        if (rankOf(arg) == 0)
-          continue;
-        int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
-        int64_t tpDim0 = degree(tpLayout.dims[0]), shards = degree(shardAxes);
-        if (!shardAxes.empty() && (dim0 / tpDim0) % shards) {
-          // Uneven shards: FSDP2 pads dim 0 (of each tp or ep shard) to a
-          // multiple of the degree. A padded split pads each block of its
-          // axes but the last: FSDP over [dp_shard, ep] pads each dp_shard
-          // block to a multiple of ep, so it must divide over dp_shard.
-          int64_t last = degree(ArrayRef<int16_t>(shardAxes).take_back());
-          int64_t outer = shards / last, block = dim0 / tpDim0;
-          if (block % outer)
-            return fn.emitError()
-                   << "kiln-shard: parameter '" << p.key << "' has " << block << " rows"
-                   << (tpDim0 > 1 ? " per tp shard" : "") << ", not divisible by the "
-                   << outer << " ranks of dp_shard outside its expert-parallel group";
-          int64_t inner = block / outer;
-          storage[arg].paddedTo.assign(rankOf(arg), 0);
-          storage[arg].paddedTo[0] = tpDim0 * outer * ((inner + last - 1) / last * last);
-        }
-        storage[arg].dims[0].append(shardAxes.begin(), shardAxes.end());
-      }
+      a.compute[param] = tpLayout;
+      for (auto [index, result] : p.stored)
+        if (failed(storeSharded(fn, p.key, body.getArgument(index), tpLayout,
+                                experts ? expertFsdp : fsdp, a)))
+          return failure();
     }
     for (PlanEntry &entry : plan)
       if (!entry.used && tp > 1)
         return fn.emitError() << "kiln-shard: tp-plan entry '" << entry.text
                               << "' matches no parameter's module";
+    return success();
+  }
+
+  /// `arg` (a parameter or a moment of one) stored as `tpLayout` with dim 0
+  /// split further over `shardAxes` (FSDP2), padded where uneven.
+  LogicalResult storeSharded(func::FuncOp fn, StringRef key, Value arg, const Sharding &tpLayout,
+                             const GridAxes &shardAxes, Annotation &a) {
+    Sharding &stored = a.storage[arg] = tpLayout;
+    if (rankOf(arg) == 0)
+      return success();
+    int64_t dim0 = cast<RankedTensorType>(arg.getType()).getDimSize(0);
+    int64_t tpDim0 = degree(tpLayout.dims[0]), shards = degree(shardAxes);
+    if (!shardAxes.empty() && (dim0 / tpDim0) % shards) {
+      // Uneven shards: FSDP2 pads dim 0 (of each tp or ep shard) to a
+      // multiple of the degree. A padded split pads each block of its
+      // axes but the last: FSDP over [dp_shard, ep] pads each dp_shard
+      // block to a multiple of ep, so it must divide over dp_shard.
+      int64_t last = degree(ArrayRef<int16_t>(shardAxes).take_back());
+      int64_t outer = shards / last, block = dim0 / tpDim0;
+      if (block % outer)
+        return fn.emitError() << "kiln-shard: parameter '" << key << "' has " << block << " rows"
+                              << (tpDim0 > 1 ? " per tp shard" : "") << ", not divisible by the "
+                              << outer << " ranks of dp_shard outside its expert-parallel group";
+      int64_t inner = block / outer;
+      stored.paddedTo.assign(rankOf(arg), 0);
+      stored.paddedTo[0] = tpDim0 * outer * ((inner + last - 1) / last * last);
+    }
+    stored.dims[0].append(shardAxes.begin(), shardAxes.end());
+    return success();
+  }
+
+  /// Data inputs split on their batch dimension over every data-parallel
+  /// axis.
+  LogicalResult placeInputs(func::FuncOp fn, const Layout &sig, Annotation &a) {
+    GridAxes batch = nonTrivial({kDpReplicate, kDpShard, epAxis()});
     for (const Signature::Slot &input : sig.inputs) {
-      Value arg = body.getArgument(input.index);
+      Value arg = fn.getArgument(input.index);
       int64_t rows = cast<RankedTensorType>(arg.getType()).getDimSize(0);
       if (rows % (dpReplicate * dpShard))
         return fn.emitError() << "kiln-shard: input '" << input.name << "' has " << rows
                               << " rows, not divisible by the data-parallel degree "
                               << int64_t(dpReplicate) * int64_t(dpShard);
-      storage[arg].dims[0] = batch;
+      a.storage[arg].dims[0] = batch;
     }
-    for (BlockArgument arg : body.getArguments())
-      fn.setArgAttr(arg.getArgNumber(), kShardingAttr,
-                    storage[arg].toAttr(context, axisNames));
+    return success();
+  }
 
-    // Compute ops read parameters in their tensor-parallel layout (gathered
-    // over dp_shard); other arguments as stored.
-    DenseSet<Value> params;
-    for (const StoredParam &p : sig.params)
-      params.insert(body.getArgument(p.arg));
-    for (BlockArgument arg : body.getArguments())
-      visible[arg] = params.contains(arg) ? compute[arg] : storage[arg];
-
+  /// The layouts chosen for values (Annotation::target) and wanted of them
+  /// (Annotation::wanted).
+  void chooseTargets(Block &body, Annotation &a) {
     // Partial gradients resolve into the layout their update needs.
     // Each microbatch's gradient takes it too, before it is accumulated.
-    DenseMap<Value, Sharding> target;
     for (auto adamw : body.getOps<AdamWOp>()) {
-      Sharding stored = storage.lookup(adamw.getParam());
+      Sharding stored = a.storage.lookup(adamw.getParam());
       for (Value grad = adamw.getGrad();;) {
-        target[grad] = stored;
+        a.target[grad] = stored;
         auto sum = grad.getDefiningOp<AddOp>();
         if (!sum || !sum->hasAttr(kAccumulateAttr))
           break;
-        target[sum.getRhs()] = stored;
+        a.target[sum.getRhs()] = stored;
         grad = sum.getLhs();
       }
     }
@@ -341,191 +380,224 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         if (!isa<BlockArgument>(embedding.getIds()) || rankOf(embedding.getResult()) != 3)
           continue;
         Sharding s = Sharding::replicated(3);
-        s.dims[0] = batch;
-        s.dims[1] = tpAxes;
-        target[embedding.getResult()] = s;
+        s.dims[0] = nonTrivial({kDpReplicate, kDpShard, epAxis()});
+        s.dims[1] = nonTrivial({tpAxis()});
+        a.target[embedding.getResult()] = s;
       }
-
-    // The layouts wanted of values: the chosen ones, and through sums of
-    // partials (a tied embedding's two gradients) to their operands.
-    DenseMap<Value, Sharding> wanted = target;
+    // Through sums of partials (a tied embedding's two gradients) to their
+    // operands.
+    a.wanted = a.target;
     for (Operation &op : llvm::reverse(body.without_terminator())) {
       auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
       if (!ruled || op.getNumResults() != 1 || !ruled.getShardingRule().sumsPartials)
         continue;
-      if (auto it = wanted.find(op.getResult(0)); it != wanted.end()) {
+      if (auto it = a.wanted.find(op.getResult(0)); it != a.wanted.end()) {
         Sharding s = it->second;
         for (Value operand : op.getOperands())
-          wanted.try_emplace(operand, s);
+          a.wanted.try_emplace(operand, s);
       }
     }
+  }
 
-    for (Operation &op : body.without_terminator()) {
-      auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
-      if (!ruled)
-        return op.emitOpError() << "has no sharding rule; kiln-shard cannot place it";
-      ShardingRule rule = ruled.getShardingRule();
-      auto tied = dyn_cast<TiedOperandOpInterface>(op);
-      LoopSharding loops(rule.splittable.size());
-      // An axis may split only one loop of any one tensor, and a result
-      // cannot be split over an axis it is pending a sum over (a split
-      // dimension and a reduction loop on one axis); reduction loops may
-      // share an axis (they sum together).
-      auto usesAxis = [&](ArrayRef<int64_t> map, int64_t except, const GridAxes &axes) {
-        return llvm::any_of(map, [&](int64_t other) {
-          return other >= 0 && other != except && llvm::any_of(axes, [&](int16_t a) {
-                   return llvm::is_contained(loops[other], a);
-                 });
-        });
-      };
-      auto clashes = [&](int64_t l, const GridAxes &axes) {
-        for (const SmallVector<int64_t> &map : rule.operands)
-          if (llvm::is_contained(map, l) && usesAxis(map, l, axes))
-            return true;
-        for (auto [r, map] : llvm::enumerate(rule.results)) {
-          ArrayRef<int64_t> reduced =
-              r < rule.reductions.size() ? ArrayRef<int64_t>(rule.reductions[r]) : ArrayRef<int64_t>();
-          if (llvm::is_contained(map, l) && (usesAxis(map, l, axes) || usesAxis(reduced, l, axes)))
-            return true;
-          if (llvm::is_contained(reduced, l) && usesAxis(map, l, axes))
-            return true;
-        }
-        return false;
-      };
-      // A result with a wanted layout (a gradient, stored as its parameter)
-      // takes its tensor-parallel split before the operands' splits are
-      // placed: those are gathered instead, as Megatron and torchtitan do
-      // (a rowwise weight's gradient from the gathered sequence-parallel
-      // output gradient and the local input features; the vocabulary-
-      // parallel embedding's gradient on the rank's rows). A loop that only
-      // a result follows (a scatter's destination) then also takes the
-      // wanted data-parallel axes where nothing clashes (FSDP2
-      // reduce-scatters gradients, so they mostly clash).
-      auto followWanted = [&](bool tensorParallelOnly) {
-        for (auto [r, map] : llvm::enumerate(rule.results)) {
-          auto it = wanted.find(op.getResult(r));
-          if (it == wanted.end())
-            continue;
-          for (auto [d, l] : llvm::enumerate(map)) {
-            if (l < 0 || !rule.splittable[l] ||
-                (!tensorParallelOnly &&
-                 llvm::any_of(rule.operands,
-                              [&](ArrayRef<int64_t> m) { return llvm::is_contained(m, l); })))
-              continue;
-            ArrayRef<int16_t> want(it->second.dims[d]);
-            if (want.take_front(loops[l].size()) != ArrayRef<int16_t>(loops[l]))
-              continue;
-            GridAxes axes = loops[l];
-            for (int16_t a : want.drop_front(loops[l].size())) {
-              GridAxes more = axes;
-              more.push_back(a);
-              if ((tensorParallelOnly && a != kTp) || clashes(l, more))
-                break;
-              axes = more;
-            }
-            loops[l] = axes;
-          }
-        }
-      };
-      // Parameters first: a weight's tensor-parallel split wins over an
-      // activation's, which is then gathered (sequence parallelism's
-      // all-gather before a colwise linear); then the wanted layouts of the
-      // results, then the other operands, those pending a sum last (a sum is
-      // scattered into the layout of a resolved operand rather than both
-      // gathered: the experts' input gradient under expert parallelism
-      // joins the router's on the tokens' ranks).
-      auto followOperands = [&](bool ofParams, bool pending = false) {
-        for (unsigned i = 0; i < op.getNumOperands(); ++i) {
-          Value operand = op.getOperand(i);
-          if (params.contains(operand) != ofParams ||
-              (!ofParams && visible[operand].partial.empty() == pending))
-            continue;
-          // An op writing a parameter in place works on its storage.
-          bool inPlace = tied && ofParams && i == *tied.getTiedOperand(0);
-          const Sharding &s = inPlace ? storage[operand] : visible[operand];
-          for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
-            if (l < 0 || s.dims[d].empty() || !rule.splittable[l] || !loops[l].empty())
-              continue;
-            // The longest leading part of the operand's split that clashes
-            // with nothing; the operand is gathered over the rest (tokens
-            // over ep, for experts split over ep).
-            GridAxes axes = s.dims[d];
-            while (!axes.empty() && clashes(l, axes))
-              axes.pop_back();
-            loops[l] = axes;
-          }
-        }
-      };
-      followOperands(/*ofParams=*/true);
-      followWanted(/*tensorParallelOnly=*/true);
-      followOperands(/*ofParams=*/false);
-      followOperands(/*ofParams=*/false, /*pending=*/true);
-      followWanted(/*tensorParallelOnly=*/false);
-      // Operands pending one sum, into an op linear in them: the sum stays
-      // pending (no loop is split; kiln-partition clones the op as is).
-      SmallVector<Sharding> operandShardings;
-      for (Value operand : op.getOperands())
-        operandShardings.push_back(visible[operand]);
-      std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
-      if (pendingSum)
-        loops.assign(rule.splittable.size(), GridAxes());
-      SmallVector<Attribute> results;
-      for (OpResult result : op.getResults()) {
-        unsigned r = result.getResultNumber();
-        std::optional<Sharding> inherited =
-            pendingSum ? pendingSum : pendingSumFromOperand(rule, loops, operandShardings, r);
-        Sharding s = inherited ? *inherited : producedResultSharding(rule, loops, r);
-        // A layout chosen for the value (a gradient's update layout, the SP
-        // stream) wins; otherwise a pending sum is resolved where it stands,
-        // its splits kept, unless only sums of partials read it.
-        if (auto it = target.find(result); it != target.end()) {
-          s = it->second;
-        } else if (!s.partial.empty()) {
-          // A single reader resolves the sum itself, into the layout its
-          // loops need (a reduce-scatter into a sequence-parallel norm's
-          // shards rather than an all-reduce); several readers share one
-          // resolution here.
-          bool onlySums = llvm::all_of(result.getUsers(), [](Operation *user) {
-            auto r = dyn_cast<ShardingRuleOpInterface>(user);
-            return r && r.getShardingRule().sumsPartials;
-          });
-          bool oneReader = result.hasOneUse() &&
-                           isa<ShardingRuleOpInterface>(*result.getUsers().begin());
-          // A norm's pending part is a sum of squares, which only the norm
-          // itself can resolve (kiln-partition adds them before the root):
-          // no reader may take it as a plain sum (gradient accumulation's
-          // mean scales the norm).
-          if (isa<GlobalNormOp>(op) || (!onlySums && !oneReader) || result.use_empty())
-            s.partial.clear();
-        }
-        visible[result] = s;
-        results.push_back(s.toAttr(context, axisNames));
+  /// The grid axes of each loop of one op, placed step by step. An axis may
+  /// split only one loop of any one tensor, and a result cannot be split
+  /// over an axis it is pending a sum over (a split dimension and a
+  /// reduction loop on one axis); reduction loops may share an axis (they
+  /// sum together).
+  struct LoopPlacement {
+    const ShardingRule &rule;
+    LoopSharding loops;
+
+    explicit LoopPlacement(const ShardingRule &rule) : rule(rule), loops(rule.splittable.size()) {}
+
+    /// Whether splitting loop `l` over `axes` breaks that rule.
+    bool clashes(int64_t l, const GridAxes &axes) const {
+      for (const SmallVector<int64_t> &map : rule.operands)
+        if (llvm::is_contained(map, l) && usesAxis(map, l, axes))
+          return true;
+      for (auto [r, map] : llvm::enumerate(rule.results)) {
+        ArrayRef<int64_t> reduced = r < rule.reductions.size()
+                                        ? ArrayRef<int64_t>(rule.reductions[r])
+                                        : ArrayRef<int64_t>();
+        if (llvm::is_contained(map, l) && (usesAxis(map, l, axes) || usesAxis(reduced, l, axes)))
+          return true;
+        if (llvm::is_contained(reduced, l) && usesAxis(map, l, axes))
+          return true;
       }
-      // A parameter's mixed-precision cast is read as the parameter is: its
-      // tensor-parallel split wins over activations' (kiln-partition casts
-      // it again at each use).
-      if (auto castOp = dyn_cast<CastOp>(op); castOp && params.contains(castOp.getInput()))
-        params.insert(castOp.getResult());
-      op.setAttr(kLoopShardingAttr, loopShardingToAttr(context, loops, axisNames));
-      op.setAttr(kResultShardingAttr, ArrayAttr::get(context, results));
+      return false;
     }
 
-    // Results: updated state as stored, outputs whole.
+  private:
+    /// Whether a loop of `map` other than `except` is split over one of `axes`.
+    bool usesAxis(ArrayRef<int64_t> map, int64_t except, const GridAxes &axes) const {
+      return llvm::any_of(map, [&](int64_t other) {
+        return other >= 0 && other != except &&
+               llvm::any_of(axes, [&](int16_t a) { return llvm::is_contained(loops[other], a); });
+      });
+    }
+  };
+
+  /// A result with a wanted layout (a gradient, stored as its parameter)
+  /// takes its tensor-parallel split before the operands' splits are
+  /// placed: those are gathered instead, as Megatron and torchtitan do (a
+  /// rowwise weight's gradient from the gathered sequence-parallel output
+  /// gradient and the local input features; the vocabulary-parallel
+  /// embedding's gradient on the rank's rows). A loop that only a result
+  /// follows (a scatter's destination) then also takes the wanted
+  /// data-parallel axes where nothing clashes (FSDP2 reduce-scatters
+  /// gradients, so they mostly clash).
+  void followWanted(Operation &op, LoopPlacement &place, const Annotation &a,
+                    bool tensorParallelOnly) {
+    const ShardingRule &rule = place.rule;
+    for (auto [r, map] : llvm::enumerate(rule.results)) {
+      auto it = a.wanted.find(op.getResult(r));
+      if (it == a.wanted.end())
+        continue;
+      for (auto [d, l] : llvm::enumerate(map)) {
+        if (l < 0 || !rule.splittable[l] ||
+            (!tensorParallelOnly && llvm::any_of(rule.operands, [&](ArrayRef<int64_t> m) {
+              return llvm::is_contained(m, l);
+            })))
+          continue;
+        ArrayRef<int16_t> want(it->second.dims[d]);
+        GridAxes &loop = place.loops[l];
+        if (want.take_front(loop.size()) != ArrayRef<int16_t>(loop))
+          continue;
+        GridAxes axes = loop;
+        for (int16_t axis : want.drop_front(loop.size())) {
+          GridAxes more = axes;
+          more.push_back(axis);
+          if ((tensorParallelOnly && axis != tpAxis()) || place.clashes(l, more))
+            break;
+          axes = more;
+        }
+        loop = axes;
+      }
+    }
+  }
+
+  /// Each unplaced loop follows the split of an operand of one kind: the
+  /// parameters (`ofParams`), or the other operands, resolved or pending a
+  /// sum (`pending`). It takes the longest leading part of the operand's
+  /// split that clashes with nothing; the operand is gathered over the rest
+  /// (tokens over ep, for experts split over ep).
+  void followOperands(Operation &op, LoopPlacement &place, Annotation &a, bool ofParams,
+                      bool pending = false) {
+    const ShardingRule &rule = place.rule;
+    auto tied = dyn_cast<TiedOperandOpInterface>(op);
+    for (unsigned i = 0; i < op.getNumOperands(); ++i) {
+      Value operand = op.getOperand(i);
+      if (a.params.contains(operand) != ofParams ||
+          (!ofParams && a.visible[operand].partial.empty() == pending))
+        continue;
+      // An op writing a parameter in place works on its storage.
+      bool inPlace = tied && ofParams && i == *tied.getTiedOperand(0);
+      const Sharding &s = inPlace ? a.storage[operand] : a.visible[operand];
+      for (auto [d, l] : llvm::enumerate(rule.operands[i])) {
+        if (l < 0 || s.dims[d].empty() || !rule.splittable[l] || !place.loops[l].empty())
+          continue;
+        GridAxes axes = s.dims[d];
+        while (!axes.empty() && place.clashes(l, axes))
+          axes.pop_back();
+        place.loops[l] = axes;
+      }
+    }
+  }
+
+  /// kiln.loops and kiln.shardings of one op.
+  LogicalResult annotateOp(Operation &op, Annotation &a) {
+    auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+    if (!ruled)
+      return op.emitOpError() << "has no sharding rule; kiln-shard cannot place it";
+    ShardingRule rule = ruled.getShardingRule();
+    LoopPlacement place(rule);
+    // Parameters first: a weight's tensor-parallel split wins over an
+    // activation's, which is then gathered (sequence parallelism's
+    // all-gather before a colwise linear); then the wanted layouts of the
+    // results, then the other operands, those pending a sum last (a sum is
+    // scattered into the layout of a resolved operand rather than both
+    // gathered: the experts' input gradient under expert parallelism
+    // joins the router's on the tokens' ranks).
+    followOperands(op, place, a, /*ofParams=*/true);
+    followWanted(op, place, a, /*tensorParallelOnly=*/true);
+    followOperands(op, place, a, /*ofParams=*/false);
+    followOperands(op, place, a, /*ofParams=*/false, /*pending=*/true);
+    followWanted(op, place, a, /*tensorParallelOnly=*/false);
+    // Operands pending one sum, into an op linear in them: the sum stays
+    // pending (no loop is split; kiln-partition clones the op as is).
+    SmallVector<Sharding> operandShardings;
+    for (Value operand : op.getOperands())
+      operandShardings.push_back(a.visible[operand]);
+    std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
+    if (pendingSum)
+      place.loops.assign(rule.splittable.size(), GridAxes());
+    MLIRContext *context = op.getContext();
+    SmallVector<Attribute> results;
+    for (OpResult result : op.getResults()) {
+      std::optional<Sharding> inherited =
+          pendingSum ? pendingSum
+                     : pendingSumFromOperand(rule, place.loops, operandShardings,
+                                             result.getResultNumber());
+      Sharding s = inherited ? *inherited
+                             : producedResultSharding(rule, place.loops, result.getResultNumber());
+      a.visible[result] = resolvedResult(op, result, std::move(s), a);
+      results.push_back(a.visible[result].toAttr(context, axisNames));
+    }
+    // A parameter's mixed-precision cast is read as the parameter is: its
+    // tensor-parallel split wins over activations' (kiln-partition casts
+    // it again at each use).
+    if (auto castOp = dyn_cast<CastOp>(op); castOp && a.params.contains(castOp.getInput()))
+      a.params.insert(castOp.getResult());
+    op.setAttr(kLoopShardingAttr, loopShardingToAttr(context, place.loops, axisNames));
+    op.setAttr(kResultShardingAttr, ArrayAttr::get(context, results));
+    return success();
+  }
+
+  /// What the readers of `result` see, given the sharding `s` its op
+  /// produces: a layout chosen for the value (a gradient's update layout,
+  /// the SP stream) wins; otherwise a pending sum is resolved where it
+  /// stands, its splits kept, unless only sums of partials, or a single
+  /// reader, read it.
+  Sharding resolvedResult(Operation &op, OpResult result, Sharding s, const Annotation &a) {
+    if (auto it = a.target.find(result); it != a.target.end())
+      return it->second;
+    if (s.partial.empty())
+      return s;
+    // A single reader resolves the sum itself, into the layout its loops
+    // need (a reduce-scatter into a sequence-parallel norm's shards rather
+    // than an all-reduce); several readers share one resolution here.
+    bool onlySums = llvm::all_of(result.getUsers(), [](Operation *user) {
+      auto r = dyn_cast<ShardingRuleOpInterface>(user);
+      return r && r.getShardingRule().sumsPartials;
+    });
+    bool oneReader = result.hasOneUse() && isa<ShardingRuleOpInterface>(*result.getUsers().begin());
+    // A norm's pending part is a sum of squares, which only the norm itself
+    // can resolve (kiln-partition adds them before the root): no reader may
+    // take it as a plain sum (gradient accumulation's mean scales the norm).
+    if (isa<GlobalNormOp>(op) || (!onlySums && !oneReader) || result.use_empty())
+      s.partial.clear();
+    return s;
+  }
+
+  /// Results: updated state as stored, outputs whole.
+  void annotateResults(func::FuncOp fn, const Layout &sig, Annotation &a) {
+    MLIRContext *context = fn.getContext();
     for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
-      fn.setResultAttr(i, kShardingAttr,
-                       Sharding::replicated(cast<RankedTensorType>(fn.getResultTypes()[i]).getRank())
-                           .toAttr(context, axisNames));
+      fn.setResultAttr(
+          i, kShardingAttr,
+          Sharding::replicated(cast<RankedTensorType>(fn.getResultTypes()[i]).getRank())
+              .toAttr(context, axisNames));
     for (const StoredParam &p : sig.params)
       for (auto [arg, result] : p.stored)
         if (result)
           fn.setResultAttr(*result, kShardingAttr,
-                           storage[body.getArgument(arg)].toAttr(context, axisNames));
-    return success();
+                           a.storage[fn.getArgument(arg)].toAttr(context, axisNames));
   }
+
+  static int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 
   SmallVector<std::string> axisNames;
   SmallVector<int64_t> gridShape;
-  int16_t kEp = -1, kTp = 2; ///< grid axes (no ep axis without expert parallelism)
 };
 
 } // namespace
