@@ -253,37 +253,28 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
   // The rewrite
   //===--------------------------------------------------------------------===//
 
-  LogicalResult partition(func::FuncOp fn) {
-    MLIRContext *context = fn.getContext();
-    Block &old = fn.getBody().front();
-    OpBuilder b(fn);
+  /// The per-rank function as it is built: each old value's local value and
+  /// each local value's sharding, the parameters and their mixed-precision
+  /// casts, and the resharded values later consumers reuse.
+  struct RankFunction {
+    DenseMap<Value, Value> local;       ///< old value -> new value
+    DenseMap<Value, Sharding> sharding; ///< new value -> its sharding
+    DenseSet<Value> params;             ///< old parameter arguments
+    /// A parameter's mixed-precision kiln.cast is cast again at each use,
+    /// from the parameter brought to that use, as FSDP2 casts the shard it
+    /// all-gathers: one cast gathered once would hold the whole bf16
+    /// parameter from the forward to the backward.
+    DenseMap<Value, CastOp> paramCasts; ///< old cast result -> its cast
+    DenseMap<std::pair<Value, Attribute>, Value> cache;
+  };
 
-    // The new signature: local argument and result types.
+  LogicalResult partition(func::FuncOp fn) {
+    Block &old = fn.getBody().front();
     SmallVector<Type> argTypes, resultTypes;
     SmallVector<Sharding> argShardings, resultShardings;
-    for (BlockArgument arg : old.getArguments()) {
-      FailureOr<Sharding> s = parse(fn, fn.getArgAttr(arg.getArgNumber(), kShardingAttr),
-                                    arg.getType());
-      if (failed(s))
-        return failure();
-      FailureOr<RankedTensorType> type = localType(fn, arg.getType(), *s);
-      if (failed(type))
-        return failure();
-      argShardings.push_back(*s);
-      argTypes.push_back(*type);
-    }
-    for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
-      FailureOr<Sharding> s = parse(fn, fn.getResultAttr(i, kShardingAttr), type);
-      if (failed(s))
-        return failure();
-      FailureOr<RankedTensorType> local = localType(fn, type, *s);
-      if (failed(local))
-        return failure();
-      resultShardings.push_back(*s);
-      resultTypes.push_back(*local);
-    }
-
-    b.setInsertionPoint(fn);
+    if (failed(localSignature(fn, argTypes, argShardings, resultTypes, resultShardings)))
+      return failure();
+    OpBuilder b(fn);
     auto rank = func::FuncOp::create(b, fn.getLoc(), fn.getName(),
                                      b.getFunctionType(argTypes, resultTypes));
     rank.setAllArgAttrs(fn.getAllArgAttrs());
@@ -291,166 +282,26 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     Block *entry = rank.addEntryBlock();
     b.setInsertionPointToStart(entry);
 
-    DenseMap<Value, Value> local;       // old value -> new value
-    DenseMap<Value, Sharding> sharding; // new value -> its sharding
-    DenseSet<Value> params;
-    for (BlockArgument arg : old.getArguments())
-      if (fn.getArgAttr(arg.getArgNumber(), kParamAttr))
-        params.insert(arg);
+    RankFunction f;
     for (BlockArgument arg : old.getArguments()) {
+      if (fn.getArgAttr(arg.getArgNumber(), kParamAttr))
+        f.params.insert(arg);
       Value v = entry->getArgument(arg.getArgNumber());
-      local[arg] = v;
-      sharding[v] = argShardings[arg.getArgNumber()];
+      f.local[arg] = v;
+      f.sharding[v] = argShardings[arg.getArgNumber()];
       globalTypes[v] = arg.getType();
     }
-    // Resharded values, reused by later consumers; parameters are gathered
-    // again at each use unless they stay gathered ("never"), or were gathered
-    // for a recomputed op: as FSDP2 does for a checkpointed block, one
-    // gather serves the recomputation and the backward after it.
-    DenseMap<std::pair<Value, Attribute>, Value> cache;
-    bool keepGathered = reshardAfterForward == ReshardAfterForward::Never;
-    // A parameter's mixed-precision kiln.cast is cast again at each use,
-    // from the parameter brought to that use, as FSDP2 casts the shard it
-    // all-gathers: one cast gathered once would hold the whole bf16
-    // parameter from the forward to the backward.
-    DenseMap<Value, CastOp> paramCasts; // old cast result -> its cast
     for (auto castOp : old.getOps<CastOp>())
-      if (params.contains(castOp.getInput()))
-        paramCasts[castOp.getResult()] = castOp;
-
-    auto bring = [&](Value oldValue, const Sharding &want, Location loc,
-                     bool forRecompute = false) -> FailureOr<Value> {
-      Value v = local.lookup(oldValue);
-      CastOp paramCast = paramCasts.lookup(oldValue);
-      if (sharding[v] == want && !paramCast)
-        return v;
-      bool cacheable =
-          keepGathered || !(params.contains(oldValue) || paramCast) || forRecompute;
-      // A parameter's cast stands for the parameter (v) in its own entries.
-      auto key = std::make_pair(paramCast ? oldValue : v,
-                                Attribute(want.toAttr(context, axisNames)));
-      // A parameter is in the cache only if kept gathered or recomputed.
-      if (Value hit = cache.lookup(key))
-        return hit;
-      FailureOr<Value> moved = v;
-      if (!(sharding[v] == want))
-        moved = reshard(b, loc, v, sharding[v], want);
-      if (failed(moved))
+      if (f.params.contains(castOp.getInput()))
+        f.paramCasts[castOp.getResult()] = castOp;
+    for (Operation &op : old.without_terminator())
+      if (failed(partitionOp(b, op, f)))
         return failure();
-      if (paramCast)
-        moved = CastOp::create(b, loc, *moved, paramCast.getToAttr(), paramCast.getFqnAttr())
-                    .getResult();
-      sharding[*moved] = want;
-      // Copy before inserting: operator[] may grow the map and move the
-      // entry a reference would point into (found by AddressSanitizer).
-      Type globalType = globalTypes.lookup(v);
-      globalTypes[*moved] = globalType;
-      if (cacheable)
-        cache[key] = *moved;
-      return moved;
-    };
-
-    for (Operation &op : old.without_terminator()) {
-      if (auto castOp = dyn_cast<CastOp>(op); castOp && paramCasts.count(castOp.getResult())) {
-        local[castOp.getResult()] = local.lookup(castOp.getInput()); // cast at each use
-        continue;
-      }
-      ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
-      FailureOr<LoopSharding> loops =
-          loopShardingFromAttr(op.getAttr(kLoopShardingAttr), axisNames);
-      auto visible = op.getAttrOfType<ArrayAttr>(kResultShardingAttr);
-      if (failed(loops) || loops->size() != rule.splittable.size() || !visible ||
-          visible.size() != op.getNumResults())
-        return op.emitOpError() << "kiln-partition: malformed '" << kLoopShardingAttr
-                                << "' / '" << kResultShardingAttr << "' annotation";
-
-      // Operands pending one sum pass through an op linear in them.
-      SmallVector<Sharding> operandShardings;
-      for (Value operand : op.getOperands())
-        operandShardings.push_back(sharding[local.lookup(operand)]);
-      std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
-
-      // A loop split over a padded dimension of an operand (an uneven FSDP
-      // shard) is padded alike everywhere it appears.
-      DenseMap<int64_t, int64_t> loopPadding;
-      for (auto [i, current] : llvm::enumerate(operandShardings)) {
-        for (auto [d, l] : llvm::enumerate(rule.operands[i]))
-          if (l >= 0 && current.padding(d) && current.dims[d] == (*loops)[l])
-            loopPadding[l] = current.padding(d);
-      }
-      auto padded = [&](Sharding s, ArrayRef<int64_t> map) {
-        for (auto [d, l] : llvm::enumerate(map))
-          if (l >= 0 && loopPadding.count(l)) {
-            s.paddedTo.resize(map.size(), 0);
-            s.paddedTo[d] = loopPadding[l];
-          }
-        return s;
-      };
-
-      // Results pending a sum they inherit (from every operand, or from the
-      // one they are linear in, which is then used as it is).
-      SmallVector<std::optional<Sharding>> inherited;
-      for (unsigned r = 0; r < op.getNumResults(); ++r)
-        inherited.push_back(pendingSum ? pendingSum
-                                       : pendingSumFromOperand(rule, *loops, operandShardings, r));
-      auto keptPending = [&](unsigned i) {
-        for (unsigned r = 0; r < op.getNumResults(); ++r)
-          if (inherited[r] && r < rule.pendingSumFrom.size() &&
-              rule.pendingSumFrom[r] == int64_t(i))
-            return true;
-        return false;
-      };
-
-      SmallVector<Value> operands;
-      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
-        Sharding want = pendingSum       ? *pendingSum
-                        : keptPending(i) ? operandShardings[i]
-                                         : padded(requiredOperandSharding(rule, *loops, i),
-                                                  rule.operands[i]);
-        FailureOr<Value> v = bring(operand, want, op.getLoc(), isRecomputed(&op));
-        if (failed(v))
-          return failure();
-        operands.push_back(*v);
-      }
-
-      SmallVector<Sharding> produced;
-      SmallVector<Type> types;
-      for (OpResult result : op.getResults()) {
-        unsigned r = result.getResultNumber();
-        Sharding s = inherited[r] ? *inherited[r]
-                                  : padded(producedResultSharding(rule, *loops, r),
-                                           rule.results[r]);
-        FailureOr<RankedTensorType> type = localType(&op, result.getType(), s);
-        if (failed(type))
-          return failure();
-        produced.push_back(s);
-        types.push_back(*type);
-      }
-
-      SmallVector<Value> results;
-      if (failed(emit(b, op, operands, types, *loops, produced, results)))
-        return failure();
-
-      for (auto [i, result] : llvm::enumerate(op.getResults())) {
-        Value v = results[i];
-        sharding[v] = produced[i];
-        globalTypes[v] = result.getType();
-        FailureOr<Sharding> want = parse(&op, visible[i], result.getType());
-        if (failed(want))
-          return failure();
-        FailureOr<Value> seen = reshard(b, op.getLoc(), v, produced[i], *want);
-        if (failed(seen))
-          return failure();
-        sharding[*seen] = *want;
-        globalTypes[*seen] = result.getType();
-        local[result] = *seen;
-      }
-    }
 
     auto ret = cast<func::ReturnOp>(old.getTerminator());
     SmallVector<Value> returned;
     for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
-      FailureOr<Value> v = bring(operand, resultShardings[i], ret.getLoc());
+      FailureOr<Value> v = bring(b, f, operand, resultShardings[i], ret.getLoc());
       if (failed(v))
         return failure();
       returned.push_back(*v);
@@ -460,39 +311,181 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     return success();
   }
 
-  /// Emits the local form of `op` with `operands`, producing `types`.
+  /// The per-rank signature of `fn`: local argument and result types, from
+  /// their kiln.sharding.
+  LogicalResult localSignature(func::FuncOp fn, SmallVectorImpl<Type> &argTypes,
+                               SmallVectorImpl<Sharding> &argShardings,
+                               SmallVectorImpl<Type> &resultTypes,
+                               SmallVectorImpl<Sharding> &resultShardings) {
+    auto add = [&](Attribute attr, Type type, SmallVectorImpl<Type> &types,
+                   SmallVectorImpl<Sharding> &shardings) -> LogicalResult {
+      FailureOr<Sharding> s = parse(fn, attr, type);
+      if (failed(s))
+        return failure();
+      FailureOr<RankedTensorType> local = localType(fn, type, *s);
+      if (failed(local))
+        return failure();
+      shardings.push_back(*s);
+      types.push_back(*local);
+      return success();
+    };
+    for (BlockArgument arg : fn.getArguments())
+      if (failed(add(fn.getArgAttr(arg.getArgNumber(), kShardingAttr), arg.getType(), argTypes,
+                     argShardings)))
+        return failure();
+    for (auto [i, type] : llvm::enumerate(fn.getResultTypes()))
+      if (failed(add(fn.getResultAttr(i, kShardingAttr), type, resultTypes, resultShardings)))
+        return failure();
+    return success();
+  }
+
+  /// The local value of `oldValue` in the layout `want`, resharded (and a
+  /// parameter's cast cast again) where it is not. Resharded values are
+  /// reused by later consumers; parameters are gathered again at each use
+  /// unless they stay gathered (reshard-after-forward never), or were
+  /// gathered for a recomputed op: as FSDP2 does for a checkpointed block,
+  /// one gather serves the recomputation and the backward after it.
+  FailureOr<Value> bring(OpBuilder &b, RankFunction &f, Value oldValue, const Sharding &want,
+                         Location loc, bool forRecompute = false) {
+    Value v = f.local.lookup(oldValue);
+    CastOp paramCast = f.paramCasts.lookup(oldValue);
+    if (f.sharding[v] == want && !paramCast)
+      return v;
+    bool keepGathered = reshardAfterForward == ReshardAfterForward::Never;
+    bool cacheable = keepGathered || !(f.params.contains(oldValue) || paramCast) || forRecompute;
+    // A parameter's cast stands for the parameter (v) in its own entries.
+    auto key =
+        std::make_pair(paramCast ? oldValue : v, Attribute(want.toAttr(b.getContext(), axisNames)));
+    // A parameter is in the cache only if kept gathered or recomputed.
+    if (Value hit = f.cache.lookup(key))
+      return hit;
+    FailureOr<Value> moved = v;
+    if (!(f.sharding[v] == want))
+      moved = reshard(b, loc, v, f.sharding[v], want);
+    if (failed(moved))
+      return failure();
+    if (paramCast)
+      moved =
+          CastOp::create(b, loc, *moved, paramCast.getToAttr(), paramCast.getFqnAttr()).getResult();
+    f.sharding[*moved] = want;
+    // Copy before inserting: operator[] may grow the map and move the
+    // entry a reference would point into (found by AddressSanitizer).
+    Type globalType = globalTypes.lookup(v);
+    globalTypes[*moved] = globalType;
+    if (cacheable)
+      f.cache[key] = *moved;
+    return moved;
+  }
+
+  /// The local form of one annotated op: its operands brought to the
+  /// layouts its loops need, the op emitted on them, and its results
+  /// resharded to what their consumers see (kiln.shardings).
+  LogicalResult partitionOp(OpBuilder &b, Operation &op, RankFunction &f) {
+    if (auto castOp = dyn_cast<CastOp>(op); castOp && f.paramCasts.count(castOp.getResult())) {
+      f.local[castOp.getResult()] = f.local.lookup(castOp.getInput()); // cast at each use
+      return success();
+    }
+    ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
+    FailureOr<LoopSharding> loops = loopShardingFromAttr(op.getAttr(kLoopShardingAttr), axisNames);
+    auto visible = op.getAttrOfType<ArrayAttr>(kResultShardingAttr);
+    if (failed(loops) || loops->size() != rule.splittable.size() || !visible ||
+        visible.size() != op.getNumResults())
+      return op.emitOpError() << "kiln-partition: malformed '" << kLoopShardingAttr << "' / '"
+                              << kResultShardingAttr << "' annotation";
+
+    // Operands pending one sum pass through an op linear in them.
+    SmallVector<Sharding> operandShardings;
+    for (Value operand : op.getOperands())
+      operandShardings.push_back(f.sharding[f.local.lookup(operand)]);
+    std::optional<Sharding> pendingSum = pendingSumThrough(rule, operandShardings);
+
+    // A loop split over a padded dimension of an operand (an uneven FSDP
+    // shard) is padded alike everywhere it appears.
+    DenseMap<int64_t, int64_t> loopPadding;
+    for (auto [i, current] : llvm::enumerate(operandShardings)) {
+      for (auto [d, l] : llvm::enumerate(rule.operands[i]))
+        if (l >= 0 && current.padding(d) && current.dims[d] == (*loops)[l])
+          loopPadding[l] = current.padding(d);
+    }
+    auto padded = [&](Sharding s, ArrayRef<int64_t> map) {
+      for (auto [d, l] : llvm::enumerate(map))
+        if (l >= 0 && loopPadding.count(l)) {
+          s.paddedTo.resize(map.size(), 0);
+          s.paddedTo[d] = loopPadding[l];
+        }
+      return s;
+    };
+
+    // Results pending a sum they inherit (from every operand, or from the
+    // one they are linear in, which is then used as it is).
+    SmallVector<std::optional<Sharding>> inherited;
+    for (unsigned r = 0; r < op.getNumResults(); ++r)
+      inherited.push_back(pendingSum ? pendingSum
+                                     : pendingSumFromOperand(rule, *loops, operandShardings, r));
+    auto keptPending = [&](unsigned i) {
+      for (unsigned r = 0; r < op.getNumResults(); ++r)
+        if (inherited[r] && r < rule.pendingSumFrom.size() && rule.pendingSumFrom[r] == int64_t(i))
+          return true;
+      return false;
+    };
+
+    SmallVector<Value> operands;
+    for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+      Sharding want = pendingSum ? *pendingSum
+                      : keptPending(i)
+                          ? operandShardings[i]
+                          : padded(requiredOperandSharding(rule, *loops, i), rule.operands[i]);
+      FailureOr<Value> v = bring(b, f, operand, want, op.getLoc(), isRecomputed(&op));
+      if (failed(v))
+        return failure();
+      operands.push_back(*v);
+    }
+
+    SmallVector<Sharding> produced;
+    SmallVector<Type> types;
+    for (OpResult result : op.getResults()) {
+      unsigned r = result.getResultNumber();
+      Sharding s = inherited[r] ? *inherited[r]
+                                : padded(producedResultSharding(rule, *loops, r), rule.results[r]);
+      FailureOr<RankedTensorType> type = localType(&op, result.getType(), s);
+      if (failed(type))
+        return failure();
+      produced.push_back(s);
+      types.push_back(*type);
+    }
+
+    SmallVector<Value> results;
+    if (failed(emit(b, op, operands, types, *loops, produced, results)))
+      return failure();
+    for (auto [i, result] : llvm::enumerate(op.getResults())) {
+      Value v = results[i];
+      f.sharding[v] = produced[i];
+      globalTypes[v] = result.getType();
+      FailureOr<Sharding> want = parse(&op, visible[i], result.getType());
+      if (failed(want))
+        return failure();
+      FailureOr<Value> seen = reshard(b, op.getLoc(), v, produced[i], *want);
+      if (failed(seen))
+        return failure();
+      f.sharding[*seen] = *want;
+      globalTypes[*seen] = result.getType();
+      f.local[result] = *seen;
+    }
+    return success();
+  }
+
+  /// Emits the local form of `op` with `operands`, producing `types`: its
+  /// clone, which adapts itself to the rank's share
+  /// (ShardingRuleOpInterface::localize), except for the two ops that expand
+  /// into several under a split: a norm over split tensors and a
+  /// cross-entropy over a split vocabulary (loss parallel).
   LogicalResult emit(OpBuilder &b, Operation &op, ValueRange operands, TypeRange types,
                      const LoopSharding &loops, SmallVectorImpl<Sharding> &produced,
                      SmallVectorImpl<Value> &results) {
     bool split = llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
     ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
-    // A norm over split tensors: local sums of squares, summed across the
-    // ranks that hold different pieces, then the root.
     if (auto norm = dyn_cast<GlobalNormOp>(op); norm && split) {
-      // Operands split over the same axes share one sum of squares, summed
-      // over those axes only (a tensor replicated over tp counts once).
-      std::map<GridAxes, SmallVector<Value>> groups;
-      for (auto [i, operand] : llvm::enumerate(operands)) {
-        GridAxes axes;
-        for (int64_t l : rule.operands[i])
-          for (int16_t a : loops[l])
-            if (!llvm::is_contained(axes, a))
-              axes.push_back(a);
-        llvm::sort(axes);
-        groups[axes].push_back(operand);
-      }
-      Value total;
-      for (auto &[axes, group] : groups) {
-        Value squares = GlobalNormOp::create(b, op.getLoc(), group, norm.getFqnAttr(),
-                                             b.getUnitAttr());
-        if (!axes.empty())
-          squares = shard::AllReduceOp::create(b, op.getLoc(), squares, grid.getSymName(),
-                                               axes, shard::ReductionKind::Sum);
-        total = total ? AddOp::create(b, op.getLoc(), total, squares, norm.getFqnAttr())
-                            .getResult()
-                      : squares;
-      }
-      results.push_back(SqrtOp::create(b, op.getLoc(), total, norm.getFqnAttr()));
+      results.push_back(splitNorm(b, norm, operands, rule, loops));
       produced[0] = Sharding::replicated(0);
       return success();
     }
@@ -509,57 +502,39 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
       result.setType(type);
     clone->removeAttr(kLoopShardingAttr);
     clone->removeAttr(kResultShardingAttr);
-    // A reshape's target shape is the local one.
-    if (auto reshape = dyn_cast<ReshapeOp>(clone))
-      reshape.setShape(cast<RankedTensorType>(types[0]).getShape());
-    // A lookup in (a gradient of) a vocabulary shard: ids held elsewhere
-    // give nothing.
-    if (isa<EmbeddingOp, EmbeddingBackwardOp>(op)) {
-      int64_t v = isa<EmbeddingOp>(op) ? rule.operands[0][0] : rule.results[0][0];
-      if (!loops[v].empty()) {
-        clone->setAttr("vocab_axes", b.getDenseI16ArrayAttr(loops[v]));
-        if (isa<EmbeddingBackwardOp>(op))
-          clone->setAttr("vocab_size",
-                         b.getI64IntegerAttr(cast<RankedTensorType>(types[0]).getDimSize(0)));
-      }
-    }
-    // Experts split over grid axes (expert parallelism): the op runs this
-    // rank's block of them; pairs routed elsewhere give nothing.
-    if (isa<GroupedExpertsOp, GroupedExpertsBackwardOp>(op)) {
-      unsigned w1 = isa<GroupedExpertsOp>(op) ? 3 : 4;
-      const GridAxes &experts = loops[rule.operands[w1][0]];
-      if (!experts.empty()) {
-        clone->setAttr("expert_axes", b.getDenseI16ArrayAttr(experts));
-        clone->setAttr("num_experts",
-                       b.getI64IntegerAttr(
-                           cast<RankedTensorType>(op.getOperand(w1).getType()).getDimSize(0)));
-      }
-    }
-    // The dispatcher's ops on a rank's token chunks.
-    if (isa<ExpertDispatchOp, ExpertCombineOp, ExpertDispatchBackwardOp,
-            ExpertCombineBackwardOp>(op)) {
-      const GridAxes &batch = loops[rule.operands[isa<ExpertCombineBackwardOp>(op) ? 1 : 0][0]];
-      int64_t chunks = op.getAttrOfType<IntegerAttr>("chunks").getInt(),
-              ranks = gridGroupSize(grid.getShape(), batch);
-      if (chunks % ranks)
-        return op.emitOpError() << "kiln-partition: its batch splits over " << ranks
-                                << " ranks, which do not divide its " << chunks
-                                << " token chunks (kiln-expert-dispatch's chunks must be a "
-                                   "multiple of the data-parallel degree)";
-      clone->setAttr("chunks", b.getI64IntegerAttr(chunks / ranks));
-    }
-    // A mean over split positions divides by the global count.
-    if (isa<CrossEntropyOp, CrossEntropyBackwardOp>(op) && split) {
-      Value labels = op.getOperand(1);
-      int64_t total = cast<RankedTensorType>(labels.getType()).getNumElements();
-      clone->setAttr("total_positions", b.getI64IntegerAttr(total));
-    }
-    // A kernel call adapts its own options (e.g. the fused loss's count).
-    if (isa<KernelOp, KernelBackwardOp>(op))
-      lookupKernelSpec(op.getAttrOfType<StringAttr>("kernel").getValue())
-          ->localize(clone, &op, split, loops);
+    if (failed(cast<ShardingRuleOpInterface>(op).localize(clone, loops, grid.getShape())))
+      return failure();
     results.append(clone->result_begin(), clone->result_end());
     return success();
+  }
+
+  /// A norm over split tensors: local sums of squares, summed across the
+  /// ranks that hold different pieces, then the root. Operands split over
+  /// the same axes share one sum of squares, summed over those axes only (a
+  /// tensor replicated over tp counts once).
+  Value splitNorm(OpBuilder &b, GlobalNormOp norm, ValueRange operands, const ShardingRule &rule,
+                  const LoopSharding &loops) {
+    std::map<GridAxes, SmallVector<Value>> groups;
+    for (auto [i, operand] : llvm::enumerate(operands)) {
+      GridAxes axes;
+      for (int64_t l : rule.operands[i])
+        for (int16_t a : loops[l])
+          if (!llvm::is_contained(axes, a))
+            axes.push_back(a);
+      llvm::sort(axes);
+      groups[axes].push_back(operand);
+    }
+    Location loc = norm.getLoc();
+    Value total;
+    for (auto &[axes, group] : groups) {
+      Value squares = GlobalNormOp::create(b, loc, group, norm.getFqnAttr(), b.getUnitAttr());
+      if (!axes.empty())
+        squares = shard::AllReduceOp::create(b, loc, squares, grid.getSymName(), axes,
+                                             shard::ReductionKind::Sum);
+      total =
+          total ? AddOp::create(b, loc, total, squares, norm.getFqnAttr()).getResult() : squares;
+    }
+    return SqrtOp::create(b, loc, total, norm.getFqnAttr());
   }
 
   /// Loss parallel: a cross-entropy (or its backward) on logits split on the

@@ -9,8 +9,10 @@
 
 // A backward op; `cotangents` names the accessors of the operands that carry
 // cotangents (BackwardOpInterface), so a zero cotangent folds the op away.
-class Kiln_BackwardOp<string mnemonic, list<string> cotangents, list<Trait> traits = []>
-    : Kiln_Op<mnemonic, traits # [DeclareOpInterfaceMethods<Kiln_BackwardOpInterface>]> {
+class Kiln_BackwardOp<string mnemonic, list<string> cotangents, list<Trait> traits = [],
+                      list<string> sharding = []>
+    : Kiln_Op<mnemonic, traits # [DeclareOpInterfaceMethods<Kiln_BackwardOpInterface>],
+              sharding> {
   let extraClassDefinition = [{
     ::llvm::SmallVector<::mlir::Value> $cppClass::getCotangents() {
       return {}] # !interleave(!foreach(name, cotangents, name # "()"), ", ") # [{};
@@ -34,7 +36,8 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [DeclareOpInterfaceMethods<Kiln_VjpOpI
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-def Kiln_EmbeddingBackwardOp : Kiln_BackwardOp<"embedding_backward", ["getGrad"]> {
+def Kiln_EmbeddingBackwardOp : Kiln_BackwardOp<"embedding_backward", ["getGrad"], [],
+                                               ["localize"]> {
   let summary = "Scatter-add of output gradients into the embedding table's gradient";
   let description = [{
     With `vocab_axes` the result is this rank's block of `vocab_size` rows of
@@ -157,7 +160,8 @@ def Kiln_SwigluBackwardOp : Kiln_BackwardOp<"swiglu_backward", ["getOutGrad"]> {
   let results = (outs Kiln_FloatTensor:$gate_grad, Kiln_FloatTensor:$up_grad);
 }
 
-def Kiln_CrossEntropyBackwardOp : Kiln_BackwardOp<"cross_entropy_backward", ["getLossGrad"]> {
+def Kiln_CrossEntropyBackwardOp : Kiln_BackwardOp<"cross_entropy_backward", ["getLossGrad"],
+                                                  [], ["localize"]> {
   let summary = "(softmax(logits) - onehot(labels)) * loss_grad / positions";
   // positions: total_positions when set (see kiln.cross_entropy).
   let description = [{

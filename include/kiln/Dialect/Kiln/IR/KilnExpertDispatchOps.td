@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 def Kiln_ExpertDispatchOp : Kiln_Op<"expert_dispatch", [
-    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>], ["localize"]> {
   let summary = "Routed (token, expert) pairs into a buffer of `capacity` rows per block and chunk";
   let description = [{
     x `[B, ..., H]`, the routing `weights` (f32) and `experts` (ids)
@@ -52,7 +52,7 @@ def Kiln_ExpertDispatchOp : Kiln_Op<"expert_dispatch", [
 }
 
 def Kiln_ExpertCombineOp : Kiln_Op<"expert_combine", [
-    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>], ["localize"]> {
   let summary = "Each token's expert rows, back from the dispatch buffer and summed";
   let description = [{
     `result[t] = sum over t's slots j (ascending, dropped ones skipped) of
@@ -74,7 +74,8 @@ def Kiln_ExpertCombineOp : Kiln_Op<"expert_combine", [
 }
 
 def Kiln_ExpertDispatchBackwardOp : Kiln_BackwardOp<"expert_dispatch_backward",
-                                                    ["getRowsGrad", "getRowWeightsGrad"]> {
+                                                    ["getRowsGrad", "getRowWeightsGrad"], [],
+                                                    ["localize"]> {
   let summary = "Gradients of expert_dispatch: each token's rows summed, each pair's weight";
   let description = [{
     `input_grad[t] = sum over t's kept slots of rows_grad[row]` and
@@ -95,7 +96,7 @@ def Kiln_ExpertDispatchBackwardOp : Kiln_BackwardOp<"expert_dispatch_backward",
 }
 
 def Kiln_ExpertCombineBackwardOp : Kiln_BackwardOp<"expert_combine_backward",
-                                                   ["getResultGrad"]> {
+                                                   ["getResultGrad"], [], ["localize"]> {
   let summary = "Gradient of expert_combine: each kept pair's row gets its token's gradient";
   let description = [{
     `rows_grad [groups, chunks * capacity, H]`, unfilled rows 0.

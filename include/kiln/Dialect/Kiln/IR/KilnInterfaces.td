@@ -117,11 +117,24 @@ def Kiln_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
     (kiln::ShardingRule): which loops may be split, and which loop each
     operand and result dimension follows. Splitting a loop a result does not
     follow makes that result a partial sum. kiln-shard decides each loop's
-    grid axes from these rules; kiln-partition clones the op on local shapes.
+    grid axes from these rules; kiln-partition clones the op on local shapes
+    and lets the clone adapt itself to its share (localize).
   }];
   let methods = [
     InterfaceMethod<"The op's loops and how its operands and results follow them.",
       "::kiln::ShardingRule", "getShardingRule">,
+    InterfaceMethod<[{
+        Adapts `clone`, this op cloned by kiln-partition onto one rank's
+        operands and result types, to the rank's share of the work under
+        `loops` (the grid axes of each loop of getShardingRule) on a grid of
+        `gridShape`: the attributes that depend on the split (a reshape's
+        target shape, a vocabulary or expert shard's axes, the global count
+        a mean divides by). Fails, with an error on this op, where the split
+        cannot be taken. Most ops need nothing: the default.
+      }], "::mlir::LogicalResult", "localize",
+      (ins "::mlir::Operation *":$clone, "const ::kiln::LoopSharding &":$loops,
+           "::llvm::ArrayRef<int64_t>":$gridShape),
+      /*methodBody=*/[{}], /*defaultImplementation=*/[{ return ::mlir::success(); }]>,
   ];
 }
 

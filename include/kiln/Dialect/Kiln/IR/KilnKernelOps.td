@@ -35,7 +35,7 @@ class Kiln_KernelCallOp<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
         Pure, Kiln_HasModulePath,
         DeclareOpInterfaceMethods<Kiln_CostOpInterface>,
-        DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface>]> {
+        DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface, ["localize"]>]> {
   let arguments = (ins Variadic<AnyRankedTensor>:$inputs, StrAttr:$kernel, StrAttr:$rule,
                        StrAttr:$target, DictionaryAttr:$options, StrAttr:$fqn);
   let results = (outs Variadic<AnyRankedTensor>:$results);

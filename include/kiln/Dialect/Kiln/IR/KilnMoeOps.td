@@ -66,7 +66,7 @@ def Kiln_ExpertBiasUpdateOp : Kiln_Op<"expert_bias_update", [
 }
 
 def Kiln_GroupedExpertsOp : Kiln_Op<"grouped_experts", [
-    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+    DeclareOpInterfaceMethods<Kiln_VjpOpInterface>], ["localize"]> {
   let summary = "The routed experts' SwiGLU MLPs, weighted and summed per token";
   let description = [{
     x `[..., hidden]`; `weights` (f32) and `experts` (ids) `[..., k]` from
@@ -195,7 +195,7 @@ def Kiln_RouterBackwardOp : Kiln_BackwardOp<"router_backward",
 }
 
 def Kiln_GroupedExpertsBackwardOp : Kiln_BackwardOp<"grouped_experts_backward",
-                                                    ["getResultGrad"]> {
+                                                    ["getResultGrad"], [], ["localize"]> {
   let summary = "Gradients of grouped_experts: input, routing weights and expert weights";
   let description = [{
     Recomputes each expert's gate and up projections from the saved input

@@ -34,11 +34,13 @@ def Kiln_HasModulePath : NativeOpTrait<"HasModulePath"> {
   let cppNamespace = "::kiln";
 }
 
-class Kiln_Op<string mnemonic, list<Trait> traits = []>
+// `sharding`: the ShardingRuleOpInterface methods with a default the op
+// overrides (["localize"]).
+class Kiln_Op<string mnemonic, list<Trait> traits = [], list<string> sharding = []>
     : Op<Kiln_Dialect, mnemonic, traits # [
         Pure, InferTypeOpAdaptor, Kiln_HasModulePath,
         DeclareOpInterfaceMethods<Kiln_CostOpInterface>,
-        DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface>]> {
+        DeclareOpInterfaceMethods<Kiln_ShardingRuleOpInterface, sharding>]> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -55,7 +57,8 @@ class Kiln_ElementwiseOp<string mnemonic, list<string> names, list<Trait> traits
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Kiln_EmbeddingOp : Kiln_Op<"embedding", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>],
+                               ["localize"]> {
   let summary = "Token embedding lookup";
   let description = [{
     `result[..., :] = table[ids[...], :]` with table `[vocab, dim]`; ids may
@@ -251,7 +254,8 @@ def Kiln_CastOp : Kiln_ElementwiseOp<"cast", ["input", "result"], [
   let results = (outs Kiln_F32Tensor:$result);
 }
 
-def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy",
+                                  [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>], ["localize"]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{
     logits `[..., vocab]`, labels with logits' leading shape; the result is the
@@ -273,7 +277,8 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [DeclareOpInterfaceMethods<Ki
 }
 
 def Kiln_ReshapeOp : Kiln_Op<"reshape", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>,
-                                          DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
+                                          DeclareOpInterfaceMethods<ViewLikeOpInterface>],
+                             ["localize"]> {
   let summary = "Row-major reshape to a static shape with the same element count";
   let description = [{
     A view: the result shares the input's buffer (ViewLikeOpInterface).
