@@ -53,105 +53,150 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     return success();
   }
 
+  /// Where @grad-func's gradients (in parameter order) and loss are.
+  struct GradOutputs {
+    SmallVector<unsigned> grads;
+    unsigned loss = 0;
+  };
+
+  /// @train-func's arguments: their types and attributes, and where each
+  /// kind sits. Order: params..., step, exp_avg..., exp_avg_sq..., the data
+  /// inputs once per microbatch, the expert biases; a convention for
+  /// readers, consumers go by the attributes.
+  struct StepArguments {
+    SmallVector<Type> types;
+    SmallVector<DictionaryAttr> attrs;
+    SmallVector<size_t> params, expAvg, expAvgSq;
+    size_t step = 0;
+    SmallVector<SmallVector<size_t>> inputs; ///< per microbatch
+    SmallVector<RouterOp> routers;           ///< aux-loss-free balancing's
+    SmallVector<size_t> biases;              ///< each router's expert bias
+
+    size_t add(Type type, DictionaryAttr attributes) {
+      types.push_back(type);
+      attrs.push_back(attributes);
+      return types.size() - 1;
+    }
+  };
+
+  /// What the microbatches sum: the loss, each parameter's gradient, the
+  /// metrics; and each router's chosen experts, per microbatch.
+  struct StepSums {
+    Value loss;
+    SmallVector<Value> grads, metrics;
+    SmallVector<SmallVector<Value>> routedExperts;
+  };
+
+  static DictionaryAttr tag(Builder &b, StringRef name, StringRef value) {
+    return b.getDictionaryAttr(b.getNamedAttr(name, b.getStringAttr(value)));
+  }
+
   LogicalResult build(func::FuncOp grad) {
     FailureOr<Signature> sig = Signature::get(grad);
     if (failed(sig))
       return failure();
-    // Each parameter's gradient result, by its HF key.
-    SmallVector<unsigned> gradResults;
-    for (const Signature::Slot &p : sig->params()) {
-      std::optional<unsigned> g = sig->result(kGradAttr, p.name);
+    FailureOr<GradOutputs> outputs = gradOutputs(grad, *sig);
+    if (failed(outputs))
+      return failure();
+    OpBuilder b(grad);
+    FailureOr<StepArguments> args = stepArguments(b, grad, *sig);
+    if (failed(args))
+      return failure();
+    b.setInsertionPointAfter(grad);
+    auto train =
+        func::FuncOp::create(b, grad.getLoc(), trainFuncName, b.getFunctionType(args->types, {}));
+    train.setAllArgAttrs(args->attrs);
+    b.setInsertionPointToStart(train.addEntryBlock());
+    SmallVector<Signature::Slot> metrics = metricOutputs(grad);
+    StepSums sums = inlineMicrobatches(b, grad, train, *sig, *outputs, metrics, *args);
+    emitUpdate(b, grad.getLoc(), train, *sig, metrics, *args, sums);
+    return success();
+  }
+
+  /// Each parameter's gradient result and the loss, found by their tags.
+  FailureOr<GradOutputs> gradOutputs(func::FuncOp grad, const Signature &sig) {
+    GradOutputs outputs;
+    for (const Signature::Slot &p : sig.params()) {
+      std::optional<unsigned> g = sig.result(kGradAttr, p.name);
       if (!g)
         return grad.emitError() << "kiln-optimizer: no gradient result of @" << gradFuncName
                                 << " is tagged " << kGradAttr << " = \"" << p.name << "\"";
-      gradResults.push_back(*g);
+      outputs.grads.push_back(*g);
     }
-    std::optional<unsigned> lossResult = sig->result(kOutputAttr, kLossOutput);
-    if (!lossResult)
+    std::optional<unsigned> loss = sig.result(kOutputAttr, kLossOutput);
+    if (!loss)
       return grad.emitError() << "kiln-optimizer: no result of @" << gradFuncName
                               << " is tagged " << kOutputAttr << " = \"" << kLossOutput << "\"";
-    if (sig->inputs().empty())
+    if (sig.inputs().empty())
       return grad.emitError() << "kiln-optimizer: @" << gradFuncName
                               << " has no argument tagged " << kInputAttr;
+    outputs.loss = *loss;
+    return outputs;
+  }
 
-    OpBuilder b(grad);
-    auto tag = [&](StringRef name, StringRef value) {
-      return b.getDictionaryAttr(b.getNamedAttr(name, b.getStringAttr(value)));
-    };
-    // Signature: params..., step, exp_avg..., exp_avg_sq..., inputs...; the
-    // order is a convention for readers, consumers go by the attributes.
-    SmallVector<Type> argTypes;
-    SmallVector<DictionaryAttr> argAttrs;
-    auto addArg = [&](Type type, DictionaryAttr attrs) {
-      argTypes.push_back(type);
-      argAttrs.push_back(attrs);
-      return argTypes.size() - 1;
-    };
+  FailureOr<StepArguments> stepArguments(OpBuilder &b, func::FuncOp grad, const Signature &sig) {
+    StepArguments args;
     auto typeOf = [&](const Signature::Slot &slot) { return grad.getArgumentTypes()[slot.index]; };
-    SmallVector<size_t> paramArgs, expAvgArgs, expAvgSqArgs;
-    for (const Signature::Slot &p : sig->params())
-      paramArgs.push_back(addArg(typeOf(p), tag(kParamAttr, p.name)));
-    size_t stepArg = addArg(RankedTensorType::get({}, b.getI64Type()), tag(kStateAttr, kStepState));
-    for (const Signature::Slot &p : sig->params())
-      expAvgArgs.push_back(addArg(typeOf(p), tag(kStateAttr, expAvgName(p.name))));
-    for (const Signature::Slot &p : sig->params())
-      expAvgSqArgs.push_back(addArg(typeOf(p), tag(kStateAttr, expAvgSqName(p.name))));
+    for (const Signature::Slot &p : sig.params())
+      args.params.push_back(args.add(typeOf(p), tag(b, kParamAttr, p.name)));
+    args.step = args.add(RankedTensorType::get({}, b.getI64Type()), tag(b, kStateAttr, kStepState));
+    for (const Signature::Slot &p : sig.params())
+      args.expAvg.push_back(args.add(typeOf(p), tag(b, kStateAttr, expAvgName(p.name))));
+    for (const Signature::Slot &p : sig.params())
+      args.expAvgSq.push_back(args.add(typeOf(p), tag(b, kStateAttr, expAvgSqName(p.name))));
     // One copy of the data inputs per microbatch, microbatch-major.
-    SmallVector<SmallVector<size_t>> inputArgs(microbatches);
+    args.inputs.resize(microbatches);
     for (int64_t m = 0; m < microbatches; ++m)
-      for (const Signature::Slot &input : sig->inputs()) {
+      for (const Signature::Slot &input : sig.inputs()) {
         NamedAttrList attrs(grad.getArgAttrDict(input.index));
         if (microbatches > 1)
           attrs.set(kMicrobatchAttr, b.getI64IntegerAttr(m));
-        inputArgs[m].push_back(addArg(typeOf(input), attrs.getDictionary(b.getContext())));
+        args.inputs[m].push_back(args.add(typeOf(input), attrs.getDictionary(b.getContext())));
       }
     // Aux-loss-free balancing: an expert bias per router of the forward.
-    SmallVector<RouterOp> routers;
-    SmallVector<size_t> biasArgs;
     if (loadBalanceCoeff > 0)
       for (auto router : grad.getBody().getOps<RouterOp>()) {
         if (router.getExpertBias())
           return router.emitOpError() << "(fqn '" << router.getFqn()
                                       << "'): already has an expert bias";
         int64_t experts = router.getProbs().getType().getShape().back();
-        routers.push_back(router);
-        biasArgs.push_back(addArg(RankedTensorType::get({experts}, b.getF32Type()),
-                                  tag(kStateAttr, expertBiasName(router.getFqn()))));
+        args.routers.push_back(router);
+        args.biases.push_back(args.add(RankedTensorType::get({experts}, b.getF32Type()),
+                                       tag(b, kStateAttr, expertBiasName(router.getFqn()))));
       }
+    return args;
+  }
 
-    b.setInsertionPointAfter(grad);
-    auto train = func::FuncOp::create(b, grad.getLoc(), trainFuncName,
-                                      b.getFunctionType(argTypes, {}));
-    train.setAllArgAttrs(argAttrs);
-    Block *entry = train.addEntryBlock();
-    auto arg = [&](size_t index) { return entry->getArgument(index); };
-
-    // Inline the loss and gradients, once per microbatch; each microbatch's
-    // loss, metrics and gradients are added to the running sums right away,
-    // so its activations and gradients die before the next one starts.
-    b.setInsertionPointToStart(entry);
+  /// The loss and gradients inlined once per microbatch into `train`; each
+  /// microbatch's loss, metrics and gradients are added to the running sums
+  /// right away, so its activations and gradients die before the next one
+  /// starts. Every microbatch routes with the step's expert bias.
+  StepSums inlineMicrobatches(OpBuilder &b, func::FuncOp grad, func::FuncOp train,
+                              const Signature &sig, const GradOutputs &outputs,
+                              ArrayRef<Signature::Slot> metrics, StepArguments &args) {
+    auto arg = [&](size_t index) { return train.getArgument(index); };
     auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
-    SmallVector<Signature::Slot> metrics = metricOutputs(grad);
+    StepSums sums;
+    sums.routedExperts.resize(args.routers.size());
+    sums.grads.resize(outputs.grads.size());
+    sums.metrics.resize(metrics.size());
     IRMapping mapping;
-    SmallVector<SmallVector<Value>> routedExperts(routers.size());
-    Value loss;
-    SmallVector<Value> grads, metricValues;
     for (int64_t m = 0; m < microbatches; ++m) {
       mapping.clear();
-      for (auto [p, index] : llvm::zip(sig->params(), paramArgs))
+      for (auto [p, index] : llvm::zip(sig.params(), args.params))
         mapping.map(grad.getArgument(p.index), arg(index));
-      for (auto [input, index] : llvm::zip(sig->inputs(), inputArgs[m]))
+      for (auto [input, index] : llvm::zip(sig.inputs(), args.inputs[m]))
         mapping.map(grad.getArgument(input.index), arg(index));
       for (Operation &op : grad.getBody().front().without_terminator())
         b.clone(op, mapping);
-      // Every microbatch routes with the step's bias; the update counts the
-      // load of all of them.
-      for (auto [router, index, experts] : llvm::zip(routers, biasArgs, routedExperts)) {
+      for (auto [router, index, experts] :
+           llvm::zip(args.routers, args.biases, sums.routedExperts)) {
         auto routed = cast<RouterOp>(mapping.lookup(router.getWeights()).getDefiningOp());
         routed.getExpertBiasMutable().assign(arg(index));
         experts.push_back(routed.getExperts());
       }
-      auto accumulate = [&](Value &sum, Value value, StringRef fqn, bool gradient) {
+      auto accumulate = [&](Value &sum, unsigned result, StringRef fqn, bool gradient) {
+        Value value = mapping.lookup(gradReturn.getOperand(result));
         if (m == 0) {
           sum = value;
           return;
@@ -162,40 +207,46 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
           add->setAttr(kAccumulateAttr, b.getUnitAttr());
         sum = add;
       };
-      accumulate(loss, mapping.lookup(gradReturn.getOperand(*lossResult)), kLossOutput, false);
-      grads.resize(gradResults.size());
-      for (auto [i, r] : llvm::enumerate(gradResults))
-        accumulate(grads[i], mapping.lookup(gradReturn.getOperand(r)), sig->params()[i].name,
-                   true);
-      metricValues.resize(metrics.size());
-      for (auto [value, metric] : llvm::zip(metricValues, metrics))
-        accumulate(value, mapping.lookup(gradReturn.getOperand(metric.index)), metric.name, false);
+      accumulate(sums.loss, outputs.loss, kLossOutput, false);
+      for (auto [i, r] : llvm::enumerate(outputs.grads))
+        accumulate(sums.grads[i], r, sig.params()[i].name, true);
+      for (auto [value, metric] : llvm::zip(sums.metrics, metrics))
+        accumulate(value, metric.index, metric.name, false);
     }
-    // Sums of N microbatches' means to the mean over the step (scalars only).
-    auto mean = [&](Value sum, StringRef fqn) -> Value {
-      if (microbatches == 1)
-        return sum;
-      return ScaleOp::create(b, grad.getLoc(), sum, b.getF64FloatAttr(1.0 / double(microbatches)),
-                             b.getStringAttr("optimizer.mean." + fqn));
-    };
-    loss = mean(loss, kLossOutput);
-    for (auto [value, metric] : llvm::zip(metricValues, metrics))
-      value = mean(value, metric.name);
+    return sums;
+  }
+
+  /// A sum of N microbatches' means as the mean over the step (scalars only).
+  Value mean(OpBuilder &b, Location loc, Value sum, StringRef fqn) {
+    if (microbatches == 1)
+      return sum;
+    return ScaleOp::create(b, loc, sum, b.getF64FloatAttr(1.0 / double(microbatches)),
+                           b.getStringAttr("optimizer.mean." + fqn));
+  }
+
+  /// The step's update and its results: the loss and metrics as means, the
+  /// expert biases moved by the step's load, the gradients clipped by their
+  /// total norm, the rate scheduled and every parameter updated. With
+  /// microbatches the gradients are sums: the norm and the coefficient the
+  /// update multiplies them by carry the 1/N.
+  void emitUpdate(OpBuilder &b, Location loc, func::FuncOp train, const Signature &sig,
+                  ArrayRef<Signature::Slot> metrics, StepArguments &args, StepSums &sums) {
+    auto arg = [&](size_t index) { return train.getArgument(index); };
+    Value loss = mean(b, loc, sums.loss, kLossOutput);
+    for (auto [value, metric] : llvm::zip(sums.metrics, metrics))
+      value = mean(b, loc, value, metric.name);
     SmallVector<Value> newBiases;
-    for (auto [router, index, experts] : llvm::zip(routers, biasArgs, routedExperts))
+    for (auto [router, index, experts] : llvm::zip(args.routers, args.biases, sums.routedExperts))
       newBiases.push_back(ExpertBiasUpdateOp::create(b, router.getLoc(), arg(index), experts,
                                                      b.getF64FloatAttr(loadBalanceCoeff),
                                                      router.getFqnAttr()));
-
-    // Clip by total norm, schedule the rate, update every parameter. With
-    // microbatches the gradients are sums: the norm and the coefficient the
-    // update multiplies them by carry the 1/N.
-    Location loc = grad.getLoc();
-    Value step = arg(stepArg);
-    Value norm = mean(GlobalNormOp::create(b, loc, grads, b.getStringAttr("optimizer.grad_norm"),
-                                           UnitAttr()),
+    Value step = arg(args.step);
+    Value norm = mean(b, loc,
+                      GlobalNormOp::create(b, loc, sums.grads,
+                                           b.getStringAttr("optimizer.grad_norm"), UnitAttr()),
                       kGradNormOutput);
-    Value coef = mean(ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
+    Value coef = mean(b, loc,
+                      ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
                                          b.getStringAttr("optimizer.clip_grad_norm")),
                       "clip_grad_norm");
     Value rate =
@@ -205,40 +256,36 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
                              b.getF64FloatAttr(minLrFactor), b.getStringAttr("lr_scheduler"));
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> resultAttrs;
+    auto addResult = [&](Value value, DictionaryAttr attrs) {
+      results.push_back(value);
+      resultAttrs.push_back(attrs);
+    };
     SmallVector<Value> newExpAvg, newExpAvgSq;
-    for (auto [i, p] : llvm::enumerate(sig->params())) {
-      Value param = arg(paramArgs[i]);
+    for (auto [i, p] : llvm::enumerate(sig.params())) {
+      Value param = arg(args.params[i]);
       auto update = AdamWOp::create(
-          b, loc, param, grads[i], arg(expAvgArgs[i]), arg(expAvgSqArgs[i]), step, rate, coef,
-          b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+          b, loc, param, sums.grads[i], arg(args.expAvg[i]), arg(args.expAvgSq[i]), step, rate,
+          coef, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
           b.getF64FloatAttr(weightDecay), b.getStringAttr(moduleOf(param)));
-      results.push_back(update.getParamOut());
-      resultAttrs.push_back(argAttrs[paramArgs[i]]);
+      addResult(update.getParamOut(), args.attrs[args.params[i]]);
       newExpAvg.push_back(update.getExpAvgOut());
       newExpAvgSq.push_back(update.getExpAvgSqOut());
     }
-    results.push_back(NextStepOp::create(b, loc, step, b.getStringAttr("optimizer.step")));
-    resultAttrs.push_back(argAttrs[stepArg]);
-    for (auto [values, args] : {std::pair{&newExpAvg, &expAvgArgs}, {&newExpAvgSq, &expAvgSqArgs}})
-      for (auto [value, index] : llvm::zip(*values, *args)) {
-        results.push_back(value);
-        resultAttrs.push_back(argAttrs[index]);
-      }
-    for (auto [bias, index] : llvm::zip(newBiases, biasArgs)) {
-      results.push_back(bias);
-      resultAttrs.push_back(argAttrs[index]);
-    }
-    results.append({loss, norm});
-    resultAttrs.push_back(tag(kOutputAttr, kLossOutput));
-    resultAttrs.push_back(tag(kOutputAttr, kGradNormOutput));
-    for (auto [value, metric] : llvm::zip(metricValues, metrics)) {
-      results.push_back(value);
-      resultAttrs.push_back(tag(kOutputAttr, metric.name));
-    }
+    addResult(NextStepOp::create(b, loc, step, b.getStringAttr("optimizer.step")),
+              args.attrs[args.step]);
+    for (auto [values, indices] :
+         {std::pair{&newExpAvg, &args.expAvg}, {&newExpAvgSq, &args.expAvgSq}})
+      for (auto [value, index] : llvm::zip(*values, *indices))
+        addResult(value, args.attrs[index]);
+    for (auto [bias, index] : llvm::zip(newBiases, args.biases))
+      addResult(bias, args.attrs[index]);
+    addResult(loss, tag(b, kOutputAttr, kLossOutput));
+    addResult(norm, tag(b, kOutputAttr, kGradNormOutput));
+    for (auto [value, metric] : llvm::zip(sums.metrics, metrics))
+      addResult(value, tag(b, kOutputAttr, metric.name));
     func::ReturnOp::create(b, loc, results);
-    train.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+    train.setFunctionType(b.getFunctionType(args.types, ValueRange(results).getTypes()));
     train.setAllResultAttrs(resultAttrs);
-    return success();
   }
 
   /// The module owning a parameter (kiln::owningModule).
