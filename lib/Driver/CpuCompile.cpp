@@ -60,10 +60,9 @@ std::string fingerprint(const std::string &bytes) {
   return hash.hex();
 }
 
-/// The first leaf where `have` and `want` differ, as "a.b.c" (array
-/// elements by index); empty when they are equal.
-/// The printed @train_step (with its instructions' fqns): the module's own
-/// location is the model's path, which the step does not depend on.
+/// The fingerprint of the printed @train_step, with its instructions' fqns
+/// (not the module: its location is the model's path, which the step does
+/// not depend on).
 std::string stepFingerprint(ModuleOp hloStep) {
   auto step = hloStep.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
@@ -74,8 +73,10 @@ std::string stepFingerprint(ModuleOp hloStep) {
   return fingerprint(text);
 }
 
-/// Objects compare their most telling keys first: the build, then what a
-/// user chose (model, layout, batch, precision), then the program.
+/// The first leaf where `have` and `want` differ, as "a.b.c" (array
+/// elements by index); empty when they are equal. Objects compare their
+/// most telling keys first: the build, then what a user chose (model,
+/// layout, batch, precision), then the program.
 std::string firstDifference(const json &have, const json &want, const std::string &path) {
   if (have.is_object() && want.is_object()) {
     std::vector<std::string> keys;
