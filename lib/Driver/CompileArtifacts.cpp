@@ -4,6 +4,7 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Support/AtomicDirectory.h"
+#include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -74,11 +75,13 @@ json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> 
     SmallVector<int64_t> whole(type.getShape());
     std::optional<Sharding> sharding;
     if (Attribute attr = step.getArgAttr(i, kShardingAttr)) {
-      std::string error;
-      FailureOr<Sharding> s = Sharding::fromAttr(attr, type.getRank(), axisNames, error);
-      if (failed(s))
-        fail("@train_step argument #{}: {}", i, error);
-      sharding = *s;
+      succeedOrFail(*step.getContext(), "@train_step argument #" + std::to_string(i), [&] {
+        FailureOr<Sharding> s =
+            Sharding::fromAttr(attr, type.getRank(), axisNames, [&] { return step.emitError(); });
+        if (succeeded(s))
+          sharding = *s;
+        return LogicalResult(s);
+      });
     }
     // The whole shape: a parameter's (and its moments') from the global
     // @loss, anything else from the split.

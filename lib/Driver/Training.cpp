@@ -11,9 +11,10 @@
 
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
-#include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/ForwardKernels.h"
+#include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/TokenBatch.h"
+#include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -124,13 +125,16 @@ std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
   Attribute attr = fn.getArgAttr(arg, kShardingAttr);
   if (!attr)
     return std::nullopt;
-  std::string error;
-  FailureOr<Sharding> s = Sharding::fromAttr(
-      attr, cast<RankedTensorType>(fn.getArgumentTypes()[arg]).getRank(), gridAxisNames(fn),
-      error);
-  if (failed(s))
-    fail("@{}: argument #{}: {}", fn.getName().str(), arg, error);
-  return *s;
+  std::optional<Sharding> sharding;
+  succeedOrFail(*fn.getContext(), fmt::format("@{}: argument #{}", fn.getName().str(), arg), [&] {
+    FailureOr<Sharding> s =
+        Sharding::fromAttr(attr, cast<RankedTensorType>(fn.getArgumentTypes()[arg]).getRank(),
+                           gridAxisNames(fn), [&] { return fn.emitError(); });
+    if (succeeded(s))
+      sharding = *s;
+    return LogicalResult(s);
+  });
+  return sharding;
 }
 /// What every rank of a run must share before its first collective: the
 /// resolved run config (command-line overrides and a token file's shape

@@ -66,14 +66,13 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
   // Shardings of values of the new function
   //===--------------------------------------------------------------------===//
 
+  /// The sharding `attr` gives a value of `type` (replicated when none).
   FailureOr<Sharding> parse(Operation *where, Attribute attr, Type type) {
-    std::string error;
-    FailureOr<Sharding> s = Sharding::fromAttr(
-        attr ? attr : DictionaryAttr::get(where->getContext()),
-        cast<RankedTensorType>(type).getRank(), axisNames, error);
-    if (failed(s))
-      where->emitError() << "kiln-partition: " << error;
-    return s;
+    int64_t rank = cast<RankedTensorType>(type).getRank();
+    if (!attr)
+      return Sharding::replicated(rank);
+    return Sharding::fromAttr(attr, rank, axisNames,
+                              [&] { return where->emitError() << "kiln-partition: "; });
   }
 
   /// The local type of a value of global `type` sharded as `s`.

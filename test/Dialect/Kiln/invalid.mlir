@@ -416,7 +416,7 @@ func.func @unknown_kiln_attribute(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
 
 module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
   // expected-error@+1 {{argument #0: 'padded_to' 6 is below dimension 0 of 'tensor<8xf32>'}}
-  func.func @padding_too_small(%w: tensor<8xf32> {kiln.param = "w", kiln.sharding = {dims = [["dp_shard"]], padded_to = array<i64: 6>}}) {
+  func.func @padding_too_small(%w: tensor<8xf32> {kiln.param = "w", kiln.sharding = #kiln.sharding<[{"dp_shard"}], padded_to = [6]>}) {
     return
   }
 }
@@ -425,7 +425,7 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
 
 module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
   // expected-error@+1 {{argument #0: unknown grid axis 'pp'}}
-  func.func @unknown_axis(%w: tensor<8xf32> {kiln.param = "w", kiln.sharding = {dims = [["pp"]]}}) {
+  func.func @unknown_axis(%w: tensor<8xf32> {kiln.param = "w", kiln.sharding = #kiln.sharding<[{"pp"}]>}) {
     return
   }
 }
@@ -436,8 +436,8 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
 // against the function type (this crashed the verifier, found by fuzz/mlir).
 module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
   // expected-error@+1 {{argument #1: 'padded_to' 6 is below dimension 0 of 'tensor<8xf32>'}}
-  func.func private @declared(tensor<8xf32> {kiln.sharding = {dims = [["dp_shard"]]}},
-                              tensor<8xf32> {kiln.sharding = {dims = [["dp_shard"]], padded_to = array<i64: 6>}})
+  func.func private @declared(tensor<8xf32> {kiln.sharding = #kiln.sharding<[{"dp_shard"}]>},
+                              tensor<8xf32> {kiln.sharding = #kiln.sharding<[{"dp_shard"}], padded_to = [6]>})
 }
 
 // -----

@@ -34,8 +34,8 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 }
 
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: tensor<8x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[\[}}"tp"], []]}}
-// CHECK-SAME: tensor<8x8xf32> {kiln.param = "lm_head.weight", kiln.sharding = {dims = {{\[\[}}"tp"], []]}}
+// CHECK-SAME: tensor<8x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp"}, {}]>}
+// CHECK-SAME: tensor<8x8xf32> {kiln.param = "lm_head.weight", kiln.sharding = #kiln.sharding<[{"tp"}, {}]>}
 // The lookup in this rank's rows, zero elsewhere, summed over tp.
 // CHECK: %[[EMB:.*]] = kiln.embedding {{.*}}vocab_axes = array<i16: 2>} : (tensor<8x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
 // CHECK-NEXT: %[[H:.*]] = shard.all_reduce %[[EMB]] on @grid grid_axes = [2] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
@@ -66,7 +66,7 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // SP-NEXT: kiln.embedding_backward %[[G]], {{.*}}vocab_axes = array<i16: 2>, vocab_size = 8 : i64} {{.*}} -> tensor<8x8xf32>
 
 // FSDP-LABEL: func.func @train_step(
-// FSDP-SAME: tensor<4x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[\[}}"tp", "dp_shard"], []]}}
+// FSDP-SAME: tensor<4x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp", "dp_shard"}, {}]>}
 // FSDP: %[[T:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [1] gather_axis = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
 // FSDP-NEXT: kiln.embedding %[[T]], {{.*}}vocab_axes = array<i16: 2>} : (tensor<8x8xf32>, tensor<1x4xi64>) -> tensor<1x4x8xf32>
 // FSDP: kiln.vocab_parallel_loss {{.*}}total_positions = 8 : i64
@@ -81,14 +81,14 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // TIED-NEXT: kiln.add %[[DW]], %[[DT]] {{.*}} -> tensor<8x8xf32>
 
 // COLWISE-LABEL: func.func @train_step(
-// COLWISE-SAME: tensor<16x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[\[}}], ["tp"]]}}
+// COLWISE-SAME: tensor<16x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{}, {"tp"}]>}
 // COLWISE: %[[EMB:.*]] = kiln.embedding {{.*}}fqn = "tok_embeddings"{{.*}} : (tensor<16x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
 // COLWISE-NEXT: shard.all_gather %[[EMB]] on @grid grid_axes = [2] gather_axis = 2 : tensor<2x4x4xf32> -> tensor<2x4x8xf32>
 
 // EVAL-LABEL: func.func @loss(
-// EVAL-SAME: tensor<1x4xi64> {kiln.input = "input_ids", kiln.sharding = {dims = {{\[\[}}"dp_shard"], []]}}
-// EVAL-SAME: tensor<4x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[\[}}"tp", "dp_shard"], []]}}
-// EVAL-SAME: -> (tensor<f32> {kiln.sharding = {}})
+// EVAL-SAME: tensor<1x4xi64> {kiln.input = "input_ids", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}
+// EVAL-SAME: tensor<4x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp", "dp_shard"}, {}]>}
+// EVAL-SAME: -> (tensor<f32> {kiln.sharding = #kiln.sharding<[]>})
 // EVAL: kiln.embedding {{.*}}vocab_axes = array<i16: 2>}
 // EVAL: kiln.vocab_parallel_loss {{.*}}total_positions = 8 : i64
 // EVAL-NEXT: shard.all_reduce %{{.*}} on @grid grid_axes = [1] : tensor<f32>

@@ -32,9 +32,9 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 }
 
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: tensor<6x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight", kiln.sharding = {dims = {{\[}}["tp"], []]}}
-// CHECK-SAME: tensor<8x6xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight", kiln.sharding = {dims = {{\[}}[], ["tp"]]}}
-// CHECK-SAME: tensor<2x3xi64> {kiln.input = "input_ids", kiln.sharding = {}}
+// CHECK-SAME: tensor<6x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight", kiln.sharding = #kiln.sharding<[{"tp"}, {}]>}
+// CHECK-SAME: tensor<8x6xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight", kiln.sharding = #kiln.sharding<[{}, {"tp"}]>}
+// CHECK-SAME: tensor<2x3xi64> {kiln.input = "input_ids", kiln.sharding = #kiln.sharding<[{}, {}]>}
 // Forward: w1 makes this rank's half of the hidden features, w2 a partial
 // sum of the output, all-reduced before the residual add.
 // CHECK: kiln.linear {{.*}}fqn = "layers.0.feed_forward.w1"{{.*}} : (tensor<2x3x8xf32>, tensor<6x8xf32>) -> tensor<2x3x6xf32>
@@ -59,7 +59,7 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // FSDP2 x TP2: w1 is stored as a dp_shard piece of the tp shard, gathered
 // over dp_shard only.
 // FSDP-LABEL: func.func @train_step(
-// FSDP-SAME: tensor<3x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight", kiln.sharding = {dims = {{\[}}["tp", "dp_shard"], []]}}
+// FSDP-SAME: tensor<3x8xf32> {kiln.param = "model.layers.0.mlp.gate_proj.weight", kiln.sharding = #kiln.sharding<[{"tp", "dp_shard"}, {}]>}
 // FSDP: shard.all_gather %{{.*}} on @grid grid_axes = [1] gather_axis = 0 : tensor<3x8xf32> -> tensor<6x8xf32>
 
 // MIXED-LABEL: func.func @train_step(

@@ -16,8 +16,8 @@ func.func @loss(%ids: tensor<3x2xi64> {kiln.input = "input_ids"},
 }
 
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: %[[TABLE:.*]]: tensor<6x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[}}["dp_shard"], []], padded_to = array<i64: 18, 0>}}
-// CHECK-SAME: %[[NORM:.*]]: tensor<3xf32> {kiln.param = "model.norm.weight", kiln.sharding = {dims = {{\[}}["dp_shard"]], padded_to = array<i64: 9>}}
+// CHECK-SAME: %[[TABLE:.*]]: tensor<6x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}], padded_to = [18, 0]>}
+// CHECK-SAME: %[[NORM:.*]]: tensor<3xf32> {kiln.param = "model.norm.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}], padded_to = [9]>}
 // CHECK: %[[G:.*]] = shard.all_gather %[[TABLE]] on @grid grid_axes = [1] gather_axis = 0 : tensor<6x8xf32> -> tensor<18x8xf32>
 // CHECK-NEXT: %[[T:.*]] = kiln.narrow %[[G]] {dim = 0 : i64, fqn = "fsdp.padding", size = 16 : i64} : (tensor<18x8xf32>) -> tensor<16x8xf32>
 // CHECK-NEXT: kiln.embedding %[[T]]
@@ -34,7 +34,7 @@ func.func @loss(%ids: tensor<3x2xi64> {kiln.input = "input_ids"},
 // the 9-row block, cut to the 8 rows of the tp shard.
 // RUN: kiln-opt %s --kiln-training --kiln-shard="dp-shard=3 tp=2 sequence-parallel=false tp-plan=tok_embeddings=rowwise" --kiln-partition | FileCheck %s --check-prefix=TP
 // TP-LABEL: func.func @train_step(
-// TP-SAME: %[[TABLE:.*]]: tensor<3x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[}}["tp", "dp_shard"], []], padded_to = array<i64: 18, 0>}}
+// TP-SAME: %[[TABLE:.*]]: tensor<3x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp", "dp_shard"}, {}], padded_to = [18, 0]>}
 // TP: %[[G:.*]] = shard.all_gather %[[TABLE]] on @grid grid_axes = [1] gather_axis = 0 : tensor<3x8xf32> -> tensor<9x8xf32>
 // TP-NEXT: %[[T:.*]] = kiln.narrow %[[G]] {dim = 0 : i64, fqn = "fsdp.padding", size = 8 : i64} : (tensor<9x8xf32>) -> tensor<8x8xf32>
 // TP-NEXT: kiln.embedding %[[T]], {{.*}}vocab_axes = array<i16: 2>

@@ -28,8 +28,8 @@ func.func @loss(%ids: tensor<8x3xi64> {kiln.input = "input_ids"},
 }
 
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: %[[TABLE:[a-z0-9]+]]: tensor<2x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[}}["dp_shard", "ep"], []], padded_to = array<i64: 8, 0>}}
-// CHECK-SAME: %[[W1:[a-z0-9]+]]: tensor<2x4x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["ep", "dp_shard"], [], []], padded_to = array<i64: 8, 0, 0>}}
+// CHECK-SAME: %[[TABLE:[a-z0-9]+]]: tensor<2x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"dp_shard", "ep"}, {}], padded_to = [8, 0]>}
+// CHECK-SAME: %[[W1:[a-z0-9]+]]: tensor<2x4x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = #kiln.sharding<[{"ep", "dp_shard"}, {}, {}], padded_to = [8, 0, 0]>}
 // The table is gathered over ep (grid axis 2) into its padded dp_shard
 // block, the padding dropped, then gathered over dp_shard (axis 1).
 // CHECK: %[[G1:.*]] = shard.all_gather %[[TABLE]] on @grid grid_axes = [2] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>

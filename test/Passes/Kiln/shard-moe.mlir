@@ -42,10 +42,10 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // TP2: the gate is replicated; w1 and w3 keep 3 of their 6 intermediate
 // features per expert (dim 1), w2 3 of its 6 input features (dim 2).
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: tensor<4x8xf32> {kiln.param = "model.layers.0.mlp.gate.weight", kiln.sharding = {}}
-// CHECK-SAME: %[[W1:[a-z0-9]+]]: tensor<4x3x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}[], ["tp"], []]}}
-// CHECK-SAME: %[[W3:[a-z0-9]+]]: tensor<4x3x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = {dims = {{\[}}[], ["tp"], []]}}
-// CHECK-SAME: %[[W2:[a-z0-9]+]]: tensor<4x8x3xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = {dims = {{\[}}[], [], ["tp"]]}}
+// CHECK-SAME: tensor<4x8xf32> {kiln.param = "model.layers.0.mlp.gate.weight", kiln.sharding = #kiln.sharding<[{}, {}]>}
+// CHECK-SAME: %[[W1:[a-z0-9]+]]: tensor<4x3x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = #kiln.sharding<[{}, {"tp"}, {}]>}
+// CHECK-SAME: %[[W3:[a-z0-9]+]]: tensor<4x3x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = #kiln.sharding<[{}, {"tp"}, {}]>}
+// CHECK-SAME: %[[W2:[a-z0-9]+]]: tensor<4x8x3xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = #kiln.sharding<[{}, {}, {"tp"}]>}
 // Forward: every rank routes over all 4 experts with the whole gate...
 // CHECK: kiln.linear {{.*}}fqn = "layers.0.moe.router.gate"{{.*}} : (tensor<2x3x8xf32>, tensor<4x8xf32>) -> tensor<2x3x4xf32>
 // CHECK-NEXT: kiln.router {{.*}} : (tensor<2x3x4xf32>) -> (tensor<2x3x2xf32>, tensor<2x3x2xi64>, tensor<2x3x4xf32>)
@@ -74,10 +74,10 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // FSDP2 on 2 ranks: every parameter, the expert stacks included, is stored
 // split on dim 0 (2 of the 4 experts per rank), and the batch is split.
 // FSDP-LABEL: func.func @train_step(
-// FSDP-SAME: %[[GATE:[a-z0-9]+]]: tensor<2x8xf32> {kiln.param = "model.layers.0.mlp.gate.weight", kiln.sharding = {dims = {{\[}}["dp_shard"], []]}}
-// FSDP-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["dp_shard"], [], []]}}
-// FSDP-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = {dims = {{\[}}["dp_shard"], [], []]}}
-// FSDP-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = {dims = {{\[}}["dp_shard"], [], []]}}
+// FSDP-SAME: %[[GATE:[a-z0-9]+]]: tensor<2x8xf32> {kiln.param = "model.layers.0.mlp.gate.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}
+// FSDP-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}, {}]>}
+// FSDP-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}, {}]>}
+// FSDP-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}, {}]>}
 // FSDP-SAME: tensor<1x3xi64> {kiln.input = "input_ids"
 // Forward: the gate and the three stacks are gathered over dp_shard (grid
 // axis 1) right before their use; the experts run on this rank's tokens.
@@ -120,11 +120,11 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // EP: kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]
 // EP: shard.grid @grid(shape = 1x1x2x1)
 // EP-LABEL: func.func @train_step(
-// EP-SAME: tensor<2x8xf32> {kiln.param = "model.layers.0.mlp.gate.weight", kiln.sharding = {dims = {{\[}}["ep"], []]}}
-// EP-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
-// EP-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
-// EP-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
-// EP-SAME: tensor<1x3xi64> {kiln.input = "input_ids", kiln.sharding = {dims = {{\[}}["ep"], []]}}
+// EP-SAME: tensor<2x8xf32> {kiln.param = "model.layers.0.mlp.gate.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}]>}
+// EP-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}, {}]>}
+// EP-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}, {}]>}
+// EP-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}, {}]>}
+// EP-SAME: tensor<1x3xi64> {kiln.input = "input_ids", kiln.sharding = #kiln.sharding<[{"ep"}, {}]>}
 // Forward: the rank routes its own tokens; the tokens, their routing weights
 // and their expert ids are gathered over ep; the local op runs this rank's
 // 2 experts on the stacks as stored; its partial output goes back to the
@@ -154,9 +154,9 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // kiln-partition records the block in the call's options (the backends pass
 // its first expert as one more operand).
 // EPKERNEL-LABEL: func.func @train_step(
-// EPKERNEL-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
-// EPKERNEL-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
-// EPKERNEL-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// EPKERNEL-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}, {}]>}
+// EPKERNEL-SAME: %[[W3:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.up_proj.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}, {}]>}
+// EPKERNEL-SAME: %[[W2:[a-z0-9]+]]: tensor<2x8x6xf32> {kiln.param = "model.layers.0.mlp.experts.*.down_proj.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}, {}]>}
 // EPKERNEL-NOT: shard.all_gather %[[W1]]
 // EPKERNEL: %[[GX:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x8xf32> -> tensor<2x3x8xf32>
 // EPKERNEL-NEXT: %[[GW:.*]] = shard.all_gather %{{.*}} on @grid grid_axes = [2] gather_axis = 0 : tensor<1x3x2xf32> -> tensor<2x3x2xf32>
@@ -178,7 +178,7 @@ func.func @loss(%ids: tensor<2x3xi64> {kiln.input = "input_ids"},
 // way; the backward mirrors it and reuses the received rows. The stacks'
 // gradients are the blocks' own.
 // A2A-LABEL: func.func @train_step(
-// A2A-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = {dims = {{\[}}["ep"], [], []]}}
+// A2A-SAME: %[[W1:[a-z0-9]+]]: tensor<2x6x8xf32> {kiln.param = "model.layers.0.mlp.experts.*.gate_proj.weight", kiln.sharding = #kiln.sharding<[{"ep"}, {}, {}]>}
 // A2A: %[[ROWS:[^,]+]], %[[RW:[^,]+]], %[[RE:[^,]+]], %[[SLOTS:[^ ]+]] = kiln.expert_dispatch {{.*}}chunks = 1 : i64{{.*}} : (tensor<1x3x8xf32>, tensor<1x3x2xf32>, tensor<1x3x2xi64>) -> (tensor<2x6x8xf32>, tensor<2x6x1xf32>, tensor<2x6x1xi64>, tensor<1x3x2xi64>)
 // A2A-NEXT: %[[XR:.*]] = shard.all_to_all %[[ROWS]] on @grid grid_axes = [2] split_axis = 0 concat_axis = 1 : tensor<2x6x8xf32> -> tensor<1x12x8xf32>
 // A2A-NEXT: %[[XW:.*]] = shard.all_to_all %[[RW]] on @grid grid_axes = [2] split_axis = 0 concat_axis = 1 : tensor<2x6x1xf32> -> tensor<1x12x1xf32>

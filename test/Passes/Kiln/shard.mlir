@@ -23,30 +23,30 @@ func.func @loss(%ids: tensor<4x3xi64> {kiln.input = "input_ids"},
 // CHECK: shard.grid @grid(shape = 1x2x1)
 // Parameters and moments are stored split on dim 0, inputs on the batch.
 // CHECK-LABEL: func.func @train_step(
-// CHECK-SAME: tensor<16x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[}}["dp_shard"], []]}}
-// CHECK-SAME: tensor<i64> {kiln.sharding = {}, kiln.state = "step"}
-// CHECK-SAME: tensor<16x8xf32> {kiln.sharding = {dims = {{\[}}["dp_shard"], []]}, kiln.state = "exp_avg.model.embed_tokens.weight"}
-// CHECK-SAME: tensor<4x3xi64> {kiln.input = "input_ids", kiln.sharding = {dims = {{\[}}["dp_shard"], []]}}
+// CHECK-SAME: tensor<16x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}
+// CHECK-SAME: tensor<i64> {kiln.sharding = #kiln.sharding<[]>, kiln.state = "step"}
+// CHECK-SAME: tensor<16x8xf32> {kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>, kiln.state = "exp_avg.model.embed_tokens.weight"}
+// CHECK-SAME: tensor<4x3xi64> {kiln.input = "input_ids", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}
 // Outputs are whole; updated state is stored as it came in.
-// CHECK-SAME: tensor<f32> {kiln.output = "loss", kiln.sharding = {}}
+// CHECK-SAME: tensor<f32> {kiln.output = "loss", kiln.sharding = #kiln.sharding<[]>}
 // Compute follows the batch; the parameter is read whole.
-// CHECK: kiln.linear {{.*}}fqn = "layers.0.feed_forward.w2", kiln.loops = {{\[}}["dp_shard"], [], [], []], {{.*}}kiln.shardings = [{dims = {{\[}}["dp_shard"], [], []]}]
+// CHECK: kiln.linear {{.*}}fqn = "layers.0.feed_forward.w2", kiln.loops = {{\[}}["dp_shard"], [], [], []], {{.*}}kiln.shardings = [#kiln.sharding<[{"dp_shard"}, {}, {}]>]
 // The loss over split positions is resolved whole.
-// CHECK: kiln.cross_entropy {{.*}}kiln.loops = {{\[}}["dp_shard"], [], []], kiln.shardings = [{}]
+// CHECK: kiln.cross_entropy {{.*}}kiln.loops = {{\[}}["dp_shard"], [], []], kiln.shardings = [#kiln.sharding<[]>]
 // A weight gradient sums over the batch: pending over dp_shard, and the two
 // uses of the tied table stay pending through their sum, which resolves
 // into the table's storage layout for AdamW (and the norm).
-// CHECK: kiln.linear_backward_weight {{.*}}fqn = "output", kiln.loops = {{\[}}["dp_shard"], [], [], []], kiln.shardings = [{partial = ["dp_shard"]}]
-// CHECK: kiln.embedding_backward {{.*}}kiln.shardings = [{partial = ["dp_shard"]}]
-// CHECK: kiln.add {{.*}}fqn = "tok_embeddings.grad_accum", kiln.loops = {{\[}}[], []], kiln.shardings = [{dims = {{\[}}["dp_shard"], []]}]
+// CHECK: kiln.linear_backward_weight {{.*}}fqn = "output", kiln.loops = {{\[}}["dp_shard"], [], [], []], kiln.shardings = [#kiln.sharding<[{}, {}], partial = {"dp_shard"}>]
+// CHECK: kiln.embedding_backward {{.*}}kiln.shardings = [#kiln.sharding<[{}, {}], partial = {"dp_shard"}>]
+// CHECK: kiln.add {{.*}}fqn = "tok_embeddings.grad_accum", kiln.loops = {{\[}}[], []], kiln.shardings = [#kiln.sharding<[{"dp_shard"}, {}]>]
 // AdamW updates the stored shards.
-// CHECK: kiln.adamw {{.*}}fqn = "tok_embeddings", kiln.loops = {{\[}}["dp_shard"], []], kiln.shardings = [{dims = {{\[}}["dp_shard"], []]}, {dims = {{\[}}["dp_shard"], []]}, {dims = {{\[}}["dp_shard"], []]}]
+// CHECK: kiln.adamw {{.*}}fqn = "tok_embeddings", kiln.loops = {{\[}}["dp_shard"], []], kiln.shardings = [#kiln.sharding<[{"dp_shard"}, {}]>, #kiln.sharding<[{"dp_shard"}, {}]>, #kiln.sharding<[{"dp_shard"}, {}]>]
 
 // With replicas, the batch splits over both axes, parameters over dp_shard only.
 // HSDP: shard.grid @grid(shape = 2x2x1)
-// HSDP: tensor<16x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = {dims = {{\[}}["dp_shard"], []]}}
-// HSDP: tensor<4x3xi64> {kiln.input = "input_ids", kiln.sharding = {dims = {{\[}}["dp_replicate", "dp_shard"], []]}}
-// HSDP: kiln.linear_backward_weight {{.*}}kiln.shardings = [{partial = ["dp_replicate", "dp_shard"]}]
+// HSDP: tensor<16x8xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}
+// HSDP: tensor<4x3xi64> {kiln.input = "input_ids", kiln.sharding = #kiln.sharding<[{"dp_replicate", "dp_shard"}, {}]>}
+// HSDP: kiln.linear_backward_weight {{.*}}kiln.shardings = [#kiln.sharding<[{}, {}], partial = {"dp_replicate", "dp_shard"}>]
 
 // TWICE: error: kiln-shard: the module is already sharded (it has 'kiln.grid_axes')
 // ROWS: error: kiln-shard: input 'input_ids' has 4 rows, not divisible by the data-parallel degree 3

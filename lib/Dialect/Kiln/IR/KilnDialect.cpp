@@ -96,10 +96,10 @@ LogicalResult verifySharding(Operation *op, Attribute attr, Type type, const Twi
   if (axes.empty())
     return op->emitOpError() << what << ": '" << kShardingAttr
                              << "' needs a module with '" << kGridAxesAttr << "'";
-  std::string error;
-  FailureOr<Sharding> sharding = Sharding::fromAttr(attr, tensor.getRank(), axes, error);
+  FailureOr<Sharding> sharding = Sharding::fromAttr(
+      attr, tensor.getRank(), axes, [&] { return op->emitOpError() << what << ": "; });
   if (failed(sharding))
-    return op->emitOpError() << what << ": " << error;
+    return failure();
   for (int64_t d = 0; d < tensor.getRank(); ++d)
     if (sharding->padding(d) && sharding->padding(d) < tensor.getDimSize(d))
       return op->emitOpError() << what << ": 'padded_to' " << sharding->padding(d)

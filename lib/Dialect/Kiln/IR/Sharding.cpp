@@ -2,9 +2,13 @@
 
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 
@@ -47,7 +51,7 @@ FailureOr<SmallVector<int64_t>> Sharding::localShape(ArrayRef<int64_t> global,
   return local;
 }
 
-DictionaryAttr Sharding::toAttr(MLIRContext *context, ArrayRef<std::string> axisNames) const {
+ShardingAttr Sharding::toAttr(MLIRContext *context, ArrayRef<std::string> axisNames) const {
   Builder b(context);
   auto names = [&](const GridAxes &axes) {
     SmallVector<Attribute> out;
@@ -55,80 +59,157 @@ DictionaryAttr Sharding::toAttr(MLIRContext *context, ArrayRef<std::string> axis
       out.push_back(b.getStringAttr(axisNames[a]));
     return b.getArrayAttr(out);
   };
-  SmallVector<NamedAttribute> fields;
-  if (llvm::any_of(dims, [](const GridAxes &axes) { return !axes.empty(); })) {
-    SmallVector<Attribute> perDim;
-    for (const GridAxes &axes : dims)
-      perDim.push_back(names(axes));
-    fields.push_back(b.getNamedAttr("dims", b.getArrayAttr(perDim)));
-  }
-  if (!partial.empty())
-    fields.push_back(b.getNamedAttr("partial", names(partial)));
+  SmallVector<Attribute> perDim;
+  for (const GridAxes &axes : dims)
+    perDim.push_back(names(axes));
+  ArrayRef<int64_t> padded;
   if (llvm::any_of(paddedTo, [](int64_t p) { return p != 0; }))
-    fields.push_back(b.getNamedAttr("padded_to", b.getDenseI64ArrayAttr(paddedTo)));
-  return b.getDictionaryAttr(fields);
+    padded = paddedTo;
+  return ShardingAttr::get(context, b.getArrayAttr(perDim), names(partial),
+                           b.getDenseI64ArrayAttr(padded));
 }
 
 FailureOr<Sharding> Sharding::fromAttr(Attribute attr, int64_t rank,
-                                       ArrayRef<std::string> axisNames, std::string &error) {
-  auto dict = dyn_cast<DictionaryAttr>(attr);
-  if (!dict) {
-    error = "a sharding must be a dictionary {dims = [...], partial = [...]}";
-    return failure();
-  }
-  Sharding s = replicated(rank);
-  llvm::SmallDenseSet<int16_t> seen;
-  auto parseAxes = [&](Attribute list, GridAxes &out) -> LogicalResult {
-    auto array = dyn_cast<ArrayAttr>(list);
-    if (!array) {
-      error = "grid axes must be a list of axis names";
-      return failure();
-    }
-    for (Attribute a : array) {
-      auto name = dyn_cast<StringAttr>(a);
-      auto it = name ? llvm::find(axisNames, name.str()) : axisNames.end();
-      if (it == axisNames.end()) {
-        error = "unknown grid axis " + (name ? "'" + name.str() + "'" : std::string("(not a string)"));
-        return failure();
-      }
-      int16_t axis = int16_t(it - axisNames.begin());
-      if (!seen.insert(axis).second) {
-        error = "grid axis '" + name.str() + "' is used twice";
-        return failure();
-      }
-      out.push_back(axis);
+                                       ArrayRef<std::string> axisNames,
+                                       function_ref<InFlightDiagnostic()> emitError) {
+  auto sharding = dyn_cast<ShardingAttr>(attr);
+  if (!sharding)
+    return emitError() << "a sharding must be a #kiln.sharding<...>, got " << attr;
+  if (int64_t(sharding.getDims().size()) != rank)
+    return emitError() << attr << " lists " << sharding.getDims().size()
+                       << " dimensions, the value has " << rank;
+  auto axesOf = [&](ArrayAttr names, GridAxes &out) -> LogicalResult {
+    for (auto name : names.getAsRange<StringAttr>()) {
+      const auto *it = llvm::find(axisNames, name.str());
+      if (it == axisNames.end())
+        return emitError() << "unknown grid axis '" << name.str()
+                           << "' (the grid's: " << llvm::join(axisNames, ", ") << ")";
+      out.push_back(int16_t(it - axisNames.begin()));
     }
     return success();
   };
-  for (NamedAttribute field : dict) {
-    if (field.getName() == "dims") {
-      auto perDim = dyn_cast<ArrayAttr>(field.getValue());
-      if (!perDim || int64_t(perDim.size()) != rank) {
-        error = "'dims' must list the axes of each of the " + std::to_string(rank) +
-                " dimensions";
-        return failure();
-      }
-      for (auto [d, axes] : llvm::enumerate(perDim))
-        if (failed(parseAxes(axes, s.dims[d])))
-          return failure();
-    } else if (field.getName() == "partial") {
-      if (failed(parseAxes(field.getValue(), s.partial)))
-        return failure();
-    } else if (field.getName() == "padded_to") {
-      auto sizes = dyn_cast<DenseI64ArrayAttr>(field.getValue());
-      if (!sizes || int64_t(sizes.size()) != rank ||
-          llvm::any_of(sizes.asArrayRef(), [](int64_t p) { return p < 0; })) {
-        error = "'padded_to' must be an array<i64> of " + std::to_string(rank) +
-                " sizes (0: unpadded)";
-        return failure();
-      }
-      s.paddedTo.assign(sizes.asArrayRef().begin(), sizes.asArrayRef().end());
-    } else {
-      error = "unknown sharding field '" + field.getName().str() + "'";
+  Sharding s = replicated(rank);
+  for (auto [d, names] : llvm::enumerate(sharding.getDims().getAsRange<ArrayAttr>()))
+    if (failed(axesOf(names, s.dims[d])))
       return failure();
+  if (failed(axesOf(sharding.getPartial(), s.partial)))
+    return failure();
+  s.paddedTo.assign(sharding.getPaddedTo().asArrayRef().begin(),
+                    sharding.getPaddedTo().asArrayRef().end());
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// #kiln.sharding
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// `{"a", "b"}`: grid axis names.
+ParseResult parseAxisNames(AsmParser &parser, ArrayAttr &out) {
+  SmallVector<Attribute> names;
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Braces, [&]() -> ParseResult {
+        std::string name;
+        if (parser.parseString(&name))
+          return failure();
+        names.push_back(parser.getBuilder().getStringAttr(name));
+        return success();
+      }))
+    return failure();
+  out = parser.getBuilder().getArrayAttr(names);
+  return success();
+}
+
+void printAxisNames(AsmPrinter &printer, ArrayAttr names) {
+  printer << '{';
+  llvm::interleaveComma(names.getAsRange<StringAttr>(), printer,
+                        [&](StringAttr name) { printer.printString(name.getValue()); });
+  printer << '}';
+}
+} // namespace
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  Builder &b = parser.getBuilder();
+  SmallVector<Attribute> dims;
+  ArrayAttr partial = b.getArrayAttr({});
+  SmallVector<int64_t> padded;
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        ArrayAttr names;
+        if (parseAxisNames(parser, names))
+          return failure();
+        dims.push_back(names);
+        return success();
+      }))
+    return {};
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    llvm::SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return {};
+    if (key == "partial") {
+      if (parseAxisNames(parser, partial))
+        return {};
+    } else if (key == "padded_to") {
+      if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            return parser.parseInteger(padded.emplace_back());
+          }))
+        return {};
+    } else {
+      parser.emitError(at) << "#kiln.sharding: expected 'partial' or 'padded_to', got '" << key
+                           << "'";
+      return {};
     }
   }
-  return s;
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ShardingAttr>(parser.getContext(), b.getArrayAttr(dims), partial,
+                                         b.getDenseI64ArrayAttr(padded));
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getDims().getAsRange<ArrayAttr>(), printer,
+                        [&](ArrayAttr names) { printAxisNames(printer, names); });
+  printer << ']';
+  if (!getPartial().empty()) {
+    printer << ", partial = ";
+    printAxisNames(printer, getPartial());
+  }
+  if (!getPaddedTo().empty()) {
+    printer << ", padded_to = [";
+    llvm::interleaveComma(getPaddedTo().asArrayRef(), printer);
+    printer << ']';
+  }
+  printer << '>';
+}
+
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr dims,
+                                   ArrayAttr partial, DenseI64ArrayAttr paddedTo) {
+  llvm::StringSet<> seen;
+  auto check = [&](Attribute list) -> LogicalResult {
+    auto names = dyn_cast<ArrayAttr>(list);
+    if (!names)
+      return emitError() << "#kiln.sharding: grid axes must be a list of names, got " << list;
+    for (Attribute name : names) {
+      auto text = dyn_cast<StringAttr>(name);
+      if (!text)
+        return emitError() << "#kiln.sharding: a grid axis must be a name, got " << name;
+      if (!seen.insert(text.getValue()).second)
+        return emitError() << "#kiln.sharding: grid axis '" << text.getValue() << "' is used twice";
+    }
+    return success();
+  };
+  for (Attribute names : dims)
+    if (failed(check(names)))
+      return failure();
+  if (failed(check(partial)))
+    return failure();
+  if (!paddedTo.empty() && paddedTo.size() != int64_t(dims.size()))
+    return emitError() << "#kiln.sharding: padded_to lists " << paddedTo.size() << " sizes for "
+                       << dims.size() << " dimensions";
+  if (llvm::any_of(paddedTo.asArrayRef(), [](int64_t p) { return p < 0; }))
+    return emitError() << "#kiln.sharding: padded_to sizes must be >= 0 (0: unpadded)";
+  return success();
 }
 
 Sharding requiredOperandSharding(const ShardingRule &rule, const LoopSharding &loops,

@@ -37,4 +37,31 @@ def Kiln_DecayTypeAttr : AttrDef<Kiln_Dialect, "DecayType"> {
   let constBuilderCall = "::kiln::DecayTypeAttr::get($_builder.getContext(), $0)";
 }
 
+def Kiln_ShardingAttr : AttrDef<Kiln_Dialect, "Sharding"> {
+  let mnemonic = "sharding";
+  let summary = "How a value is split over the device grid (kiln::Sharding)";
+  // A string, not a code block: the examples hold the code block's end.
+  let description =
+    "Per tensor dimension, the grid axes it is split over, by name (blocks in\n"
+    "the order of the axes' coordinates; `{}`: whole); the axes over which it\n"
+    "is a partial sum still to be reduced (`partial`, omitted when none); and,\n"
+    "for an uneven FSDP2 split, each dimension's zero-padded size\n"
+    "(`padded_to`, 0: unpadded; omitted when none is padded):\n\n"
+    "```mlir\n"
+    "#kiln.sharding<[{\"dp_replicate\", \"dp_shard\"}, {}]>\n"
+    "#kiln.sharding<[{}, {}], partial = {\"tp\"}>\n"
+    "#kiln.sharding<[{\"tp\", \"dp_shard\"}, {}], padded_to = [18, 0]>\n"
+    "```\n\n"
+    "An axis is used once. The value's rank and the module's grid axes\n"
+    "(`kiln.grid_axes`) are checked where the attribute is attached\n"
+    "(`kiln.sharding` on an argument or result, `kiln.shardings` on an op),\n"
+    "after Shardy's TensorShardingAttr.";
+  let parameters = (ins
+    "::mlir::ArrayAttr":$dims,
+    "::mlir::ArrayAttr":$partial,
+    "::mlir::DenseI64ArrayAttr":$padded_to);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
 #endif // KILN_ATTRS_TD

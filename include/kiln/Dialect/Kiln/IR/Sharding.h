@@ -3,10 +3,10 @@
 // A value's sharding: for each tensor dimension, the grid axes it is split
 // over (blocks in the order of the axes' coordinates), and the axes over which
 // it is a partial sum still to be reduced (a rowwise output before its
-// all-reduce, a gradient before its reduce-scatter). In IR it is a dictionary
-// attribute naming the axes of the module's `kiln.grid_axes`:
-//   {dims = [["dp_replicate", "dp_shard"], []], partial = ["tp"]}
-// with empty entries omitted ({} is replicated).
+// all-reduce, a gradient before its reduce-scatter). In IR it is a
+// #kiln.sharding attribute (KilnAttrs.td) naming the axes of the module's
+// `kiln.grid_axes`:
+//   #kiln.sharding<[{"dp_replicate", "dp_shard"}, {}], partial = {"tp"}>
 //
 // Each op states how it may be split as a loop nest (ShardingRuleOpInterface):
 // its loops, and which loop each operand and result dimension follows.
@@ -27,6 +27,8 @@
 #include <string>
 
 namespace kiln {
+
+class ShardingAttr;
 
 using GridAxes = llvm::SmallVector<int16_t>;
 
@@ -62,13 +64,14 @@ struct Sharding {
                                                          llvm::ArrayRef<int64_t> grid) const;
 
   /// The attribute form, naming axes by `axisNames`.
-  mlir::DictionaryAttr toAttr(mlir::MLIRContext *context,
-                              llvm::ArrayRef<std::string> axisNames) const;
-  /// Parses the attribute form; fails (with `error` set) on an unknown axis,
-  /// a rank mismatch or an axis used twice.
-  static mlir::FailureOr<Sharding> fromAttr(mlir::Attribute attr, int64_t rank,
-                                            llvm::ArrayRef<std::string> axisNames,
-                                            std::string &error);
+  ShardingAttr toAttr(mlir::MLIRContext *context, llvm::ArrayRef<std::string> axisNames) const;
+  /// The sharding `attr` (a #kiln.sharding) gives a value of rank `rank` on
+  /// a grid of `axisNames`; fails, with an error from `emitError`, for
+  /// another attribute, another rank, an unknown axis or a padded size
+  /// that does not fit.
+  static mlir::FailureOr<Sharding>
+  fromAttr(mlir::Attribute attr, int64_t rank, llvm::ArrayRef<std::string> axisNames,
+           llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
 };
 
 /// How an op may be split: loop `l` is `splittable[l]` or must stay whole
