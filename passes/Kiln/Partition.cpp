@@ -481,9 +481,8 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
   LogicalResult emit(OpBuilder &b, Operation &op, ValueRange operands, TypeRange types,
                      const LoopSharding &loops, SmallVectorImpl<Sharding> &produced,
                      SmallVectorImpl<Value> &results) {
-    bool split = llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
     ShardingRule rule = cast<ShardingRuleOpInterface>(op).getShardingRule();
-    if (auto norm = dyn_cast<GlobalNormOp>(op); norm && split) {
+    if (auto norm = dyn_cast<GlobalNormOp>(op); norm && anySplit(loops)) {
       results.push_back(splitNorm(b, norm, operands, rule, loops));
       produced[0] = Sharding::replicated(0);
       return success();

@@ -32,12 +32,7 @@ public:
 
   /// The words, as --help shows them: <linear|sqrt|cosine>.
   llvm::StringRef getValueName() const override {
-    static const std::string name = [] {
-      std::string words = listWords<E>();
-      for (size_t at = words.find(", "); at != std::string::npos; at = words.find(", ", at))
-        words.replace(at, 2, "|");
-      return words;
-    }();
+    static const std::string name = listWords<E>("|");
     return name;
   }
 

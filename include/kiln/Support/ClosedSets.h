@@ -3,7 +3,7 @@
 // Every training option whose value is one of a few words is a C++ enum,
 // declared here once with its words (torchtitan's spelling), as CIRCT's
 // SeqEnums.h serves its passes. The passes' options (Passes.td, through
-// closedSetValues in ClosedSetOption.h), the pipeline options, the run
+// the llvm::cl parsers of ClosedSetOption.h), the pipeline options, the run
 // config's checks, the kiln dialect's attributes and the runtime all read
 // these; none of them compares the words. Free of MLIR and LLVM: the
 // runtime uses it.
@@ -76,12 +76,13 @@ template <typename E> std::vector<std::string> wordsOf() {
   return {words.begin(), words.end()};
 }
 
-/// The words of E for a message: "linear, sqrt, cosine".
-template <typename E> std::string listWords() {
+/// The words of E for a message: "linear, sqrt, cosine" (or joined by
+/// another `separator`).
+template <typename E> std::string listWords(std::string_view separator = ", ") {
   std::string list;
   for (std::string_view word : ClosedSet<E>::words) {
     if (!list.empty())
-      list += ", ";
+      list += separator;
     list += word;
   }
   return list;

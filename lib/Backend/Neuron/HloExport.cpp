@@ -83,6 +83,11 @@ private:
   LogicalResult literal(hlo::ConstantOp op, xla::LiteralProto *lit);
   void collective(xla::HloInstructionProto *inst, DenseIntElementsAttr groups,
                   std::optional<uint64_t> channel, bool global);
+  /// The replica groups, channel and device-id mode of collective `op`.
+  template <typename OpTy> void collective(xla::HloInstructionProto *inst, OpTy op) {
+    collective(inst, cast<DenseIntElementsAttr>(op.getReplicaGroups()), op.getChannelId(),
+               op.getUseGlobalDeviceIds());
+  }
 
   xla::HloModuleProto &module;
   int64_t nextId = 1;
@@ -286,25 +291,21 @@ LogicalResult Exporter::exportAttributes(Operation *op, xla::HloInstructionProto
       })
       .Case([&](hlo::AllGatherOp c) {
         inst->add_dimensions(c.getAllGatherDim());
-        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                   c.getUseGlobalDeviceIds());
+        collective(inst, c);
         return success();
       })
       .Case([&](hlo::ReduceScatterOp c) {
         inst->add_dimensions(c.getScatterDimension());
-        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                   c.getUseGlobalDeviceIds());
+        collective(inst, c);
         return called(c.getCombiner());
       })
       .Case([&](hlo::AllReduceOp c) {
-        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                   c.getUseGlobalDeviceIds());
+        collective(inst, c);
         return called(c.getCombiner());
       })
       .Case([&](hlo::AllToAllOp c) {
         inst->add_dimensions(c.getSplitDimension());
-        collective(inst, cast<DenseIntElementsAttr>(c.getReplicaGroups()), c.getChannelId(),
-                   c.getUseGlobalDeviceIds());
+        collective(inst, c);
         return success();
       })
       .Case([&](hlo::CustomCallOp c) {

@@ -15,10 +15,6 @@ using namespace kiln;
 
 namespace {
 
-bool anySplit(const LoopSharding &loops) {
-  return llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
-}
-
 int64_t dimSize(Value v, unsigned dim) {
   return cast<RankedTensorType>(v.getType()).getDimSize(dim);
 }

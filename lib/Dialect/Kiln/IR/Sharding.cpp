@@ -141,11 +141,16 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
         return success();
       }))
     return {};
+  llvm::StringSet<> keys;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     llvm::SMLoc at = parser.getCurrentLocation();
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return {};
+    if (!keys.insert(key).second) {
+      parser.emitError(at) << "#kiln.sharding: '" << key << "' is given twice";
+      return {};
+    }
     if (key == "partial") {
       if (parseAxisNames(parser, partial))
         return {};
@@ -210,6 +215,10 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (llvm::any_of(paddedTo.asArrayRef(), [](int64_t p) { return p < 0; }))
     return emitError() << "#kiln.sharding: padded_to sizes must be >= 0 (0: unpadded)";
   return success();
+}
+
+bool anySplit(const LoopSharding &loops) {
+  return llvm::any_of(loops, [](const GridAxes &axes) { return !axes.empty(); });
 }
 
 Sharding requiredOperandSharding(const ShardingRule &rule, const LoopSharding &loops,

@@ -62,3 +62,12 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
     return %0 : tensor<8x4xf32>
   }
 }
+
+// -----
+
+module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]} {
+  // expected-error@+1 {{#kiln.sharding: 'partial' is given twice}}
+  func.func @key_twice(%w: tensor<8xf32> {kiln.sharding = #kiln.sharding<[{}], partial = {"tp"}, partial = {"dp_shard"}>}) {
+    return
+  }
+}

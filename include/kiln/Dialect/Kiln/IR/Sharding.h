@@ -115,6 +115,9 @@ int64_t gridGroupSize(llvm::ArrayRef<int64_t> grid, llvm::ArrayRef<int16_t> axes
 /// The grid axes each loop of an op is split over (`kiln.loops`).
 using LoopSharding = llvm::SmallVector<GridAxes>;
 
+/// Whether any loop is split: the op computes a share of its work.
+bool anySplit(const LoopSharding &loops);
+
 /// The sharding an operand must have for the op to run on local shapes under
 /// `loops`: its dimensions follow their loops, nothing pending.
 Sharding requiredOperandSharding(const ShardingRule &rule, const LoopSharding &loops,
