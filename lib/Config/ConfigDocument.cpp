@@ -40,7 +40,6 @@ const std::vector<TorchtitanKey> &torchtitanKeysWithoutUse() {
        nullptr},
       {"metrics.enable_wandb", "Weights & Biases logging is not in Kiln", false},
       {"parallelism.context_parallel_degree", "context parallelism is not in Kiln yet", 1},
-      {"parallelism.pipeline_parallel_degree", "pipeline parallelism is not in Kiln yet", 1},
       {"checkpoint.async_mode", "Kiln saves synchronously, to a temporary name then renamed",
        nullptr},
       {"checkpoint.export_dtype", "checkpoints keep the training dtype (float32 master weights)",

@@ -18,31 +18,43 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
                               {"data_parallel_replicate_degree", o.dataParallelReplicateDegree},
                               {"data_parallel_shard_degree", o.dataParallelShardDegree},
                               {"tensor_parallel_degree", o.tensorParallelDegree},
+                              {"pipeline_parallel_degree", o.pipelineParallelDegree},
                               {"expert_parallel_degree", o.expertParallelDegree}})
     if (value > kMaxRanks)
       fail("parallelism.{}={} is more than the {} ranks (2^24) Kiln lays out", field, value,
            kMaxRanks);
 
   ParallelLayout l;
+  l.pp = o.pipelineParallelDegree;
   l.dpReplicate = o.dataParallelReplicateDegree;
   l.tp = o.tensorParallelDegree;
   l.reshardAfterForward = o.fsdpReshardAfterForward;
+  // The pipeline degree is named only where it is in use.
+  std::string ppName = l.pp > 1 ? "pipeline_parallel_degree x " : "";
+  std::string ppValue = l.pp > 1 ? fmt::format("{} x ", l.pp) : "";
   if (o.dataParallelShardDegree == -1) {
-    int64_t others = l.dpReplicate * l.tp;
+    __int128 others = __int128(l.pp) * l.dpReplicate * l.tp;
     if (world % others)
-      fail("parallelism: data_parallel_replicate_degree ({}) x tensor_parallel_degree ({}) "
-           "= {} does not divide the world of {} ranks, so data_parallel_shard_degree=-1 "
+      fail("parallelism: {}data_parallel_replicate_degree x tensor_parallel_degree = {}{} x {} "
+           "= {:.0f} does not divide the world of {} ranks, so data_parallel_shard_degree=-1 "
            "has no value",
-           l.dpReplicate, l.tp, others, world);
-    l.dpShard = world / others;
+           ppName, ppValue, l.dpReplicate, l.tp, double(others), world);
+    l.dpShard = world / int64_t(others);
   } else {
     l.dpShard = o.dataParallelShardDegree;
   }
-  __int128 product = __int128(l.dpReplicate) * l.dpShard * l.tp;
+  __int128 product = __int128(l.pp) * l.dpReplicate * l.dpShard * l.tp;
   if (product != world)
-    fail("parallelism: data_parallel_replicate_degree x data_parallel_shard_degree x "
-         "tensor_parallel_degree = {} x {} x {} = {:.0f}, but the world has {} ranks",
-         l.dpReplicate, l.dpShard, l.tp, double(product), world);
+    fail("parallelism: {}data_parallel_replicate_degree x data_parallel_shard_degree x "
+         "tensor_parallel_degree = {}{} x {} x {} = {:.0f}, but the world has {} ranks",
+         ppName, ppValue, l.dpReplicate, l.dpShard, l.tp, double(product), world);
+  l.stages =
+      resolvePipelineStages({l.pp, o.pipelineParallelSchedule, o.pipelineParallelLayersPerStage,
+                             o.pipelineParallelFirstStageLessLayers,
+                             o.pipelineParallelLastStageLessLayers, o.moduleFqnsPerModelPart},
+                            model.numLayers);
+  l.schedule = o.pipelineParallelSchedule;
+  l.microbatchSize = o.pipelineParallelMicrobatchSize;
 
   for (auto [field, value] : {std::pair<const char *, int64_t>{"num_attention_heads",
                                                                model.numHeads},
@@ -89,15 +101,36 @@ std::string ParallelLayout::expertsSummary() const {
 }
 
 std::vector<std::string> ParallelLayout::axisNames() const {
-  if (ep > 1)
-    return {"dp_replicate", "dp_shard", "ep", "tp"};
-  return {"dp_replicate", "dp_shard", "tp"};
+  std::vector<std::string> names;
+  if (pp > 1)
+    names.push_back("pp");
+  for (const char *name : {"dp_replicate", "dp_shard", "ep", "tp"})
+    if (ep > 1 || std::string_view(name) != "ep")
+      names.push_back(name);
+  return names;
 }
 
 std::vector<int64_t> ParallelLayout::shape() const {
-  if (ep > 1)
-    return {dpReplicate, dpShard / ep, ep, tp};
-  return {dpReplicate, dpShard, tp};
+  std::vector<int64_t> sizes;
+  if (pp > 1)
+    sizes.push_back(pp);
+  sizes.push_back(dpReplicate);
+  if (ep > 1) {
+    sizes.push_back(dpShard / ep);
+    sizes.push_back(ep);
+  } else {
+    sizes.push_back(dpShard);
+  }
+  sizes.push_back(tp);
+  return sizes;
+}
+
+PipelineSchedule ParallelLayout::pipelineSchedule(int64_t localBatchSize) const {
+  if (localBatchSize % microbatchSize)
+    fail("parallelism.pipeline_parallel_microbatch_size={} must divide "
+         "training.local_batch_size={} (a data-parallel rank's rows per step)",
+         microbatchSize, localBatchSize);
+  return buildPipelineSchedule(schedule, pp, stages.stagesPerRank, localBatchSize / microbatchSize);
 }
 
 std::pair<int64_t, int64_t> ParallelLayout::batchRows(int64_t rows, int64_t dpRank,

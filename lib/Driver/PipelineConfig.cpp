@@ -5,6 +5,7 @@
 #include "kiln/Frontend/Qwen3Naming.h"
 #include "kiln/Runtime/LrSchedule.h"
 #include "kiln/Support/Diagnostics.h"
+#include "kiln/Support/Error.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -40,6 +41,11 @@ std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c, const
   o->microbatches = c.training.microbatches(layout ? layout->dataParallelDegree() : 1);
   if (!layout)
     return o;
+  if (layout->pp > 1)
+    fail("parallelism.pipeline_parallel_degree={}: Kiln resolves the stages and their "
+         "schedule (kiln capture --train-step --dump-ranks prints them) but does not build "
+         "stage programs yet, so no step runs, compiles or plans with pipeline parallelism",
+         layout->pp);
   o->expertDispatch = layout->expertDispatch;
   o->capacityFactor = layout->capacityFactor;
   o->dpReplicate = layout->dpReplicate;

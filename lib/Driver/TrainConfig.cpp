@@ -73,6 +73,14 @@ template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
                      (v.is_array() && std::all_of(v.begin(), v.end(),
                                                   [](const json &e) { return e.is_string(); }));
             }};
+  else if constexpr (std::is_same_v<T, std::vector<std::vector<std::string>>>)
+    return {"must be a list of lists of strings", [](const json &v) {
+              return v.is_array() && std::all_of(v.begin(), v.end(), [](const json &part) {
+                       return part.is_array() &&
+                              std::all_of(part.begin(), part.end(),
+                                          [](const json &e) { return e.is_string(); });
+                     });
+            }};
   else {
     static_assert(std::is_same_v<T, std::array<double, 2>>, "unsupported kind");
     return {"must be an array of 2 numbers", [](const json &v) {
@@ -352,6 +360,20 @@ const std::vector<Field> &fields() {
       field("parallelism", "fsdp_reshard_after_forward", "FSDP2: free the gathered weights after the forward",
             &C::parallelism,
             &C::Parallelism::fsdpReshardAfterForward),
+      field("parallelism", "pipeline_parallel_degree", "ranks the model's stages are pipelined over (pp, the outermost grid axis; 1: off)",
+            &C::parallelism, &C::Parallelism::pipelineParallelDegree, positive()),
+      field("parallelism", "pipeline_parallel_schedule", "the order of the pipeline's microbatches",
+            &C::parallelism, &C::Parallelism::pipelineParallelSchedule),
+      field("parallelism", "pipeline_parallel_microbatch_size", "rows of a pipeline microbatch; must divide training.local_batch_size",
+            &C::parallelism, &C::Parallelism::pipelineParallelMicrobatchSize, positive()),
+      field("parallelism", "pipeline_parallel_layers_per_stage", "layers of each (virtual) stage; 0: one stage per rank, two with Interleaved1F1B",
+            &C::parallelism, &C::Parallelism::pipelineParallelLayersPerStage, nonNegative()),
+      field("parallelism", "pipeline_parallel_first_stage_less_layers", "layers the embedding counts as in the generated split",
+            &C::parallelism, &C::Parallelism::pipelineParallelFirstStageLessLayers, nonNegative()),
+      field("parallelism", "pipeline_parallel_last_stage_less_layers", "layers the norm and output count as in the generated split",
+            &C::parallelism, &C::Parallelism::pipelineParallelLastStageLessLayers, nonNegative()),
+      field("parallelism", "module_fqns_per_model_part", "the stages' modules, listed: [[\"tok_embeddings\", \"layers.0\"], [\"layers.1\", \"norm\", \"output\"]]; empty: generated",
+            &C::parallelism, &C::Parallelism::moduleFqnsPerModelPart),
       field("parallelism", "world_size", "ranks of the run; 0: the launcher's",
             &C::parallelism, &C::Parallelism::worldSize,
             nonNegative()),

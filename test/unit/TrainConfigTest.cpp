@@ -141,7 +141,13 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
                     "tensor_parallel_degree": 1, "expert_parallel_degree": 1,
                     "expert_dispatch": "all_gather", "expert_capacity_factor": 0.0,
                     "enable_sequence_parallel": true,
-                    "fsdp_reshard_after_forward": "default", "world_size": 0},
+                    "fsdp_reshard_after_forward": "default",
+                    "pipeline_parallel_degree": 1, "pipeline_parallel_schedule": "1F1B",
+                    "pipeline_parallel_microbatch_size": 1,
+                    "pipeline_parallel_layers_per_stage": 0,
+                    "pipeline_parallel_first_stage_less_layers": 1,
+                    "pipeline_parallel_last_stage_less_layers": 1,
+                    "module_fqns_per_model_part": [], "world_size": 0},
     "override": {"rules": [], "files": []},
     "target": {"name": "", "lnc": 2, "neuron_max_communicators": 16},
     "compile": {"enable": false, "backend": "cpu", "artifact": ""},
@@ -413,15 +419,81 @@ TEST(ParallelLayout, InvalidLayoutsNameTheOptionAndTheNumbers) {
   EXPECT_NO_THROW(layoutOf({"--parallelism.tensor_parallel_degree=4",
                             "--parallelism.enable_sequence_parallel=false"},
                            4, 30));
-  expectError([&] { layoutOf({"--parallelism.data_parallel_replicate_degree=3"}, 4); },
-              {"data_parallel_replicate_degree (3) x tensor_parallel_degree (1) = 3",
-               "world of 4 ranks"});
+  expectError(
+      [&] { layoutOf({"--parallelism.data_parallel_replicate_degree=3"}, 4); },
+      {"data_parallel_replicate_degree x tensor_parallel_degree = 3 x 1 = 3", "world of 4 ranks"});
   expectError([&] { layoutOf({"--parallelism.world_size=8"}, 4); },
               {"world_size=8", "started 4 ranks"});
   expectError([&] { layoutOf({"--parallelism.data_parallel_shard_degree=0"}, 4); },
               {"'parallelism.data_parallel_shard_degree' must be -1 or > 0, got 0"});
   expectError([&] { layoutOf({"--parallelism.fsdp_reshard_after_forward=sometimes"}, 1); },
               {"fsdp_reshard_after_forward", "\"default\", \"always\", \"never\""});
+}
+
+TEST(ParallelLayout, PipelineIsTheOutermostAxis) {
+  Qwen3Config model = layoutModel();
+  model.numLayers = 6;
+  auto resolve = [&](std::vector<std::string> options, int64_t world) {
+    options.insert(options.begin(), "--model.flavor=x");
+    TrainConfig c = TrainConfig::load("", options);
+    return ParallelLayout::resolve(c.parallelism, model, 128, world);
+  };
+  ParallelLayout l =
+      resolve({"--parallelism.pipeline_parallel_degree=2", "--parallelism.tensor_parallel_degree=2",
+               "--parallelism.pipeline_parallel_microbatch_size=2"},
+              8);
+  EXPECT_EQ(l.shape(), (std::vector<int64_t>{2, 1, 2, 2}));
+  EXPECT_EQ(l.axisNames(), (std::vector<std::string>{"pp", "dp_replicate", "dp_shard", "tp"}));
+  EXPECT_EQ(l.dataParallelDegree(), 2); // pipeline ranks share their data
+  EXPECT_EQ(l.pipelineRankOf(3), 0);
+  EXPECT_EQ(l.pipelineRankOf(4), 1);
+  // 6 layers + 1 + 1 over 2 stages: 4 each.
+  EXPECT_EQ(l.stages.modules, (std::vector<std::vector<std::string>>{
+                                  {"tok_embeddings", "layers.0", "layers.1", "layers.2"},
+                                  {"layers.3", "layers.4", "layers.5", "norm", "output"}}));
+  PipelineSchedule schedule = l.pipelineSchedule(8);
+  EXPECT_EQ(schedule.kind, PipelineScheduleKind::OneFOneB);
+  EXPECT_EQ(schedule.microbatches, 4);
+  EXPECT_EQ(resolve({}, 8).axisNames().size(), 3u); // no pp axis of 1
+
+  ParallelLayout listed =
+      resolve({"--parallelism.pipeline_parallel_degree=2",
+               "--parallelism.pipeline_parallel_schedule=Interleaved1F1B",
+               R"(--parallelism.module_fqns_per_model_part=[["tok_embeddings", "layers.0"],
+          ["layers.1", "layers.2"], ["layers.3", "layers.4"], ["layers.5", "norm", "output"]])"},
+              2);
+  EXPECT_EQ(listed.stages.stagesPerRank, 2);
+  EXPECT_EQ(listed.stages.stagesOf(1), (std::vector<int64_t>{1, 3}));
+
+  expectError(
+      [&] {
+        resolve(
+            {"--parallelism.pipeline_parallel_degree=2", "--parallelism.tensor_parallel_degree=3"},
+            8);
+      },
+      {"pipeline_parallel_degree x data_parallel_replicate_degree x "
+       "tensor_parallel_degree = 2 x 1 x 3 = 6 does not divide the world of 8 ranks"});
+  expectError(
+      [&] {
+        resolve({"--parallelism.pipeline_parallel_degree=4",
+                 "--parallelism.pipeline_parallel_microbatch_size=3"},
+                4)
+            .pipelineSchedule(8);
+      },
+      {"pipeline_parallel_microbatch_size=3 must divide training.local_batch_size=8"});
+  expectError([&] { resolve({"--parallelism.pipeline_parallel_degree=4"}, 4).pipelineSchedule(2); },
+              {"2 microbatches are fewer than the 4 pipeline ranks"});
+  expectError([&] { resolve({"--parallelism.pipeline_parallel_schedule=ZBVZeroBubble"}, 1); },
+              {"pipeline_parallel_schedule", "\"GPipe\", \"1F1B\", \"Interleaved1F1B\""});
+  expectError([&] { resolve({"--parallelism.module_fqns_per_model_part=[\"layers.0\"]"}, 1); },
+              {"module_fqns_per_model_part", "must be a list of lists of strings"});
+  expectError(
+      [&] {
+        resolve({"--parallelism.pipeline_parallel_degree=2",
+                 "--parallelism.pipeline_parallel_layers_per_stage=3"},
+                2);
+      },
+      {"pipeline_parallel_layers_per_stage = 3 over 6 layers", "3 stages"});
 }
 
 TEST(ParallelLayout, ExpertParallelismBorrowsFromTheShardDegree) {

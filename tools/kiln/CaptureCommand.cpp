@@ -17,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <limits>
@@ -114,6 +115,43 @@ std::string rankHeader(const ParallelLayout &layout, int64_t rank) {
   return text + " (every rank runs this program on its own slices)\n";
 }
 
+/// `--dump-ranks` under pipeline parallelism: the stages, and each rank's
+/// schedule (its pipeline rank's actions), into `folder`; the stage programs
+/// come with the passes that split the step (docs/parallelism.md).
+int dumpPipeline(const ParallelLayout &layout, int64_t localBatchSize, const std::string &folder) {
+  PipelineSchedule schedule = layout.pipelineSchedule(localBatchSize);
+  std::string summary =
+      fmt::format("{} ranks: pp {} x dp_replicate {} x dp_shard {} x tp {}\n"
+                  "pipeline: {} stages ({} per rank), schedule {}, {} microbatches of {} rows\n",
+                  layout.worldSize(), layout.pp, layout.dpReplicate, layout.dpShard, layout.tp,
+                  layout.stages.numStages(), layout.stages.stagesPerRank, wordOf(schedule.kind),
+                  schedule.microbatches, layout.microbatchSize);
+  for (int64_t s = 0; s < layout.stages.numStages(); ++s)
+    summary += fmt::format("  stage {} on pp rank {}: {}\n", s, layout.stages.rankOf(s),
+                           fmt::join(layout.stages.modules[s], " "));
+  // A backward costs about two forwards; transfers are not timed here.
+  PipelineTimeline timeline = simulate(schedule, 1, 2);
+  summary += fmt::format("bubble with backward = 2 x forward: {:.1f}% of the step; microbatches "
+                         "in flight at the peak, per pp rank: {}\n",
+                         100 * timeline.bubbleFraction, fmt::join(timeline.peakInFlight, " "));
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec)
+    fail("capture: --dump-ranks {}: {}", folder, ec.message());
+  for (int64_t r = 0; r < layout.worldSize(); ++r) {
+    int64_t pipelineRank = layout.pipelineRankOf(r);
+    writeFileAtomic(fmt::format("{}/rank-{}.schedule", folder, r),
+                    fmt::format("# rank {} of {}: pp rank {}, stages {}\n", r, layout.worldSize(),
+                                pipelineRank,
+                                fmt::join(layout.stages.stagesOf(pipelineRank), " ")) +
+                        schedule.str(pipelineRank));
+  }
+  writeFileAtomic(folder + "/summary.txt", summary);
+  fmt::print("{}wrote {} per-rank schedules to {} (stage programs: not built yet)\n", summary,
+             layout.worldSize(), folder);
+  return 0;
+}
+
 std::string moduleText(mlir::ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -178,6 +216,8 @@ int runCapture(const std::vector<std::string> &allArgs) {
   if (trainStep || runConfig) {
     int64_t seq = capture.seq ? capture.seq : std::min<int64_t>(2048, config.maxPositionEmbeddings);
     layout = ParallelLayout::resolve(train.parallelism, config, seq, 1);
+    if (layout.pp > 1 && dumpRanks)
+      return dumpPipeline(layout, capture.batch, *dumpRanks);
     capture.batch *= layout.dataParallelDegree();
     module = captureTrainingStep(context, config, capture, *pipelineOptions(train, config, &layout));
   } else {

@@ -7,10 +7,15 @@
 // dp_shard axis is then dp_shard / ep), with every inconsistent layout
 // rejected by an error that names the option and the numbers.
 //
+// Pipeline parallelism adds the outermost axis, `pp` (torchtitan's mesh:
+// [pp, dp_replicate, dp_shard, tp]), with the stages its ranks run.
+//
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_PARALLELLAYOUT_H
 #define KILN_DRIVER_PARALLELLAYOUT_H
 
+#include "kiln/Config/PipelineSchedule.h"
+#include "kiln/Config/PipelineStages.h"
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Frontend/Qwen3Config.h"
 #include "kiln/Pipeline/KilnPipeline.h"
@@ -28,6 +33,12 @@ struct ParallelLayout {
   /// dpShard is data_parallel_shard_degree, the FSDP degree of every
   /// non-expert parameter; ep of those ranks split the experts.
   int64_t dpReplicate = 1, dpShard = 1, tp = 1, ep = 1;
+  /// Pipeline ranks, the stages they run and the schedule's settings; one
+  /// stage of every module without pipeline parallelism (pp = 1).
+  int64_t pp = 1;
+  PipelineStages stages;
+  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  int64_t microbatchSize = 1;
   /// Sequence parallelism in effect: enabled and tp > 1.
   bool sequenceParallel = false;
   ReshardAfterForward reshardAfterForward = ReshardAfterForward::Default;
@@ -39,7 +50,14 @@ struct ParallelLayout {
   /// The grid axes, in order, and their sizes.
   std::vector<std::string> axisNames() const;
   std::vector<int64_t> shape() const;
-  int64_t worldSize() const { return dpReplicate * dpShard * tp; }
+  int64_t worldSize() const { return pp * dpReplicate * dpShard * tp; }
+  /// The pipeline rank of global rank `rank` (its coordinate on pp).
+  int64_t pipelineRankOf(int64_t rank) const { return rank / (worldSize() / pp); }
+  /// The schedule of a step in which each data-parallel rank takes
+  /// `localBatchSize` rows (training.local_batch_size): microbatches of
+  /// microbatchSize rows. Throws naming the options when they do not divide
+  /// or the schedule cannot run that many.
+  PipelineSchedule pipelineSchedule(int64_t localBatchSize) const;
   /// How the experts are laid out, for reports: "experts over ep 2 of
   /// dp_shard" and, with the all-to-all dispatcher, how tokens reach them;
   /// empty when neither applies.

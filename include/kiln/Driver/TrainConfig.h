@@ -159,6 +159,19 @@ struct TrainConfig {
     /// even share of the pairs (GShard's capacity factor); 0 drops nothing.
     double expertCapacityFactor = 0;
     bool enableSequenceParallel = true;   ///< applies when tp > 1
+    /// Pipeline parallelism (torchtitan's names): ranks of the outermost
+    /// grid axis `pp`, the schedule, the rows of one microbatch of a
+    /// data-parallel rank's batch, and the stages (PipelineStages.h): listed
+    /// in module_fqns_per_model_part, or generated with layers_per_stage
+    /// (0: one stage per rank, two when interleaved) and the embedding and
+    /// output counted as the first and last stage's less layers.
+    int64_t pipelineParallelDegree = 1;
+    PipelineScheduleKind pipelineParallelSchedule = PipelineScheduleKind::OneFOneB;
+    int64_t pipelineParallelMicrobatchSize = 1;
+    int64_t pipelineParallelLayersPerStage = 0;
+    int64_t pipelineParallelFirstStageLessLayers = 1;
+    int64_t pipelineParallelLastStageLessLayers = 1;
+    std::vector<std::vector<std::string>> moduleFqnsPerModelPart;
     ReshardAfterForward fsdpReshardAfterForward = ReshardAfterForward::Default;
     int64_t worldSize = 0; ///< compile-only runs; 0: the launcher's (1 without MPI)
   } parallelism;

@@ -34,6 +34,10 @@ enum class PrecisionDtype { Float32, BFloat16 };
 enum class ExpertDispatcher { AllGather, AllToAll };
 /// target.name: the machine kernels are checked against and plans are for.
 enum class TargetName { Trn2, Trn1, Cpu };
+/// parallelism.pipeline_parallel_schedule: the order of a pipeline's
+/// microbatches (torch.distributed.pipelining's schedule names). GPipe and
+/// 1F1B run one stage per rank, Interleaved1F1B several (looped).
+enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved1F1B };
 
 /// The words of a closed set, in the enum's order (value i is words[i]).
 template <typename E> struct ClosedSet;
@@ -54,6 +58,9 @@ template <> struct ClosedSet<ExpertDispatcher> {
 };
 template <> struct ClosedSet<TargetName> {
   static constexpr std::array<std::string_view, 3> words{"trn2", "trn1", "cpu"};
+};
+template <> struct ClosedSet<PipelineScheduleKind> {
+  static constexpr std::array<std::string_view, 3> words{"GPipe", "1F1B", "Interleaved1F1B"};
 };
 
 /// The word of `value`.
