@@ -28,6 +28,12 @@ bool isSingleStageSchedule(PipelineScheduleKind schedule) {
   return schedule != PipelineScheduleKind::Interleaved1F1B;
 }
 
+std::string_view topModule(std::string_view fqn) {
+  constexpr std::string_view layers = "layers.";
+  size_t from = fqn.substr(0, layers.size()) == layers ? layers.size() : 0;
+  return fqn.substr(0, fqn.find('.', from));
+}
+
 std::vector<std::string> decoderModules(int64_t numLayers) {
   std::vector<std::string> modules{"tok_embeddings"};
   for (int64_t i = 0; i < numLayers; ++i)

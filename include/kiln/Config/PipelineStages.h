@@ -50,6 +50,11 @@ struct PipelineStages {
 /// Whether `schedule` runs one stage per rank (GPipe, 1F1B).
 bool isSingleStageSchedule(PipelineScheduleKind schedule);
 
+/// The top-level module of an fqn, the unit stages are made of: "layers.N"
+/// for anything under a transformer block, else the first component
+/// ("tok_embeddings", "norm", "output", "loss"); "" for an empty fqn.
+std::string_view topModule(std::string_view fqn);
+
 /// A decoder's top-level modules in order, torchtitan's names:
 /// tok_embeddings, layers.0 .. layers.<numLayers-1>, norm, output.
 std::vector<std::string> decoderModules(int64_t numLayers);

@@ -398,6 +398,38 @@ func.func @microbatch_negative(%a: tensor<2xi64> {kiln.input = "labels", kiln.mi
 
 // -----
 
+// A pipeline stage's transfers: one number per argument, one per result;
+// the same number may both arrive and leave (a value passing through).
+func.func @stage_transfers(%a: tensor<2xf32> {kiln.transfer = 0 : i64},
+                           %b: tensor<2xf32> {kiln.transfer = 3 : i64})
+    -> (tensor<2xf32> {kiln.transfer = 0 : i64}) attributes {kiln.stage = 1 : i64} {
+  return %a : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{argument #1: 'kiln.transfer' 2 repeats argument #0}}
+func.func @transfer_twice(%a: tensor<2xf32> {kiln.transfer = 2 : i64},
+                          %b: tensor<2xf32> {kiln.transfer = 2 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{result #0: 'kiln.transfer' must be an i64 >= 0 on a function result}}
+func.func @transfer_negative(%a: tensor<2xf32>) -> (tensor<2xf32> {kiln.transfer = -1 : i64}) {
+  return %a : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{'kiln.stage' must be an i64 >= 0 on a function}}
+func.func @stage_name(%a: tensor<2xf32>) attributes {kiln.stage = "first"} {
+  return
+}
+
+// -----
+
 func.func @accumulate_not_add(%x: tensor<2xf32>) {
   // expected-error@+1 {{'kiln.accumulate' must be a unit attribute on a kiln.add}}
   %0 = kiln.scale %x {factor = 2.0 : f64, fqn = "x", kiln.accumulate} : (tensor<2xf32>) -> tensor<2xf32>

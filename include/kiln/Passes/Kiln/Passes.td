@@ -58,6 +58,35 @@ def MixedPrecision : Pass<"kiln-mixed-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
 
+def PipelineSplit : Pass<"kiln-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Split the loss into pipeline stages at module boundaries";
+  let description = [{
+    Pipeline parallelism's cut, before kiln-autodiff: `func @<func>` gains
+    `func @<func>_stage<s>` (`kiln.stage = s`) for each stage, where
+    `stage-starts` names the first module of every stage after the first
+    (torchtitan's fqns, "layers.4" or "norm", in model order; the driver
+    takes them from the resolved stages, docs/parallelism.md). A module
+    belongs to the stage in which it first appears, and an op to its
+    `fqn`'s module ("layers.4" of "layers.4.attention.wq"). An op of
+    parameters alone (the rope cache, a parameter's cast) is cloned into
+    every stage that uses it, so a tied table's cast serves both its stages.
+    Each stage takes the values earlier stages computed for it, then the
+    data inputs and parameters it uses (a tied table: both its stages); it
+    returns the values later stages use, each such argument or result
+    tagged `kiln.transfer = N` (values numbered in @<func>'s order; a value
+    a later stage uses passes through the stages between). The last stage
+    returns @<func>'s results. @<func> itself is kept. Fails naming the
+    module for a start that is not a module of @<func> (or is out of order)
+    and for an op that uses a later stage's value.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"loss\"", "The function to split">,
+    ListOption<"stageStarts", "stage-starts", "std::string",
+               "The first module of each stage after the first, in model order">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+}
+
 def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a loss into parameter gradients";
   let description = [{

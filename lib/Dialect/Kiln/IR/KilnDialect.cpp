@@ -84,6 +84,23 @@ LogicalResult verifyRole(Operation *op, bool isResult, unsigned index, NamedAttr
   return success();
 }
 
+/// `attr` (kiln.transfer on argument or result `index` of a function) must be
+/// an i64 >= 0 that no other argument, or result, of the function carries.
+LogicalResult verifyTransfer(Operation *op, bool isResult, unsigned index, Attribute attr) {
+  const char *what = isResult ? "result" : "argument";
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  auto number = dyn_cast<IntegerAttr>(attr);
+  if (!fn || !number || !number.getType().isSignlessInteger(64) || number.getInt() < 0)
+    return op->emitOpError() << what << " #" << index << ": '" << kTransferAttr
+                             << "' must be an i64 >= 0 on a function " << what;
+  unsigned count = isResult ? fn.getNumResults() : fn.getNumArguments();
+  for (unsigned i = 0; i < count && i < index; ++i)
+    if ((isResult ? fn.getResultAttr(i, kTransferAttr) : fn.getArgAttr(i, kTransferAttr)) == attr)
+      return op->emitOpError() << what << " #" << index << ": '" << kTransferAttr << "' "
+                               << number.getInt() << " repeats " << what << " #" << i;
+  return success();
+}
+
 } // namespace
 
 namespace {
@@ -119,6 +136,8 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned regi
       type = op->getRegion(region).getArgument(index).getType();
     return verifySharding(op, attr.getValue(), type, "argument #" + Twine(index));
   }
+  if (attr.getName() == kTransferAttr)
+    return verifyTransfer(op, /*isResult=*/false, index, attr.getValue());
   if (attr.getName() == kMicrobatchAttr) {
     auto fn = dyn_cast<FunctionOpInterface>(op);
     auto microbatch = dyn_cast<IntegerAttr>(attr.getValue());
@@ -141,6 +160,8 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned r
     return verifySharding(op, attr.getValue(), fn.getResultTypes()[index],
                           "result #" + Twine(index));
   }
+  if (attr.getName() == kTransferAttr)
+    return verifyTransfer(op, /*isResult=*/true, index, attr.getValue());
   return verifyRole(op, /*isResult=*/true, index, attr, kResultRoles);
 }
 
@@ -196,6 +217,13 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     }
     return success();
   }
+  if (name == kStageAttr) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !stage || !stage.getType().isSignlessInteger(64) ||
+        stage.getInt() < 0)
+      return op->emitOpError() << "'" << name << "' must be an i64 >= 0 on a function";
+    return success();
+  }
   if (name == kAccumulateAttr) {
     if (!isa<UnitAttr>(attr.getValue()) || !isa<AddOp>(op))
       return op->emitOpError() << "'" << name << "' must be a unit attribute on a kiln.add";
@@ -224,10 +252,9 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return success();
   }
   return op->emitOpError() << "unknown kiln attribute '" << name << "' (known on ops: '"
-                           << kSavedAttr << "', '" << kRecomputedAttr << "', '"
-                           << kLoopShardingAttr << "', '"
-                           << kResultShardingAttr << "'; on functions: '"
-                           << kInputOutputAliasAttr << "', '" << kOutParamBuffersAttr
-                           << "'; on modules: '" << kModelAttr
-                           << "', '" << kGridAxesAttr << "', '" << kParallelLoopsAttr << "')";
+                           << kSavedAttr << "', '" << kRecomputedAttr << "', '" << kLoopShardingAttr
+                           << "', '" << kResultShardingAttr << "'; on functions: '" << kStageAttr
+                           << "', '" << kInputOutputAliasAttr << "', '" << kOutParamBuffersAttr
+                           << "'; on modules: '" << kModelAttr << "', '" << kGridAxesAttr << "', '"
+                           << kParallelLoopsAttr << "')";
 }

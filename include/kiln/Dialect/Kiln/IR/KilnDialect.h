@@ -46,6 +46,14 @@ inline constexpr llvm::StringLiteral kGridAxesAttr = "kiln.grid_axes";
 /// Module attribute: compiled mode's loop nests that run on the host's
 /// threads, by site (kiln-outline-loops; kiln/Passes/HloToLinalg/HostCalls.h).
 inline constexpr llvm::StringLiteral kParallelLoopsAttr = "kiln.parallel_loops";
+/// Pipeline parallelism (kiln-pipeline-split): the function attribute
+/// `kiln.stage = s` marks stage s's function; `kiln.transfer = N` marks a
+/// stage function's argument or result as value N of those that cross
+/// stages (numbered in the split function's order), received from the
+/// previous stage or sent to the next. Unique among a function's arguments,
+/// and among its results.
+inline constexpr llvm::StringLiteral kStageAttr = "kiln.stage";
+inline constexpr llvm::StringLiteral kTransferAttr = "kiln.transfer";
 /// Argument/result attribute: how the value is stored across ranks (kiln::Sharding).
 inline constexpr llvm::StringLiteral kShardingAttr = "kiln.sharding";
 /// Op attribute: the sharding of each of its loops (ShardingRule) and of

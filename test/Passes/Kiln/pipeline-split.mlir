@@ -1,0 +1,80 @@
+// kiln-pipeline-split: @loss cut into one function per pipeline stage at the
+// modules `stage-starts` names, the values that cross stages numbered as
+// kiln.transfer arguments and results.
+// RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 | FileCheck %s --check-prefix=TWO
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" | FileCheck %s --check-prefix=THREE
+// Starts that name no module of @loss, or name them out of order, are errors.
+// RUN: not kiln-opt %s --kiln-pipeline-split=stage-starts=layers.7 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not kiln-opt %s --kiln-pipeline-split="stage-starts=norm,layers.1" 2>&1 | FileCheck %s --check-prefix=ORDER
+// An op of an earlier module placed after a later one's cannot be staged.
+// RUN: not kiln-opt %S/Inputs/pipeline-split-invalid.mlir --kiln-pipeline-split=stage-starts=layers.1 2>&1 | FileCheck %s --check-prefix=BACK
+
+// A tied toy model in bf16: the table's cast feeds the embedding and the
+// output; the norm also reads the embedding (a skip over two layers, as a
+// MoE's load-balancing loss reads every layer's routing).
+func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
+                %labels: tensor<1x2xi64> {kiln.input = "labels"},
+                %table: tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"},
+                %w0: tensor<4x4xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight"},
+                %w1: tensor<4x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight"},
+                %norm: tensor<4xf32> {kiln.param = "model.norm.weight"}) -> tensor<f32> {
+  %t = kiln.cast %table {fqn = "tok_embeddings", to = bf16} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %h = kiln.embedding %t, %ids {fqn = "tok_embeddings"} : (tensor<8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x4xf32>
+  %d0 = kiln.linear %h, %w0 {fqn = "layers.0.feed_forward.w2"} : (tensor<1x2x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4xf32>
+  %r0 = kiln.add %h, %d0 {fqn = "layers.0.ffn_residual"} : (tensor<1x2x4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+  %d1 = kiln.linear %r0, %w1 {fqn = "layers.1.feed_forward.w2"} : (tensor<1x2x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4xf32>
+  %r1 = kiln.add %r0, %d1 {fqn = "layers.1.ffn_residual"} : (tensor<1x2x4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+  %s = kiln.add %r1, %h {fqn = "norm.skip"} : (tensor<1x2x4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+  %n = kiln.rms_norm %s, %norm {eps = 1.0e-6 : f32, fqn = "norm"} : (tensor<1x2x4xf32>, tensor<4xf32>) -> tensor<1x2x4xf32>
+  %logits = kiln.linear %n, %t {fqn = "output"} : (tensor<1x2x4xf32>, tensor<8x4xf32>) -> tensor<1x2x8xf32>
+  %loss = kiln.cross_entropy %logits, %labels {fqn = "loss"} : (tensor<1x2x8xf32>, tensor<1x2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// @loss stays; two stages follow it.
+// TWO-LABEL: func.func @loss(
+// TWO: return
+// Stage 0 sends the embedding (0, the skip's) and the first residual (1).
+// TWO-LABEL: func.func @loss_stage0(
+// TWO-SAME: %[[IDS:.*]]: tensor<1x2xi64> {kiln.input = "input_ids"}, %[[TABLE:.*]]: tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"}, %[[W0:.*]]: tensor<4x4xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight"})
+// TWO-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 1 : i64})
+// TWO-SAME: attributes {kiln.stage = 0 : i64}
+// TWO-NEXT: %[[T:.*]] = kiln.cast %[[TABLE]] {fqn = "tok_embeddings", to = bf16}
+// TWO-NEXT: %[[H:.*]] = kiln.embedding %[[T]], %[[IDS]]
+// TWO-NEXT: %[[D0:.*]] = kiln.linear %[[H]], %[[W0]]
+// TWO-NEXT: %[[R0:.*]] = kiln.add %[[H]], %[[D0]]
+// TWO-NEXT: return %[[H]], %[[R0]]
+// The last stage receives them first, then takes the labels and its
+// parameters: the tied table too, cast again for the output.
+// TWO-LABEL: func.func @loss_stage1(
+// TWO-SAME: %[[H1:.*]]: tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, %[[R01:.*]]: tensor<1x2x4xf32> {kiln.transfer = 1 : i64}, %[[LABELS:.*]]: tensor<1x2xi64> {kiln.input = "labels"}, %[[TABLE1:.*]]: tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"}, %[[W1:.*]]: tensor<4x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight"}, %[[NORM:.*]]: tensor<4xf32> {kiln.param = "model.norm.weight"})
+// TWO-SAME: -> tensor<f32> attributes {kiln.stage = 1 : i64}
+// TWO-NEXT: %[[T1:.*]] = kiln.cast %[[TABLE1]] {fqn = "tok_embeddings", to = bf16}
+// TWO-NEXT: %[[D1:.*]] = kiln.linear %[[R01]], %[[W1]]
+// TWO-NEXT: %[[R1:.*]] = kiln.add %[[R01]], %[[D1]]
+// TWO-NEXT: %[[S:.*]] = kiln.add %[[R1]], %[[H1]] {fqn = "norm.skip"}
+// TWO-NEXT: %[[N:.*]] = kiln.rms_norm %[[S]], %[[NORM]]
+// TWO-NEXT: %[[LOGITS:.*]] = kiln.linear %[[N]], %[[T1]] {fqn = "output"}
+// TWO-NEXT: %[[LOSS:.*]] = kiln.cross_entropy %[[LOGITS]], %[[LABELS]]
+// TWO-NEXT: return %[[LOSS]]
+
+// Three stages: the embedding passes through the middle stage to the norm.
+// THREE-LABEL: func.func @loss_stage0(
+// THREE-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 1 : i64})
+// THREE-LABEL: func.func @loss_stage1(
+// THREE-SAME: %[[H:.*]]: tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, %[[R0:.*]]: tensor<1x2x4xf32> {kiln.transfer = 1 : i64}, %[[W1:.*]]: tensor<4x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight"})
+// THREE-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 2 : i64})
+// THREE-SAME: attributes {kiln.stage = 1 : i64}
+// THREE-NEXT: %[[D1:.*]] = kiln.linear %[[R0]], %[[W1]]
+// THREE-NEXT: %[[R1:.*]] = kiln.add %[[R0]], %[[D1]]
+// THREE-NEXT: return %[[H]], %[[R1]]
+// THREE-LABEL: func.func @loss_stage2(
+// THREE-SAME: %{{.*}}: tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, %{{.*}}: tensor<1x2x4xf32> {kiln.transfer = 2 : i64}, %{{.*}}: tensor<1x2xi64> {kiln.input = "labels"}
+// THREE-SAME: attributes {kiln.stage = 2 : i64}
+// THREE-NOT: kiln.embedding
+// THREE: kiln.cross_entropy
+// THREE-NOT: func.func
+
+// MISSING: error: 'func.func' op kiln-pipeline-split: stage-starts names 'layers.7', which is not a module of @loss after '' in its order
+// ORDER: error: 'func.func' op kiln-pipeline-split: stage-starts names 'layers.1', which is not a module of @loss after 'norm' in its order
+// BACK: error: 'kiln.add' op (module 'layers.0', stage 0) uses a value of stage 1 (module 'layers.1'): a stage may only use earlier stages' values
