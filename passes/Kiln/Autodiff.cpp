@@ -1,5 +1,6 @@
 //===- Autodiff.cpp - Reverse-mode differentiation of a loss --------------===//
 
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Passes/Kiln/Passes.h"
@@ -100,40 +101,79 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (pipelineStages)
+      return differentiateStages(module);
     auto loss = module.lookupSymbol<func::FuncOp>(funcName);
     if (!loss) {
       module.emitError() << "kiln-autodiff: no function @" << funcName << " to differentiate";
       return signalPassFailure();
     }
-    if (module.lookupSymbol(gradFuncName)) {
-      module.emitError() << "kiln-autodiff: @" << gradFuncName << " already exists";
+    if (failed(checkLossResults(loss)) || failed(differentiate(loss, gradFuncName, true)))
+      return signalPassFailure();
+  }
+
+  /// Each stage of kiln-pipeline-split, the last from its loss, the others
+  /// from their transfers' cotangents.
+  void differentiateStages(ModuleOp module) {
+    SmallVector<func::FuncOp> stages;
+    int64_t last = -1;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (auto stage = fn->getAttrOfType<IntegerAttr>(kStageAttr)) {
+        stages.push_back(fn);
+        last = std::max(last, stage.getInt());
+      }
+    if (stages.empty()) {
+      module.emitError() << "kiln-autodiff: pipeline-stages, but no function is tagged '"
+                         << kStageAttr << "' (kiln-pipeline-split makes them)";
       return signalPassFailure();
     }
-    // The loss comes first; any further results are metrics computed beside
-    // it (tagged kiln.output, e.g. a MoE model's aux_loss), not differentiated.
+    for (func::FuncOp fn : stages) {
+      bool isLast = fn->getAttrOfType<IntegerAttr>(kStageAttr).getInt() == last;
+      if (!isLast)
+        for (unsigned i = 0; i < fn.getNumResults(); ++i)
+          if (!fn.getResultAttr(i, kTransferAttr)) {
+            fn.emitError() << "kiln-autodiff: result #" << i << " of stage @" << fn.getSymName()
+                           << " is not a transfer ('" << kTransferAttr
+                           << "'); only the last stage returns the loss";
+            return signalPassFailure();
+          }
+      if ((isLast && failed(checkLossResults(fn))) ||
+          failed(differentiate(fn, (fn.getSymName() + "_grad").str(), isLast)))
+        return signalPassFailure();
+    }
+  }
+
+  /// The loss comes first; any further results are metrics computed beside
+  /// it (tagged kiln.output, e.g. a MoE model's aux_loss), not differentiated.
+  LogicalResult checkLossResults(func::FuncOp loss) {
+    ModuleOp module = loss->getParentOfType<ModuleOp>();
     auto resultTypes = loss.getFunctionType().getResults();
     auto isScalar = [](Type type) {
       auto scalar = dyn_cast<RankedTensorType>(type);
       return scalar && scalar.getRank() == 0 && scalar.getElementType().isF32();
     };
     if (resultTypes.empty() || !llvm::all_of(resultTypes, isScalar) ||
-        metricOutputs(loss).size() + 1 != resultTypes.size()) {
-      loss.emitError() << "kiln-autodiff: @" << funcName
-                       << " must return the loss as an f32 scalar (tensor<f32>), then only "
-                          "f32 scalar metrics tagged '"
-                       << kOutputAttr << "'";
-      return signalPassFailure();
-    }
-    if (failed(differentiate(loss)))
-      return signalPassFailure();
+        metricOutputs(loss).size() + 1 != resultTypes.size())
+      return loss.emitError() << "kiln-autodiff: @" << loss.getSymName()
+                              << " must return the loss as an f32 scalar (tensor<f32>), then "
+                                 "only f32 scalar metrics tagged '"
+                              << kOutputAttr << "'";
+    if (!pipelineStages && module.lookupSymbol(gradFuncName))
+      return module.emitError() << "kiln-autodiff: @" << gradFuncName << " already exists";
+    return success();
   }
 
-  LogicalResult differentiate(func::FuncOp loss) {
-    SmallVector<Signature::Slot> metrics = metricOutputs(loss);
-    OpBuilder b(loss);
-    b.setInsertionPointAfter(loss);
-    auto grad = cast<func::FuncOp>(b.clone(*loss));
-    grad.setSymName(gradFuncName);
+  /// Clones `fn` as `gradName` with its reverse mode appended: from the loss
+  /// (seeded with 1) when `fromLoss`, else from a cotangent argument per
+  /// transfer it returns.
+  LogicalResult differentiate(func::FuncOp fn, StringRef gradName, bool fromLoss) {
+    SmallVector<Signature::Slot> metrics;
+    if (fromLoss)
+      metrics = metricOutputs(fn);
+    OpBuilder b(fn);
+    b.setInsertionPointAfter(fn);
+    auto grad = cast<func::FuncOp>(b.clone(*fn));
+    grad.setSymName(gradName);
     Block &body = grad.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Operation *> forward;
@@ -141,31 +181,53 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
       forward.push_back(&op);
 
     b.setInsertionPoint(ret);
-    Value lossValue = ret.getOperand(0);
-    auto seed = ConstantOp::create(
-        b, lossValue.getLoc(),
-        SplatElementsAttr::get(cast<ShapedType>(lossValue.getType()), b.getF32FloatAttr(1.0f)),
-        b.getStringAttr("loss.seed_grad"));
-    SmallVector<Value> params;
-    for (BlockArgument arg : body.getArguments())
+    SmallVector<std::pair<Value, Value>> seeds;
+    SmallVector<Value> results;
+    SmallVector<Attribute> resultAttrs;
+    if (fromLoss) {
+      Value lossValue = ret.getOperand(0);
+      auto seed = ConstantOp::create(
+          b, lossValue.getLoc(),
+          SplatElementsAttr::get(cast<ShapedType>(lossValue.getType()), b.getF32FloatAttr(1.0f)),
+          b.getStringAttr("loss.seed_grad"));
+      seeds.push_back({lossValue, seed});
+      results.push_back(lossValue);
+      resultAttrs.push_back(
+          b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kLossOutput))));
+      for (const Signature::Slot &metric : metrics) {
+        results.push_back(ret.getOperand(metric.index));
+        resultAttrs.push_back(
+            b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(metric.name))));
+      }
+    } else {
+      for (auto [i, sent] : llvm::enumerate(ret.getOperands())) {
+        Attribute number = fn.getResultAttr(i, kTransferAttr);
+        unsigned index = grad.getNumArguments();
+        (void)grad.insertArgument(index, sent.getType(),
+                                  b.getDictionaryAttr(b.getNamedAttr(kCotangentAttr, number)),
+                                  sent.getLoc());
+        seeds.push_back({sent, grad.getArgument(index)});
+        results.push_back(sent);
+        resultAttrs.push_back(fn.getResultAttrDict(i));
+      }
+    }
+    // Gradients of the parameters, then cotangents of the float transfers
+    // received, in argument order.
+    SmallVector<Value> params, received;
+    for (BlockArgument arg : body.getArguments()) {
       if (grad.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr))
         params.push_back(arg);
-    FailureOr<SmallVector<Value>> paramGrads =
-        buildReverseMode(b, forward, {{lossValue, seed}}, params);
-    if (failed(paramGrads))
+      else if (grad.getArgAttr(arg.getArgNumber(), kTransferAttr) &&
+               isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+        received.push_back(arg);
+    }
+    SmallVector<Value> wrt(params);
+    llvm::append_range(wrt, received);
+    FailureOr<SmallVector<Value>> grads = buildReverseMode(b, forward, seeds, wrt);
+    if (failed(grads))
       return failure();
 
-    // Results: the loss, the metrics, then one gradient per parameter in
-    // argument order.
-    SmallVector<Value> results{lossValue};
-    SmallVector<Attribute> resultAttrs{
-        b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kLossOutput)))};
-    for (const Signature::Slot &metric : metrics) {
-      results.push_back(ret.getOperand(metric.index));
-      resultAttrs.push_back(
-          b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(metric.name))));
-    }
-    for (auto [arg, g] : llvm::zip(params, *paramGrads)) {
+    for (auto [arg, g] : llvm::zip(params, ArrayRef(*grads).take_front(params.size()))) {
       auto key = grad.getArgAttrOfType<StringAttr>(cast<BlockArgument>(arg).getArgNumber(),
                                                    kParamAttr);
       if (!g)
@@ -173,6 +235,18 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
                                 << "' does not influence the loss";
       results.push_back(g);
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kGradAttr, key)));
+    }
+    for (auto [arg, cotangent] : llvm::zip(received, ArrayRef(*grads).drop_front(params.size()))) {
+      Attribute number = grad.getArgAttr(cast<BlockArgument>(arg).getArgNumber(), kTransferAttr);
+      Value g = cotangent;
+      if (!g)
+        g = ConstantOp::create(
+            b, arg.getLoc(),
+            SplatElementsAttr::get(cast<ShapedType>(arg.getType()),
+                                   b.getFloatAttr(getElementTypeOrSelf(arg.getType()), 0.0)),
+            b.getStringAttr("pipeline.zero_grad"));
+      results.push_back(g);
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kCotangentAttr, number)));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();

@@ -416,6 +416,14 @@ func.func @transfer_twice(%a: tensor<2xf32> {kiln.transfer = 2 : i64},
 
 // -----
 
+// expected-error@+1 {{result #1: 'kiln.cotangent' 0 repeats result #0}}
+func.func @cotangent_twice(%a: tensor<2xf32>)
+    -> (tensor<2xf32> {kiln.cotangent = 0 : i64}, tensor<2xf32> {kiln.cotangent = 0 : i64}) {
+  return %a, %a : tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
 // expected-error@+1 {{result #0: 'kiln.transfer' must be an i64 >= 0 on a function result}}
 func.func @transfer_negative(%a: tensor<2xf32>) -> (tensor<2xf32> {kiln.transfer = -1 : i64}) {
   return %a : tensor<2xf32>

@@ -3,6 +3,11 @@
 // kiln.transfer arguments and results.
 // RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 | FileCheck %s --check-prefix=TWO
 // RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" | FileCheck %s --check-prefix=THREE
+// kiln-autodiff's pipeline-stages differentiates each stage from the
+// cotangents of what it sends (stage grads composed equal @loss_grad on both
+// fixtures: PipelineStageGradTest).
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 | FileCheck %s --check-prefix=GRAD
+// RUN: not kiln-opt %s --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES
 // Starts that name no module of @loss, or name them out of order, are errors.
 // RUN: not kiln-opt %s --kiln-pipeline-split=stage-starts=layers.7 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kiln-opt %s --kiln-pipeline-split="stage-starts=norm,layers.1" 2>&1 | FileCheck %s --check-prefix=ORDER
@@ -74,6 +79,28 @@ func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
 // THREE-NOT: kiln.embedding
 // THREE: kiln.cross_entropy
 // THREE-NOT: func.func
+
+// Stage 0 receives nothing, so it returns no cotangent; it takes those of
+// the two transfers it sends.
+// GRAD-LABEL: func.func @loss_stage0_grad(
+// GRAD-SAME: %{{.*}}: tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, %{{.*}}: tensor<1x2x4xf32> {kiln.cotangent = 1 : i64})
+// GRAD-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 1 : i64}, tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<4x4xf32> {kiln.grad = "model.layers.0.mlp.down_proj.weight"})
+// GRAD-SAME: attributes {kiln.stage = 0 : i64}
+// The middle stage passes the embedding's cotangent (0) straight back and
+// gives the first residual's (1) from the second's (2).
+// GRAD-LABEL: func.func @loss_stage1_grad(
+// GRAD-SAME: %[[C0:[a-z0-9]+]]: tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, %[[C2:[a-z0-9]+]]: tensor<1x2x4xf32> {kiln.cotangent = 2 : i64})
+// GRAD-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 2 : i64}, tensor<4x4xf32> {kiln.grad = "model.layers.1.mlp.down_proj.weight"}, tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, tensor<1x2x4xf32> {kiln.cotangent = 1 : i64})
+// GRAD: kiln.linear_backward_data %[[C2]]
+// GRAD: %[[SUM:.*]] = kiln.add %[[C2]], %{{.*}} {fqn = "layers.1.feed_forward.w2.grad_accum"}
+// GRAD-NEXT: return %{{.*}}, %{{.*}}, %{{.*}}, %[[C0]], %[[SUM]] :
+// The last stage from its loss, seeded with 1; the tied table's gradient
+// here is its output part.
+// GRAD-LABEL: func.func @loss_stage2_grad(
+// GRAD-SAME: -> (tensor<f32> {kiln.output = "loss"}, tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<4xf32> {kiln.grad = "model.norm.weight"}, tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, tensor<1x2x4xf32> {kiln.cotangent = 2 : i64})
+// GRAD: kiln.constant {{.*}}fqn = "loss.seed_grad"
+
+// NOSTAGES: error: kiln-autodiff: pipeline-stages, but no function is tagged 'kiln.stage' (kiln-pipeline-split makes them)
 
 // MISSING: error: 'func.func' op kiln-pipeline-split: stage-starts names 'layers.7', which is not a module of @loss after '' in its order
 // ORDER: error: 'func.func' op kiln-pipeline-split: stage-starts names 'layers.1', which is not a module of @loss after 'norm' in its order

@@ -100,10 +100,22 @@ def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     `<module>.grad_accum` after the module the value belongs to.
     Forward ops whose results the backward reads are marked
     `kiln.saved = array<i64: result indices>`: the saved activations.
+
+    With `pipeline-stages`, differentiates instead each stage of
+    kiln-pipeline-split (`kiln.stage`) into `@<stage>_grad`: the last from
+    its loss, as above; every other from the cotangents of the transfers it
+    sends, which it takes as arguments after its own
+    (`kiln.cotangent = N`). Each returns the stage's results, its
+    parameters' gradients, then the cotangent of each float transfer it
+    received (`kiln.cotangent = N`, zeros where none flows), which the
+    previous stage takes. A tied parameter gets a gradient from each of its
+    stages; their sum is the parameter's.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"loss\"",
            "The loss function to differentiate">,
+    Option<"pipelineStages", "pipeline-stages", "bool", "false",
+           "Differentiate the pipeline stage functions (kiln.stage) instead">,
     Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
            "Name of the function to create">,
   ];

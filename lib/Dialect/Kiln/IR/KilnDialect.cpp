@@ -84,19 +84,21 @@ LogicalResult verifyRole(Operation *op, bool isResult, unsigned index, NamedAttr
   return success();
 }
 
-/// `attr` (kiln.transfer on argument or result `index` of a function) must be
-/// an i64 >= 0 that no other argument, or result, of the function carries.
-LogicalResult verifyTransfer(Operation *op, bool isResult, unsigned index, Attribute attr) {
+/// `attr` (kiln.transfer or kiln.cotangent on argument or result `index` of a
+/// function) must be an i64 >= 0 that no other argument, or result, of the
+/// function carries under that name.
+LogicalResult verifyTransfer(Operation *op, bool isResult, unsigned index, NamedAttribute attr) {
   const char *what = isResult ? "result" : "argument";
+  StringAttr name = attr.getName();
   auto fn = dyn_cast<FunctionOpInterface>(op);
-  auto number = dyn_cast<IntegerAttr>(attr);
+  auto number = dyn_cast<IntegerAttr>(attr.getValue());
   if (!fn || !number || !number.getType().isSignlessInteger(64) || number.getInt() < 0)
-    return op->emitOpError() << what << " #" << index << ": '" << kTransferAttr
+    return op->emitOpError() << what << " #" << index << ": '" << name.getValue()
                              << "' must be an i64 >= 0 on a function " << what;
   unsigned count = isResult ? fn.getNumResults() : fn.getNumArguments();
   for (unsigned i = 0; i < count && i < index; ++i)
-    if ((isResult ? fn.getResultAttr(i, kTransferAttr) : fn.getArgAttr(i, kTransferAttr)) == attr)
-      return op->emitOpError() << what << " #" << index << ": '" << kTransferAttr << "' "
+    if ((isResult ? fn.getResultAttr(i, name) : fn.getArgAttr(i, name)) == number)
+      return op->emitOpError() << what << " #" << index << ": '" << name.getValue() << "' "
                                << number.getInt() << " repeats " << what << " #" << i;
   return success();
 }
@@ -136,8 +138,8 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned regi
       type = op->getRegion(region).getArgument(index).getType();
     return verifySharding(op, attr.getValue(), type, "argument #" + Twine(index));
   }
-  if (attr.getName() == kTransferAttr)
-    return verifyTransfer(op, /*isResult=*/false, index, attr.getValue());
+  if (attr.getName() == kTransferAttr || attr.getName() == kCotangentAttr)
+    return verifyTransfer(op, /*isResult=*/false, index, attr);
   if (attr.getName() == kMicrobatchAttr) {
     auto fn = dyn_cast<FunctionOpInterface>(op);
     auto microbatch = dyn_cast<IntegerAttr>(attr.getValue());
@@ -160,8 +162,8 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned r
     return verifySharding(op, attr.getValue(), fn.getResultTypes()[index],
                           "result #" + Twine(index));
   }
-  if (attr.getName() == kTransferAttr)
-    return verifyTransfer(op, /*isResult=*/true, index, attr.getValue());
+  if (attr.getName() == kTransferAttr || attr.getName() == kCotangentAttr)
+    return verifyTransfer(op, /*isResult=*/true, index, attr);
   return verifyRole(op, /*isResult=*/true, index, attr, kResultRoles);
 }
 

@@ -54,6 +54,9 @@ inline constexpr llvm::StringLiteral kParallelLoopsAttr = "kiln.parallel_loops";
 /// and among its results.
 inline constexpr llvm::StringLiteral kStageAttr = "kiln.stage";
 inline constexpr llvm::StringLiteral kTransferAttr = "kiln.transfer";
+/// On a differentiated stage (kiln-autodiff's pipeline-stages): the argument
+/// taking, or the result giving, the cotangent of transfer N.
+inline constexpr llvm::StringLiteral kCotangentAttr = "kiln.cotangent";
 /// Argument/result attribute: how the value is stored across ranks (kiln::Sharding).
 inline constexpr llvm::StringLiteral kShardingAttr = "kiln.sharding";
 /// Op attribute: the sharding of each of its loops (ShardingRule) and of
