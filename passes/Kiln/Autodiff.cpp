@@ -6,6 +6,8 @@
 #include "kiln/Passes/Kiln/Passes.h"
 #include "kiln/Passes/Kiln/ReverseMode.h"
 
+#include "StageForwardBackward.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -138,7 +140,7 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
             return signalPassFailure();
           }
       if ((isLast && failed(checkLossResults(fn))) ||
-          failed(differentiate(fn, (fn.getSymName() + "_grad").str(), isLast)))
+          failed(differentiate(fn, (fn.getSymName() + "_grad").str(), isLast, true)))
         return signalPassFailure();
     }
   }
@@ -165,8 +167,10 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
 
   /// Clones `fn` as `gradName` with its reverse mode appended: from the loss
   /// (seeded with 1) when `fromLoss`, else from a cotangent argument per
-  /// transfer it returns.
-  LogicalResult differentiate(func::FuncOp fn, StringRef gradName, bool fromLoss) {
+  /// transfer it returns. A stage's (`splitStage`) is then cut into its
+  /// forward and backward functions.
+  LogicalResult differentiate(func::FuncOp fn, StringRef gradName, bool fromLoss,
+                              bool splitStage = false) {
     SmallVector<Signature::Slot> metrics;
     if (fromLoss)
       metrics = metricOutputs(fn);
@@ -254,6 +258,9 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
         b.getFunctionType(grad.getArgumentTypes(), ValueRange(results).getTypes()));
     grad.setAllResultAttrs(resultAttrs);
     markSavedActivations(forward);
+    if (splitStage)
+      splitStageForwardBackward(grad, forward, fromLoss ? 1 + metrics.size() : fn.getNumResults(),
+                                fn.getSymName());
     return success();
   }
 

@@ -1,10 +1,12 @@
 // Pipeline stages differentiated one by one compose to the whole model's
 // gradient: on the dense and MoE fixtures, the captured loss split in two
 // (kiln-pipeline-split) and each stage differentiated from its output's
-// cotangent (kiln-autodiff pipeline-stages), stage 0's forward, stage 1's
-// loss and backward, then stage 0's backward from the cotangent stage 1
-// returns give the loss and every parameter's gradient of @loss_grad (the
-// tied table's as the sum of its two stages'), run by the CPU executor.
+// cotangent into a forward and a backward function (kiln-autodiff
+// pipeline-stages), run as a pipeline runs a microbatch: stage 0's forward,
+// stage 1's forward and backward, stage 0's backward from the cotangent
+// stage 1 returns, each backward on the residuals of its forward. They give
+// the loss and every parameter's gradient of @loss_grad (the tied table's as
+// the sum of its two stages'), run by the CPU executor.
 #include "TestUtil.h"
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
@@ -24,11 +26,12 @@ using namespace kiln::test;
 namespace {
 
 /// The arguments of `fn`: parameters from `checkpoint`, data inputs by name,
-/// transfers and cotangents by their number.
+/// transfers, cotangents and residuals by their number.
 std::vector<Tensor> argumentsOf(mlir::func::FuncOp fn, const Checkpoint &checkpoint,
                                 const InputsAndLabels &data,
                                 const std::map<int64_t, Tensor> &transfers,
-                                const std::map<int64_t, Tensor> &cotangents = {}) {
+                                const std::map<int64_t, Tensor> &cotangents = {},
+                                const std::map<int64_t, Tensor> &residuals = {}) {
   std::vector<Tensor> args;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     mlir::Type type = fn.getArgumentTypes()[i];
@@ -38,6 +41,8 @@ std::vector<Tensor> argumentsOf(mlir::func::FuncOp fn, const Checkpoint &checkpo
       args.push_back(name.getValue() == "labels" ? data.labels : data.inputIds);
     else if (auto n = fn.getArgAttrOfType<mlir::IntegerAttr>(i, kTransferAttr))
       args.push_back(transfers.at(n.getInt()));
+    else if (auto r = fn.getArgAttrOfType<mlir::IntegerAttr>(i, kResidualAttr))
+      args.push_back(residuals.at(r.getInt()));
     else
       args.push_back(
           cotangents.at(fn.getArgAttrOfType<mlir::IntegerAttr>(i, kCotangentAttr).getInt()));
@@ -82,23 +87,30 @@ void expectStagesComposeToWholeGradient(const std::string &fixture) {
   auto fn = [&](const char *name) { return module->lookupSymbol<mlir::func::FuncOp>(name); };
   Checkpoint checkpoint = Checkpoint::open(dir);
 
-  mlir::func::FuncOp whole = fn("loss_grad"), forward0 = fn("loss_stage0"),
-                     grad1 = fn("loss_stage1_grad"), grad0 = fn("loss_stage0_grad");
+  mlir::func::FuncOp whole = fn("loss_grad"), forward0 = fn("loss_stage0_forward"),
+                     forward1 = fn("loss_stage1_forward"), backward1 = fn("loss_stage1_backward"),
+                     backward0 = fn("loss_stage0_backward");
+  ASSERT_TRUE(whole && forward0 && forward1 && backward1 && backward0);
   std::vector<Tensor> wholeResults = runFunction(whole, argumentsOf(whole, checkpoint, data, {}));
-  // Stage 0's forward sends its transfers; stage 1 takes them, returns the
-  // loss, its gradients and their cotangents; stage 0's backward takes those.
+  // Stage 0's forward sends its transfers and keeps its residuals; stage 1
+  // runs forward and backward; stage 0's backward takes the cotangents.
   std::vector<Tensor> sent = runFunction(forward0, argumentsOf(forward0, checkpoint, data, {}));
   std::map<int64_t, Tensor> transfers = resultsBy<int64_t>(forward0, sent, kTransferAttr);
   ASSERT_EQ(transfers.size(), 1u) << "the residual stream alone crosses";
-  std::vector<Tensor> last = runFunction(grad1, argumentsOf(grad1, checkpoint, data, transfers));
-  std::map<int64_t, Tensor> cotangents = resultsBy<int64_t>(grad1, last, kCotangentAttr);
+  std::vector<Tensor> out1 =
+      runFunction(forward1, argumentsOf(forward1, checkpoint, data, transfers));
+  std::vector<Tensor> last =
+      runFunction(backward1, argumentsOf(backward1, checkpoint, data, transfers, {},
+                                         resultsBy<int64_t>(forward1, out1, kResidualAttr)));
+  std::map<int64_t, Tensor> cotangents = resultsBy<int64_t>(backward1, last, kCotangentAttr);
   ASSERT_EQ(cotangents.size(), 1u);
   std::vector<Tensor> first =
-      runFunction(grad0, argumentsOf(grad0, checkpoint, data, {}, cotangents));
+      runFunction(backward0, argumentsOf(backward0, checkpoint, data, {}, cotangents,
+                                         resultsBy<int64_t>(forward0, sent, kResidualAttr)));
 
-  EXPECT_EQ(toDoubles(last[0]), toDoubles(wholeResults[0])) << "the loss";
+  EXPECT_EQ(toDoubles(out1[0]), toDoubles(wholeResults[0])) << "the loss";
   std::map<std::string, std::vector<double>> summed;
-  for (auto [g, results] : {std::pair{grad0, &first}, std::pair{grad1, &last}})
+  for (auto [g, results] : {std::pair{backward0, &first}, std::pair{backward1, &last}})
     for (auto &[key, tensor] : resultsBy<std::string>(g, *results, kGradAttr)) {
       std::vector<double> values = toDoubles(tensor);
       auto [it, added] = summed.emplace(key, values);

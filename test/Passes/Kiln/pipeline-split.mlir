@@ -4,8 +4,9 @@
 // RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 | FileCheck %s --check-prefix=TWO
 // RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" | FileCheck %s --check-prefix=THREE
 // kiln-autodiff's pipeline-stages differentiates each stage from the
-// cotangents of what it sends (stage grads composed equal @loss_grad on both
-// fixtures: PipelineStageGradTest).
+// cotangents of what it sends, into a forward and a backward function (run
+// in turn they give @loss_grad's gradients on both fixtures:
+// PipelineStageGradTest).
 // RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 | FileCheck %s --check-prefix=GRAD
 // RUN: not kiln-opt %s --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES
 // Starts that name no module of @loss, or name them out of order, are errors.
@@ -80,25 +81,42 @@ func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
 // THREE: kiln.cross_entropy
 // THREE-NOT: func.func
 
-// Stage 0 receives nothing, so it returns no cotangent; it takes those of
-// the two transfers it sends.
-// GRAD-LABEL: func.func @loss_stage0_grad(
-// GRAD-SAME: %{{.*}}: tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, %{{.*}}: tensor<1x2x4xf32> {kiln.cotangent = 1 : i64})
-// GRAD-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 1 : i64}, tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<4x4xf32> {kiln.grad = "model.layers.0.mlp.down_proj.weight"})
+// Each stage becomes a forward, which keeps what its backward reads as
+// residuals, and a backward. Stage 0 receives nothing, so its backward
+// returns no cotangent; it takes those of the two transfers it sends.
+// GRAD-LABEL: func.func @loss_stage0_forward(
+// GRAD-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 1 : i64}, tensor<1x2x4xf32> {kiln.residual = 0 : i64})
 // GRAD-SAME: attributes {kiln.stage = 0 : i64}
+// GRAD: %[[H:.*]] = kiln.embedding {{.*}}kiln.saved = array<i64: 0>
+// GRAD: return %[[H]], %{{.*}}, %[[H]] :
+// GRAD-LABEL: func.func @loss_stage0_backward(
+// GRAD-SAME: %{{.*}}: tensor<1x2x4xf32> {kiln.residual = 0 : i64}, %{{.*}}: tensor<1x2xi64> {kiln.input = "input_ids"}, %{{.*}}: tensor<4x4xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight"}, %{{.*}}: tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, %{{.*}}: tensor<1x2x4xf32> {kiln.cotangent = 1 : i64})
+// GRAD-SAME: -> (tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<4x4xf32> {kiln.grad = "model.layers.0.mlp.down_proj.weight"})
+// GRAD-NOT: kiln.linear %
+// GRAD-NOT: kiln.saved
+// GRAD: kiln.embedding_backward
 // The middle stage passes the embedding's cotangent (0) straight back and
-// gives the first residual's (1) from the second's (2).
-// GRAD-LABEL: func.func @loss_stage1_grad(
-// GRAD-SAME: %[[C0:[a-z0-9]+]]: tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, %[[C2:[a-z0-9]+]]: tensor<1x2x4xf32> {kiln.cotangent = 2 : i64})
-// GRAD-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 2 : i64}, tensor<4x4xf32> {kiln.grad = "model.layers.1.mlp.down_proj.weight"}, tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, tensor<1x2x4xf32> {kiln.cotangent = 1 : i64})
+// gives the first residual's (1) from the second's (2); it reads the
+// activation it received, so it keeps no residual of its own.
+// GRAD-LABEL: func.func @loss_stage1_forward(
+// GRAD-SAME: -> (tensor<1x2x4xf32> {kiln.transfer = 0 : i64}, tensor<1x2x4xf32> {kiln.transfer = 2 : i64})
+// GRAD-LABEL: func.func @loss_stage1_backward(
+// GRAD-SAME: %{{.*}}: tensor<1x2x4xf32> {kiln.transfer = 1 : i64}, %{{.*}}: tensor<4x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight"}, %[[C0:[a-z0-9]+]]: tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, %[[C2:[a-z0-9]+]]: tensor<1x2x4xf32> {kiln.cotangent = 2 : i64})
+// GRAD-SAME: -> (tensor<4x4xf32> {kiln.grad = "model.layers.1.mlp.down_proj.weight"}, tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, tensor<1x2x4xf32> {kiln.cotangent = 1 : i64})
 // GRAD: kiln.linear_backward_data %[[C2]]
 // GRAD: %[[SUM:.*]] = kiln.add %[[C2]], %{{.*}} {fqn = "layers.1.feed_forward.w2.grad_accum"}
-// GRAD-NEXT: return %{{.*}}, %{{.*}}, %{{.*}}, %[[C0]], %[[SUM]] :
-// The last stage from its loss, seeded with 1; the tied table's gradient
-// here is its output part.
-// GRAD-LABEL: func.func @loss_stage2_grad(
-// GRAD-SAME: -> (tensor<f32> {kiln.output = "loss"}, tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<4xf32> {kiln.grad = "model.norm.weight"}, tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, tensor<1x2x4xf32> {kiln.cotangent = 2 : i64})
-// GRAD: kiln.constant {{.*}}fqn = "loss.seed_grad"
+// GRAD-NEXT: return %{{.*}}, %[[C0]], %[[SUM]] :
+// The last stage returns the loss from its forward; its backward starts
+// from a seed of 1 and casts the tied table again rather than keeping the
+// cast per microbatch.
+// GRAD-LABEL: func.func @loss_stage2_forward(
+// GRAD-SAME: -> (tensor<f32> {kiln.output = "loss"}, tensor<1x2x8xf32> {kiln.residual = 0 : i64}, tensor<1x2x4xf32> {kiln.residual = 1 : i64}, tensor<1x2x4xf32> {kiln.residual = 2 : i64})
+// GRAD-NEXT: kiln.cast {{.*}} {fqn = "tok_embeddings", to = bf16}
+// GRAD-LABEL: func.func @loss_stage2_backward(
+// GRAD-SAME: -> (tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, tensor<4xf32> {kiln.grad = "model.norm.weight"}, tensor<1x2x4xf32> {kiln.cotangent = 0 : i64}, tensor<1x2x4xf32> {kiln.cotangent = 2 : i64})
+// GRAD-NEXT: %[[T:.*]] = kiln.cast %{{.*}} {fqn = "tok_embeddings", to = bf16}
+// GRAD-NEXT: kiln.constant {{.*}}fqn = "loss.seed_grad"
+// GRAD: kiln.linear_backward_data %{{.*}}, %[[T]] {fqn = "output"}
 
 // NOSTAGES: error: kiln-autodiff: pipeline-stages, but no function is tagged 'kiln.stage' (kiln-pipeline-split makes them)
 

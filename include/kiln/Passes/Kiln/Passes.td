@@ -102,14 +102,17 @@ def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     `kiln.saved = array<i64: result indices>`: the saved activations.
 
     With `pipeline-stages`, differentiates instead each stage of
-    kiln-pipeline-split (`kiln.stage`) into `@<stage>_grad`: the last from
-    its loss, as above; every other from the cotangents of the transfers it
-    sends, which it takes as arguments after its own
-    (`kiln.cotangent = N`). Each returns the stage's results, its
-    parameters' gradients, then the cotangent of each float transfer it
-    received (`kiln.cotangent = N`, zeros where none flows), which the
-    previous stage takes. A tied parameter gets a gradient from each of its
-    stages; their sum is the parameter's.
+    kiln-pipeline-split (`kiln.stage`): the last from its loss, as above;
+    every other from the cotangents of the transfers it sends
+    (`kiln.cotangent = N`). A schedule runs a microbatch's forward long
+    before its backward, so each stage becomes two functions:
+    `@<stage>_forward` returns the stage's results, then the activations
+    its backward reads (`kiln.residual = i`); `@<stage>_backward` takes
+    those residuals, the arguments it reads and the cotangents, and returns
+    the stage's parameters' gradients, then the cotangent of each float
+    transfer the stage received (`kiln.cotangent = N`, zeros where none
+    flows), which the previous stage takes. A tied parameter gets a
+    gradient from each of its stages; their sum is the parameter's.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"loss\"",

@@ -84,7 +84,10 @@ LogicalResult verifyRole(Operation *op, bool isResult, unsigned index, NamedAttr
   return success();
 }
 
-/// `attr` (kiln.transfer or kiln.cotangent on argument or result `index` of a
+/// Arguments and results numbered across a pipeline stage's functions.
+constexpr StringLiteral kNumberedValues[] = {kTransferAttr, kCotangentAttr, kResidualAttr};
+
+/// `attr` (one of kNumberedValues on argument or result `index` of a
 /// function) must be an i64 >= 0 that no other argument, or result, of the
 /// function carries under that name.
 LogicalResult verifyTransfer(Operation *op, bool isResult, unsigned index, NamedAttribute attr) {
@@ -138,7 +141,7 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned regi
       type = op->getRegion(region).getArgument(index).getType();
     return verifySharding(op, attr.getValue(), type, "argument #" + Twine(index));
   }
-  if (attr.getName() == kTransferAttr || attr.getName() == kCotangentAttr)
+  if (llvm::is_contained(kNumberedValues, attr.getName().getValue()))
     return verifyTransfer(op, /*isResult=*/false, index, attr);
   if (attr.getName() == kMicrobatchAttr) {
     auto fn = dyn_cast<FunctionOpInterface>(op);
@@ -162,7 +165,7 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned r
     return verifySharding(op, attr.getValue(), fn.getResultTypes()[index],
                           "result #" + Twine(index));
   }
-  if (attr.getName() == kTransferAttr || attr.getName() == kCotangentAttr)
+  if (llvm::is_contained(kNumberedValues, attr.getName().getValue()))
     return verifyTransfer(op, /*isResult=*/true, index, attr);
   return verifyRole(op, /*isResult=*/true, index, attr, kResultRoles);
 }

@@ -57,6 +57,9 @@ inline constexpr llvm::StringLiteral kTransferAttr = "kiln.transfer";
 /// On a differentiated stage (kiln-autodiff's pipeline-stages): the argument
 /// taking, or the result giving, the cotangent of transfer N.
 inline constexpr llvm::StringLiteral kCotangentAttr = "kiln.cotangent";
+/// A stage's forward result, and its backward's argument, holding activation
+/// i that the backward reads (a residual, kept per microbatch in flight).
+inline constexpr llvm::StringLiteral kResidualAttr = "kiln.residual";
 /// Argument/result attribute: how the value is stored across ranks (kiln::Sharding).
 inline constexpr llvm::StringLiteral kShardingAttr = "kiln.sharding";
 /// Op attribute: the sharding of each of its loops (ShardingRule) and of

@@ -1,0 +1,156 @@
+//===- StageForwardBackward.cpp - A stage's forward and backward apart ----===//
+
+#include "StageForwardBackward.h"
+
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+
+/// A function after `after` named `name`, with `args` (and their
+/// attributes) as arguments, `ops` cloned in order, returning `results`.
+func::FuncOp outline(OpBuilder &b, func::FuncOp after, const Twine &name, ArrayRef<Value> args,
+                     ArrayRef<DictionaryAttr> argAttrs, ArrayRef<Operation *> ops,
+                     ArrayRef<Value> results, ArrayRef<DictionaryAttr> resultAttrs) {
+  b.setInsertionPointAfter(after);
+  auto fn = func::FuncOp::create(
+      b, after.getLoc(), name.str(),
+      b.getFunctionType(ValueRange(args).getTypes(), ValueRange(results).getTypes()));
+  fn.setAllArgAttrs(argAttrs);
+  fn.setAllResultAttrs(resultAttrs);
+  if (auto stage = after->getAttr(kStageAttr))
+    fn->setAttr(kStageAttr, stage);
+  Block *entry = fn.addEntryBlock();
+  IRMapping map;
+  map.map(args, entry->getArguments());
+  OpBuilder inner = OpBuilder::atBlockEnd(entry);
+  for (Operation *op : ops)
+    inner.clone(*op, map);
+  SmallVector<Value> mapped;
+  for (Value v : results)
+    mapped.push_back(map.lookupOrDefault(v));
+  func::ReturnOp::create(inner, after.getLoc(), mapped);
+  return fn;
+}
+
+} // namespace
+
+void splitStageForwardBackward(func::FuncOp grad, ArrayRef<Operation *> forward,
+                               unsigned numOwnResults, StringRef stageName) {
+  OpBuilder b(grad.getContext());
+  Block &body = grad.getBody().front();
+  Operation *ret = body.getTerminator();
+  llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
+  SmallVector<Operation *> backward;
+  for (Operation &op : body.without_terminator())
+    if (!isForward.contains(&op))
+      backward.push_back(&op);
+
+  // Values of parameters alone (a weight's bf16 cast) are computed again in
+  // the backward rather than kept for every microbatch in flight.
+  llvm::DenseSet<Operation *> ofParameters;
+  for (Operation *op : forward)
+    if (llvm::all_of(op->getOperands(), [&](Value v) {
+          auto arg = dyn_cast<BlockArgument>(v);
+          return arg ? bool(grad.getArgAttr(arg.getArgNumber(), kParamAttr))
+                     : ofParameters.contains(v.getDefiningOp());
+        }))
+      ofParameters.insert(op);
+
+  // What the backward reads from the forward ops and from the arguments.
+  llvm::SetVector<Value> residuals, backwardArgs;
+  llvm::SetVector<Operation *> recomputed;
+  std::function<void(Value)> read = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (!grad.getArgAttr(arg.getArgNumber(), kCotangentAttr))
+        backwardArgs.insert(v);
+    } else if (ofParameters.contains(def)) {
+      if (recomputed.insert(def))
+        for (Value operand : def->getOperands())
+          read(operand);
+    } else if (isForward.contains(def)) {
+      residuals.insert(v);
+    }
+  };
+  for (Operation *op : backward)
+    for (Value v : op->getOperands())
+      read(v);
+  for (Value v : ret->getOperands().drop_front(numOwnResults))
+    read(v);
+  SmallVector<Operation *> backwardOps;
+  for (Operation *op : forward)
+    if (recomputed.contains(op))
+      backwardOps.push_back(op);
+  llvm::append_range(backwardOps, backward);
+
+  // kiln.saved says what the forward keeps for the backward: the residuals.
+  for (Operation *op : forward) {
+    SmallVector<int64_t> saved;
+    for (OpResult result : op->getResults())
+      if (residuals.contains(result))
+        saved.push_back(result.getResultNumber());
+    if (saved.empty())
+      op->removeAttr(kSavedAttr);
+    else
+      op->setAttr(kSavedAttr, b.getDenseI64ArrayAttr(saved));
+  }
+
+  auto tag = [&](StringRef name, int64_t i) {
+    return b.getDictionaryAttr(b.getNamedAttr(name, b.getI64IntegerAttr(i)));
+  };
+  auto argAttrsOf = [&](Value v) {
+    return grad.getArgAttrDict(cast<BlockArgument>(v).getArgNumber());
+  };
+  auto resultAttrsOf = [&](unsigned i) { return grad.getResultAttrDict(i); };
+
+  // Forward: every argument but the cotangents.
+  SmallVector<Value> fArgs, fResults;
+  SmallVector<DictionaryAttr> fArgAttrs, fResultAttrs;
+  for (BlockArgument arg : body.getArguments())
+    if (!grad.getArgAttr(arg.getArgNumber(), kCotangentAttr)) {
+      fArgs.push_back(arg);
+      fArgAttrs.push_back(argAttrsOf(arg));
+    }
+  for (unsigned i = 0; i < numOwnResults; ++i) {
+    fResults.push_back(ret->getOperand(i));
+    fResultAttrs.push_back(resultAttrsOf(i));
+  }
+  for (auto [i, v] : llvm::enumerate(residuals)) {
+    fResults.push_back(v);
+    fResultAttrs.push_back(tag(kResidualAttr, i));
+  }
+  func::FuncOp fwd =
+      outline(b, grad, stageName + "_forward", fArgs, fArgAttrs, forward, fResults, fResultAttrs);
+
+  // Backward: the residuals, the arguments it reads, the cotangents.
+  SmallVector<Value> bArgs, bResults;
+  SmallVector<DictionaryAttr> bArgAttrs, bResultAttrs;
+  for (auto [i, v] : llvm::enumerate(residuals)) {
+    bArgs.push_back(v);
+    bArgAttrs.push_back(tag(kResidualAttr, i));
+  }
+  for (BlockArgument arg : body.getArguments())
+    if (backwardArgs.contains(arg) || grad.getArgAttr(arg.getArgNumber(), kCotangentAttr)) {
+      bArgs.push_back(arg);
+      bArgAttrs.push_back(argAttrsOf(arg));
+    }
+  for (unsigned i = numOwnResults; i < ret->getNumOperands(); ++i) {
+    bResults.push_back(ret->getOperand(i));
+    bResultAttrs.push_back(resultAttrsOf(i));
+  }
+  func::FuncOp bwd = outline(b, fwd, stageName + "_backward", bArgs, bArgAttrs, backwardOps,
+                             bResults, bResultAttrs);
+  bwd.walk([](Operation *op) { op->removeAttr(kSavedAttr); });
+  grad.erase();
+}
+
+} // namespace kiln
