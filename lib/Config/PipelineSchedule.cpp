@@ -225,6 +225,21 @@ std::vector<int64_t> checkComputeOrder(const PipelineSchedule &s) {
 
 } // namespace
 
+std::vector<int64_t> peakHeldBytes(const PipelineSchedule &s,
+                                   const std::vector<int64_t> &bytesPerStage) {
+  std::vector<int64_t> peak(s.degree, 0);
+  for (int64_t rank = 0; rank < s.degree; ++rank) {
+    int64_t held = 0;
+    for (const PipelineAction &a : s.ranks[rank]) {
+      if (a.kind == Kind::Forward)
+        peak[rank] = std::max(peak[rank], held += bytesPerStage.at(a.stage));
+      else if (a.kind == Kind::Backward)
+        held -= bytesPerStage.at(a.stage);
+    }
+  }
+  return peak;
+}
+
 PipelineTimeline simulate(const PipelineSchedule &s, double forwardTime, double backwardTime,
                           double transferTime) {
   PipelineTimeline timeline;

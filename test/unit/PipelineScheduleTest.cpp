@@ -175,6 +175,10 @@ TEST(PipelineScheduleTest, OneFOneBPhasesAndActivationsInFlight) {
     EXPECT_EQ(phases(s.ranks[r]), std::make_pair(p - r, p - r)) << "rank " << r;
     EXPECT_EQ(t.peakInFlight[r], p - r) << "rank " << r;
   }
+  // 100 bytes kept per microbatch on every stage: (p - r) x 100 at the peak.
+  std::vector<int64_t> held = peakHeldBytes(s, std::vector<int64_t>(p, 100));
+  for (int64_t r = 0; r < p; ++r)
+    EXPECT_EQ(held[r], 100 * (p - r)) << "rank " << r;
   PipelineTimeline g = simulate(buildPipelineSchedule(PipelineScheduleKind::GPipe, p, 1, m), 1, 2);
   for (int64_t r = 0; r < p; ++r)
     EXPECT_EQ(g.peakInFlight[r], m) << "GPipe holds every microbatch, rank " << r;
@@ -208,6 +212,9 @@ TEST(PipelineScheduleTest, InterleavedOrderOnTwoRanks) {
     if (a.isCompute())
       compute += a.str() + " ";
   EXPECT_EQ(compute, "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3 ");
+  // Stage 0 keeps 10 bytes a microbatch, stage 2 keeps 1; held after each
+  // action of rank 0: 10 20 21 22 32 31 41 40 41 31 32 22 21 20 10 0.
+  EXPECT_EQ(peakHeldBytes(s, {10, 0, 1, 0})[0], 41);
 }
 
 TEST(PipelineScheduleTest, CountsTheScheduleCannotRunAreErrors) {

@@ -4,12 +4,13 @@
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Driver/PipelineStageFunctions.h"
 #include "kiln/Driver/Training.h"
-#include "kiln/Support/Error.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Planner/Collective.h"
 #include "kiln/Planner/ProgramCost.h"
 #include "kiln/Support/CommandLine.h"
+#include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -115,39 +116,58 @@ std::string rankHeader(const ParallelLayout &layout, int64_t rank) {
   return text + " (every rank runs this program on its own slices)\n";
 }
 
-/// `--dump-ranks` under pipeline parallelism: the stages, and each rank's
-/// schedule (its pipeline rank's actions), into `folder`; the stage programs
-/// come with the passes that split the step (docs/parallelism.md).
-int dumpPipeline(const ParallelLayout &layout, int64_t localBatchSize, const std::string &folder) {
+/// `--dump-ranks` under pipeline parallelism: the stages, what crosses them
+/// and what each keeps per microbatch, each rank's schedule (its pipeline
+/// rank's actions) and its stages' forward and backward functions, into
+/// `folder`. The per-rank step that runs them is not built yet
+/// (docs/parallelism.md).
+int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const ParallelLayout &layout,
+                 int64_t localBatchSize, int64_t seq, const KilnPipelineOptions &options,
+                 const std::string &folder) {
   PipelineSchedule schedule = layout.pipelineSchedule(localBatchSize);
+  auto module = captureStageFunctions(context, model, layout, seq, options);
+  std::vector<StageFootprint> footprints = stageFootprints(*module, layout.stages.numStages());
   std::string summary =
       fmt::format("{} ranks: pp {} x dp_replicate {} x dp_shard {} x tp {}\n"
                   "pipeline: {} stages ({} per rank), schedule {}, {} microbatches of {} rows\n",
                   layout.worldSize(), layout.pp, layout.dpReplicate, layout.dpShard, layout.tp,
                   layout.stages.numStages(), layout.stages.stagesPerRank, wordOf(schedule.kind),
                   schedule.microbatches, layout.microbatchSize);
-  for (int64_t s = 0; s < layout.stages.numStages(); ++s)
+  std::vector<int64_t> residualBytes;
+  for (int64_t s = 0; s < layout.stages.numStages(); ++s) {
     summary += fmt::format("  stage {} on pp rank {}: {}\n", s, layout.stages.rankOf(s),
                            fmt::join(layout.stages.modules[s], " "));
+    summary += fmt::format("    per microbatch: sends {} bytes, keeps {} bytes for its backward\n",
+                           footprints[s].sentBytes, footprints[s].residualBytes);
+    residualBytes.push_back(footprints[s].residualBytes);
+  }
   // A backward costs about two forwards; transfers are not timed here.
   PipelineTimeline timeline = simulate(schedule, 1, 2);
   summary += fmt::format("bubble with backward = 2 x forward: {:.1f}% of the step; microbatches "
                          "in flight at the peak, per pp rank: {}\n",
                          100 * timeline.bubbleFraction, fmt::join(timeline.peakInFlight, " "));
+  summary += fmt::format("activations kept at the peak, per pp rank (bytes): {}\n",
+                         fmt::join(peakHeldBytes(schedule, residualBytes), " "));
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec)
     fail("capture: --dump-ranks {}: {}", folder, ec.message());
   for (int64_t r = 0; r < layout.worldSize(); ++r) {
     int64_t pipelineRank = layout.pipelineRankOf(r);
+    std::vector<int64_t> stages = layout.stages.stagesOf(pipelineRank);
+    std::string header = fmt::format("// rank {} of {}: pp rank {}, stages {}\n", r,
+                                     layout.worldSize(), pipelineRank, fmt::join(stages, " "));
     writeFileAtomic(fmt::format("{}/rank-{}.schedule", folder, r),
-                    fmt::format("# rank {} of {}: pp rank {}, stages {}\n", r, layout.worldSize(),
-                                pipelineRank,
-                                fmt::join(layout.stages.stagesOf(pipelineRank), " ")) +
-                        schedule.str(pipelineRank));
+                    header + schedule.str(pipelineRank));
+    std::string functions;
+    llvm::raw_string_ostream os(functions);
+    for (int64_t s : stages)
+      for (const char *part : {"forward", "backward"})
+        module->lookupSymbol(fmt::format("loss_stage{}_{}", s, part))->print(os), os << "\n";
+    writeFileAtomic(fmt::format("{}/rank-{}.mlir", folder, r), header + functions);
   }
   writeFileAtomic(folder + "/summary.txt", summary);
-  fmt::print("{}wrote {} per-rank schedules to {} (stage programs: not built yet)\n", summary,
+  fmt::print("{}wrote {} per-rank schedules and stage functions to {}\n", summary,
              layout.worldSize(), folder);
   return 0;
 }
@@ -217,7 +237,8 @@ int runCapture(const std::vector<std::string> &allArgs) {
     int64_t seq = capture.seq ? capture.seq : std::min<int64_t>(2048, config.maxPositionEmbeddings);
     layout = ParallelLayout::resolve(train.parallelism, config, seq, 1);
     if (layout.pp > 1 && dumpRanks)
-      return dumpPipeline(layout, capture.batch, *dumpRanks);
+      return dumpPipeline(context, config, layout, capture.batch, seq,
+                          *pipelineOptions(train, config, nullptr), *dumpRanks);
     capture.batch *= layout.dataParallelDegree();
     module = captureTrainingStep(context, config, capture, *pipelineOptions(train, config, &layout));
   } else {

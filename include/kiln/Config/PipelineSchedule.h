@@ -91,6 +91,12 @@ struct PipelineTimeline {
   std::vector<int64_t> peakInFlight;
 };
 
+/// Per rank: the most bytes it holds at once when stage s's forward of a
+/// microbatch keeps `bytesPerStage[s]` until that microbatch's backward
+/// (the activations in flight, by the rank's own order).
+std::vector<int64_t> peakHeldBytes(const PipelineSchedule &schedule,
+                                   const std::vector<int64_t> &bytesPerStage);
+
 /// Runs `schedule` with a forward taking `forwardTime`, a backward
 /// `backwardTime` and a transfer arriving `transferTime` after its send; a
 /// receive waits for its send. Throws kiln::Error naming the stuck ranks and

@@ -1,0 +1,40 @@
+//===- PipelineStageFunctions.h - A microbatch's stage functions --*- C++ -*-===//
+//
+// Pipeline parallelism's per-stage programs as far as they are built: the
+// captured loss of one microbatch cut at the layout's stages
+// (kiln-pipeline-split) and each stage differentiated into its forward and
+// backward (kiln-autodiff pipeline-stages), with what crosses stages and
+// what each stage keeps per microbatch.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_PIPELINESTAGEFUNCTIONS_H
+#define KILN_DRIVER_PIPELINESTAGEFUNCTIONS_H
+
+#include "kiln/Driver/ParallelLayout.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace kiln {
+
+/// `@loss_stage<s>`, `_forward` and `_backward` of every stage of `layout`
+/// for a microbatch of `layout.microbatchSize` rows of `seq` tokens, after
+/// the Forward part of the pipeline under `options`. Throws kiln::Error with
+/// the diagnostics if a pass fails.
+mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &context,
+                                                        const Qwen3Config &model,
+                                                        const ParallelLayout &layout, int64_t seq,
+                                                        const KilnPipelineOptions &options);
+
+/// Per stage, per microbatch: the bytes its forward sends to the next stage
+/// (its kiln.transfer results; 0 for the last) and keeps for its backward
+/// (its kiln.residual results, a view and its source counted once, and the
+/// received activations the backward reads), at the captured types.
+struct StageFootprint {
+  int64_t sentBytes = 0, residualBytes = 0;
+};
+std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numStages);
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_PIPELINESTAGEFUNCTIONS_H
