@@ -3,6 +3,7 @@
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Support/Error.h"
 
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -213,6 +214,8 @@ void MpiWorld::abort(int code) const {
 
 struct DeviceGrid::Comms {
   std::map<std::vector<int16_t>, MPI_Comm> byAxes;
+  /// Sends under way and the tensors they read.
+  std::vector<std::pair<MPI_Request, Tensor>> sends;
 };
 
 DeviceGrid::DeviceGrid(std::vector<std::string> axisNames, std::vector<int64_t> shape)
@@ -239,6 +242,8 @@ std::vector<int64_t> DeviceGrid::coordinatesOf(const std::vector<int64_t> &shape
 
 DeviceGrid::~DeviceGrid() {
   int finalized = 0;
+  if (!comms_->sends.empty() && (MPI_Finalized(&finalized), !finalized))
+    waitSends();
   if (MpiWorld::get().size() > 1 && (MPI_Finalized(&finalized), !finalized))
     for (auto &[axes, comm] : comms_->byAxes)
       MPI_Comm_free(&comm);
@@ -274,6 +279,46 @@ void *DeviceGrid::comm(const std::vector<int16_t> &axes) {
   MPI_Comm comm;
   MPI_Comm_split(MPI_COMM_WORLD, int(color), int(groupIndex(axes)), &comm);
   return &comms_->byAxes.emplace(axes, comm).first->second;
+}
+
+int DeviceGrid::peerRank(int16_t axis, int64_t peer) const {
+  if (axis < 0 || axis >= int16_t(shape_.size()) || peer < 0 || peer >= shape_[axis])
+    fail("point-to-point: no rank {} on axis {} of a grid of shape [{}]", peer, axis,
+         fmt::join(shape_, ", "));
+  int64_t rank = 0;
+  for (size_t a = 0; a < shape_.size(); ++a)
+    rank = rank * shape_[a] + (int16_t(a) == axis ? peer : coords_[a]);
+  return int(rank);
+}
+
+int DeviceGrid::maxTag() {
+  MpiWorld::get();
+  int *value = nullptr, found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
+  return found && value ? *value : 32767;
+}
+
+void DeviceGrid::isend(Tensor value, int16_t axis, int64_t peer, int tag) {
+  MPI_Request request;
+  MPI_Isend(value.rawData(), int(value.numel()), mpiType(value.dtype()), peerRank(axis, peer), tag,
+            MPI_COMM_WORLD, &request);
+  count({axis}, int64_t(value.nbytes()));
+  comms_->sends.emplace_back(request, std::move(value));
+}
+
+Tensor DeviceGrid::recv(DType dtype, const Shape &shape, int16_t axis, int64_t peer, int tag) {
+  Tensor out = Tensor::uninitialized(dtype, shape);
+  MPI_Request request;
+  MPI_Irecv(out.mutableData<char>(), int(out.numel()), mpiType(dtype), peerRank(axis, peer), tag,
+            MPI_COMM_WORLD, &request);
+  waitIdle(request);
+  return out;
+}
+
+void DeviceGrid::waitSends() {
+  for (auto &[request, value] : comms_->sends)
+    waitIdle(request);
+  comms_->sends.clear();
 }
 
 void DeviceGrid::count(const std::vector<int16_t> &axes, int64_t bytes) {

@@ -90,6 +90,22 @@ public:
   /// This rank's block of `full` along `dim` (no communication).
   Tensor slice(const Tensor &full, const std::vector<int16_t> &axes, int64_t dim) const;
 
+  /// Point-to-point along one axis (a pipeline's transfers): the rank whose
+  /// coordinates are this rank's with `peer` on `axis`.
+  int peerRank(int16_t axis, int64_t peer) const;
+  /// Starts sending `value` to peerRank(axis, peer) under `tag` and returns
+  /// at once, holding `value` until waitSends(): sends never block, so an
+  /// order in which each receive's send comes earlier in its sender's order
+  /// cannot deadlock (PipelineSchedule.h).
+  void isend(Tensor value, int16_t axis, int64_t peer, int tag);
+  /// The tensor of `dtype` and `shape` that peerRank(axis, peer) sends under
+  /// `tag`; waits sleeping, as the collectives do.
+  Tensor recv(DType dtype, const Shape &shape, int16_t axis, int64_t peer, int tag);
+  /// Completes every send isend started.
+  void waitSends();
+  /// The largest tag MPI allows (at least 32767).
+  static int maxTag();
+
   /// Bytes this rank sent in collectives, by axis set ("dp_shard", "dp_replicate+dp_shard").
   const std::map<std::string, int64_t> &bytesSent() const { return bytesSent_; }
 
