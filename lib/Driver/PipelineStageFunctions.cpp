@@ -3,7 +3,7 @@
 #include "kiln/Driver/PipelineStageFunctions.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Driver/Training.h"
-#include "kiln/Passes/Kiln/Passes.h"
+#include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
@@ -23,13 +23,10 @@ mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &conte
   auto module = captureTrainingStep(context, model, {layout.microbatchSize, seq}, options,
                                     PipelineStage::Forward);
   mlir::PassManager pm(&context);
-  PipelineSplitOptions split;
+  std::vector<std::string> starts;
   for (int64_t s = 1; s < layout.stages.numStages(); ++s)
-    split.stageStarts.push_back(layout.stages.modules[s].front());
-  pm.addPass(createPipelineSplit(split));
-  AutodiffOptions stages;
-  stages.pipelineStages = true;
-  pm.addPass(createAutodiff(stages));
+    starts.push_back(layout.stages.modules[s].front());
+  buildPipelineStagesPipeline(pm, options, starts);
   succeedOrFail(context, "pipeline stage functions", [&] { return pm.run(*module); });
   return module;
 }

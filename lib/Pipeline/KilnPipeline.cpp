@@ -70,14 +70,19 @@ void buildForwardPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   }
 }
 
+/// kiln-mixed-precision where the options cast (bf16 parameters).
+void addMixedPrecision(OpPassManager &pm, const KilnPipelineOptions &o) {
+  if (o.paramDtype == PrecisionDtype::Float32)
+    return;
+  MixedPrecisionOptions precision;
+  precision.param = o.paramDtype;
+  precision.reduce = o.reduceDtype;
+  pm.addPass(createMixedPrecision(precision));
+}
+
 /// @loss -> the per-rank @train_step.
 void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
-  if (o.paramDtype != PrecisionDtype::Float32) {
-    MixedPrecisionOptions precision;
-    precision.param = o.paramDtype;
-    precision.reduce = o.reduceDtype;
-    pm.addPass(createMixedPrecision(precision));
-  }
+  addMixedPrecision(pm, o);
   pm.addPass(createAutodiff());
   if (o.checkpointMode != CheckpointMode::None) {
     ActivationCheckpointOptions checkpoint;
@@ -174,6 +179,17 @@ void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
 }
 
 } // namespace
+
+void buildPipelineStagesPipeline(OpPassManager &pm, const KilnPipelineOptions &options,
+                                 llvm::ArrayRef<std::string> stageStarts) {
+  addMixedPrecision(pm, options);
+  PipelineSplitOptions split;
+  split.stageStarts.assign(stageStarts.begin(), stageStarts.end());
+  pm.addPass(createPipelineSplit(split));
+  AutodiffOptions stages;
+  stages.pipelineStages = true;
+  pm.addPass(createAutodiff(stages));
+}
 
 void registerCompiledModeInterfaces(DialectRegistry &registry) {
   arith::registerBufferizableOpInterfaceExternalModels(registry);

@@ -19,8 +19,9 @@ namespace kiln {
 
 /// `@loss_stage<s>`, `_forward` and `_backward` of every stage of `layout`
 /// for a microbatch of `layout.microbatchSize` rows of `seq` tokens, after
-/// the Forward part of the pipeline under `options`. Throws kiln::Error with
-/// the diagnostics if a pass fails.
+/// the Forward part of the pipeline and buildPipelineStagesPipeline under
+/// `options` (bf16 casts included). Throws kiln::Error with the diagnostics
+/// if a pass fails.
 mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &context,
                                                         const Qwen3Config &model,
                                                         const ParallelLayout &layout, int64_t seq,

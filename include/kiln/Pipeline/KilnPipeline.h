@@ -171,6 +171,13 @@ void registerCompiledModeInterfaces(mlir::DialectRegistry &registry);
 void buildPartitionPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
                             llvm::StringRef funcName);
 
+/// Pipeline parallelism's stage functions from a Forward-stage @loss: its
+/// mixed-precision casts (as the PerRank step's), kiln-pipeline-split at
+/// `stageStarts` (the first module of each stage after the first) and
+/// kiln-autodiff of each stage into its forward and backward.
+void buildPipelineStagesPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
+                                 llvm::ArrayRef<std::string> stageStarts);
+
 /// Registers every Kiln pass and the pipelines kiln-opt offers, each taking
 /// KilnPipelineOptions: `kiln-training` (Captured to PerRank), `kiln-to-hlo`
 /// (Captured to Hlo), `kiln-per-rank-to-hlo` (PerRank to Hlo), and compiled mode's
