@@ -1,9 +1,9 @@
 // The fixtures' stage functions run on pipeline ranks as the schedule says
 // give one rank's loss and gradients: each fixture's loss split in two
-// stages (kiln-pipeline-split, kiln-autodiff pipeline-stages), run by 1F1B
-// over 2 pipeline ranks (x 2 data-parallel ranks doing the same) on its
-// 2-row batch in microbatches of 1 row, the activations and cotangents
-// moved over MPI; the gradients summed over the pipeline ranks and the 2
+// stages (kiln-pipeline-split, kiln-autodiff pipeline-stages; four under
+// Interleaved1F1B), run by 1F1B (and GPipe, Interleaved1F1B) over 2 pipeline ranks (x 2
+// data-parallel ranks doing the same) on its 2-row batch in microbatches of 1 row, the activations
+// and cotangents moved over MPI; the gradients summed over the pipeline ranks and the 2
 // microbatches, halved, against @loss_grad of the whole batch on one
 // process, within 1e-5 of each tensor's largest element; the loss, the mean
 // of the microbatches' means, against the whole batch's mean (each row has
@@ -48,18 +48,19 @@ std::pair<float, TensorMap> wholeBatchGradients(const Qwen3Config &model,
   return {results[0].data<float>()[0], grads};
 }
 
-void expectPipelineEqualsOneRank(const std::string &fixture) {
-  SCOPED_TRACE(fixture);
+void expectPipelineEqualsOneRank(const std::string &fixture, const std::string &schedule = "1F1B") {
+  SCOPED_TRACE(fixture + " " + schedule);
   const std::string dir = std::string(KILN_TEST_DATA_DIR) + "/" + fixture;
   TrainConfig config =
-      TrainConfig::load("", {"--model.hf_path=" + dir, "--parallelism.pipeline_parallel_degree=2"});
+      TrainConfig::load("", {"--model.hf_path=" + dir, "--parallelism.pipeline_parallel_degree=2",
+                             "--parallelism.pipeline_parallel_schedule=" + schedule});
   Qwen3Config model = config.model.resolve();
   Tensor tokens = readTokenBatch(dir + "/tokens.json");
   int64_t rows = tokens.shape()[0], seq = tokens.shape()[1] - 1;
   DeviceGrid grid({"pp", "dp"}, {2, 2});
   ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, seq, 4);
-  PipelineSchedule schedule = layout.pipelineSchedule(rows);
-  ASSERT_EQ(schedule.microbatches, 2);
+  PipelineSchedule order = layout.pipelineSchedule(rows);
+  ASSERT_EQ(order.microbatches, 2);
 
   mlir::MLIRContext context;
   auto module = captureStageFunctions(context, model, layout, seq, KilnPipelineOptions());
@@ -71,13 +72,13 @@ void expectPipelineEqualsOneRank(const std::string &fixture) {
         parameters.emplace(key.str(),
                            bindParameter(checkpoint, key.str(), fn.getArgumentTypes()[i], "test"));
   PipelineStageExecutor executor(*module, layout.stages.numStages(), parameters,
-                                 splitMicrobatches(tokens, schedule.microbatches));
+                                 splitMicrobatches(tokens, order.microbatches));
   int64_t pipelineRank = grid.coordinates()[0];
-  runPipelineSchedule(schedule, pipelineRank, executor.calls(), grid, 0);
+  runPipelineSchedule(order, pipelineRank, executor.calls(), grid, 0);
 
   auto [wholeLoss, wholeGrads] =
       wholeBatchGradients(model, checkpoint, splitInputsAndLabels(tokens));
-  if (pipelineRank == schedule.rankOf(schedule.numStages() - 1)) {
+  if (pipelineRank == order.rankOf(order.numStages() - 1)) {
     ASSERT_EQ(executor.losses().size(), 2u);
     float mean = (executor.losses().at(0) + executor.losses().at(1)) / 2;
     EXPECT_NEAR(mean, wholeLoss, 1e-5);
@@ -105,4 +106,11 @@ TEST(PipelineStagesOnRanks, DenseFixtureOverTwoPipelineRanksEqualsOneRank) {
 
 TEST(PipelineStagesOnRanks, MoeFixtureOverTwoPipelineRanksEqualsOneRank) {
   expectPipelineEqualsOneRank("qwen3-moe-tiny");
+}
+
+// GPipe, and Interleaved1F1B with two stages per rank (four: tok_embeddings
+// and layers.0, layers.1, layers.2, norm and output).
+TEST(PipelineStagesOnRanks, OtherSchedulesEqualOneRank) {
+  expectPipelineEqualsOneRank("qwen3-dense-tiny", "GPipe");
+  expectPipelineEqualsOneRank("qwen3-dense-tiny", "Interleaved1F1B");
 }
