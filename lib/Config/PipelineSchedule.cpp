@@ -11,6 +11,10 @@
 
 namespace kiln {
 
+bool isSingleStageSchedule(PipelineScheduleKind schedule) {
+  return schedule != PipelineScheduleKind::Interleaved1F1B;
+}
+
 int64_t PipelineAction::peerStage() const {
   switch (kind) {
   case PipelineActionKind::SendActivation:
@@ -141,7 +145,7 @@ PipelineSchedule buildPipelineSchedule(PipelineScheduleKind kind, int64_t degree
     fail("pipeline schedule {}: pipeline_parallel_degree must be >= 2, got {}", name, degree);
   if (microbatches < 1)
     fail("pipeline schedule {}: needs at least one microbatch, got {}", name, microbatches);
-  bool looped = kind == PipelineScheduleKind::Interleaved1F1B;
+  bool looped = !isSingleStageSchedule(kind);
   if (looped ? stagesPerRank < 2 : stagesPerRank != 1)
     fail("pipeline schedule {} runs {} stages per rank, got {}", name,
          looped ? "at least 2" : "exactly 1", stagesPerRank);
@@ -191,12 +195,10 @@ MessageKey messageOf(const PipelineAction &a) {
 }
 
 /// Every stage forwards and backwards every microbatch once, on its rank,
-/// the forward first; returns each rank's peak of microbatches in flight.
-std::vector<int64_t> checkComputeOrder(const PipelineSchedule &s) {
+/// the forward first.
+void checkComputeOrder(const PipelineSchedule &s) {
   std::map<std::pair<int64_t, int64_t>, int> state; // (stage, mb) -> 0, 1 fwd, 2 bwd
-  std::vector<int64_t> peak(s.degree, 0);
   for (int64_t rank = 0; rank < s.degree; ++rank) {
-    int64_t inFlight = 0;
     for (const PipelineAction &a : s.ranks[rank]) {
       if (a.stage < 0 || a.stage >= s.numStages() || s.rankOf(a.stage) != rank ||
           a.microbatch < 0 || a.microbatch >= s.microbatches)
@@ -211,8 +213,6 @@ std::vector<int64_t> checkComputeOrder(const PipelineSchedule &s) {
         fail("pipeline schedule: rank {} runs {} {}", rank, a.str(),
              forward ? "twice" : "before its forward, or twice");
       done = forward ? 1 : 2;
-      inFlight += forward ? 1 : -1;
-      peak[rank] = std::max(peak[rank], inFlight);
     }
   }
   for (int64_t stage = 0; stage < s.numStages(); ++stage)
@@ -220,7 +220,6 @@ std::vector<int64_t> checkComputeOrder(const PipelineSchedule &s) {
       if (state[{stage, m}] != 2)
         fail("pipeline schedule: stage {} never runs the {} of microbatch {}", stage,
              state[{stage, m}] == 0 ? "forward" : "backward", m);
-  return peak;
 }
 
 } // namespace
@@ -243,7 +242,9 @@ std::vector<int64_t> peakHeldBytes(const PipelineSchedule &s,
 PipelineTimeline simulate(const PipelineSchedule &s, double forwardTime, double backwardTime,
                           double transferTime) {
   PipelineTimeline timeline;
-  timeline.peakInFlight = checkComputeOrder(s);
+  checkComputeOrder(s);
+  // Microbatches in flight are the bytes held when each keeps one.
+  timeline.peakInFlight = peakHeldBytes(s, std::vector<int64_t>(s.numStages(), 1));
   timeline.ranks.resize(s.degree);
   std::map<MessageKey, double> arrived; // sent, not yet received: when it arrives
   std::vector<size_t> next(s.degree, 0);

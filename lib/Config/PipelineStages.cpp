@@ -24,10 +24,6 @@ int64_t PipelineStages::stageOf(std::string_view fqn) const {
   return -1;
 }
 
-bool isSingleStageSchedule(PipelineScheduleKind schedule) {
-  return schedule != PipelineScheduleKind::Interleaved1F1B;
-}
-
 std::string_view topModule(std::string_view fqn) {
   constexpr std::string_view layers = "layers.";
   size_t from = fqn.substr(0, layers.size()) == layers ? layers.size() : 0;

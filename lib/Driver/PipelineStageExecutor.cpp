@@ -3,6 +3,8 @@
 #include "kiln/Driver/PipelineStageExecutor.h"
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
+#include "kiln/Driver/PipelineStageFunctions.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,15 +40,8 @@ PipelineStageExecutor::PipelineStageExecutor(mlir::ModuleOp module, int64_t numS
     : module_(module), numStages_(numStages), parameters_(std::move(parameters)),
       microbatches_(std::move(microbatches)) {}
 
-mlir::func::FuncOp PipelineStageExecutor::function(int64_t stage, const char *part) const {
-  auto fn = module_.lookupSymbol<mlir::func::FuncOp>(fmt::format("loss_stage{}_{}", stage, part));
-  if (!fn)
-    fail("pipeline: no @loss_stage{}_{}", stage, part);
-  return fn;
-}
-
 std::vector<int64_t> PipelineStageExecutor::transferNumbers(int64_t b) const {
-  mlir::func::FuncOp fn = function(b, "forward");
+  mlir::func::FuncOp fn = stageFunction(module_, b, "forward");
   std::vector<int64_t> numbers;
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     if (int64_t n = numberOf(fn, i, kTransferAttr, true); n >= 0)
@@ -63,12 +58,12 @@ PipelineStageCalls PipelineStageExecutor::calls() {
     return backward(s, m, std::move(in));
   };
   calls.transfers = [this](int64_t b) {
-    mlir::func::FuncOp fn = function(b, "forward");
+    mlir::func::FuncOp fn = stageFunction(module_, b, "forward");
     std::vector<std::pair<DType, Shape>> types;
     for (unsigned i = 0; i < fn.getNumResults(); ++i)
       if (numberOf(fn, i, kTransferAttr, true) >= 0) {
-        auto type = mlir::cast<mlir::RankedTensorType>(fn.getResultTypes()[i]);
-        types.push_back({DType::F32, Shape(type.getShape().begin(), type.getShape().end())});
+        mlir::Type type = fn.getResultTypes()[i];
+        types.push_back({computeDType(type), shapeOf(type)});
       }
     return types;
   };
@@ -97,7 +92,7 @@ PipelineStageExecutor::argumentsOf(mlir::func::FuncOp fn, int64_t m, const Kept 
 
 std::vector<Tensor> PipelineStageExecutor::forward(int64_t s, int64_t m,
                                                    std::vector<Tensor> received) {
-  mlir::func::FuncOp fn = function(s, "forward");
+  mlir::func::FuncOp fn = stageFunction(module_, s, "forward");
   Kept &kept = kept_[{s, m}];
   if (s > 0) {
     std::vector<int64_t> numbers = transferNumbers(s - 1);
@@ -111,7 +106,8 @@ std::vector<Tensor> PipelineStageExecutor::forward(int64_t s, int64_t m,
       sent.push_back(results[i]);
     else if (int64_t r = numberOf(fn, i, kResidualAttr, true); r >= 0)
       kept.residuals[r] = results[i];
-    else if (s + 1 == numStages_ && i == 0)
+    else if (auto output = fn.getResultAttrOfType<mlir::StringAttr>(i, kOutputAttr);
+             output && output.getValue() == kLossOutput)
       losses_[m] = results[i].toF32().data<float>()[0];
   }
   return sent;
@@ -119,7 +115,7 @@ std::vector<Tensor> PipelineStageExecutor::forward(int64_t s, int64_t m,
 
 std::vector<Tensor> PipelineStageExecutor::backward(int64_t s, int64_t m,
                                                     std::vector<Tensor> cotangents) {
-  mlir::func::FuncOp fn = function(s, "backward");
+  mlir::func::FuncOp fn = stageFunction(module_, s, "backward");
   Kept kept = std::move(kept_.at({s, m}));
   kept_.erase({s, m});
   std::map<int64_t, Tensor> cotangentOf;

@@ -40,16 +40,19 @@ int64_t bytesOf(mlir::Type type) {
 
 } // namespace
 
+mlir::func::FuncOp stageFunction(mlir::ModuleOp module, int64_t stage, llvm::StringRef part) {
+  std::string name = fmt::format("loss_stage{}_{}", stage, part.str());
+  auto fn = module.lookupSymbol<mlir::func::FuncOp>(name);
+  if (!fn)
+    fail("pipeline stage functions: no @{}", name);
+  return fn;
+}
+
 std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numStages) {
   std::vector<StageFootprint> footprints(numStages);
   for (int64_t s = 0; s < numStages; ++s) {
-    auto lookup = [&](const char *part) {
-      auto fn = module.lookupSymbol<mlir::func::FuncOp>(fmt::format("loss_stage{}_{}", s, part));
-      if (!fn)
-        fail("pipeline stage functions: no @loss_stage{}_{}", s, part);
-      return fn;
-    };
-    mlir::func::FuncOp forward = lookup("forward"), backward = lookup("backward");
+    mlir::func::FuncOp forward = stageFunction(module, s, "forward"),
+                       backward = stageFunction(module, s, "backward");
     mlir::Operation *ret = forward.getBody().front().getTerminator();
     // A view (a reshape) of a kept value shares its bytes: count each buffer once.
     llvm::DenseSet<mlir::Value> buffers;

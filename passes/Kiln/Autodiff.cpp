@@ -110,6 +110,10 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
       module.emitError() << "kiln-autodiff: no function @" << funcName << " to differentiate";
       return signalPassFailure();
     }
+    if (module.lookupSymbol(gradFuncName)) {
+      module.emitError() << "kiln-autodiff: @" << gradFuncName << " already exists";
+      return signalPassFailure();
+    }
     if (failed(checkLossResults(loss)) || failed(differentiate(loss, gradFuncName, true)))
       return signalPassFailure();
   }
@@ -148,7 +152,6 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
   /// The loss comes first; any further results are metrics computed beside
   /// it (tagged kiln.output, e.g. a MoE model's aux_loss), not differentiated.
   LogicalResult checkLossResults(func::FuncOp loss) {
-    ModuleOp module = loss->getParentOfType<ModuleOp>();
     auto resultTypes = loss.getFunctionType().getResults();
     auto isScalar = [](Type type) {
       auto scalar = dyn_cast<RankedTensorType>(type);
@@ -160,8 +163,6 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
                               << " must return the loss as an f32 scalar (tensor<f32>), then "
                                  "only f32 scalar metrics tagged '"
                               << kOutputAttr << "'";
-    if (!pipelineStages && module.lookupSymbol(gradFuncName))
-      return module.emitError() << "kiln-autodiff: @" << gradFuncName << " already exists";
     return success();
   }
 

@@ -12,6 +12,8 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Passes/Kiln/Passes.h"
 
+#include "ParameterOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -53,11 +55,6 @@ struct StagePlan {
   }
 };
 
-bool isParameter(Value v, func::FuncOp fn) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  return arg && fn.getArgAttr(arg.getArgNumber(), kParamAttr);
-}
-
 struct PipelineSplitPass : public kiln::impl::PipelineSplitBase<PipelineSplitPass> {
   using PipelineSplitBase::PipelineSplitBase;
 
@@ -82,50 +79,47 @@ struct PipelineSplitPass : public kiln::impl::PipelineSplitBase<PipelineSplitPas
   FailureOr<StagePlan> planStages(func::FuncOp fn) {
     StagePlan plan;
     plan.numStages = int64_t(stageStarts.size()) + 1;
+    SmallVector<Operation *> ops;
+    for (Operation &op : fn.getBody().front().without_terminator())
+      ops.push_back(&op);
+    plan.replicated = opsOfParametersAlone(fn, ops);
     llvm::StringMap<int64_t> stageOfModule;
     int64_t stage = 0;
-    for (Operation &op : fn.getBody().front().without_terminator()) {
-      if (llvm::all_of(op.getOperands(), [&](Value v) {
-            return isParameter(v, fn) || plan.replicated.contains(v.getDefiningOp());
-          })) {
-        plan.replicated.insert(&op);
-        continue;
+    // A value crosses to every stage up to its last user.
+    auto use = [&](Value v, int64_t user) {
+      if (int64_t from = plan.producer(v); from >= 0 && from < user) {
+        int64_t &last = plan.transfers[v];
+        last = std::max(last, user);
       }
-      std::string_view module = moduleOf(&op);
+    };
+    for (Operation *op : ops) {
+      if (plan.replicated.contains(op))
+        continue;
+      std::string_view module = moduleOf(op);
       auto [it, added] = stageOfModule.try_emplace(module, stage);
       if (added && stage + 1 < plan.numStages && module == stageStarts[stage])
         it->second = ++stage;
-      plan.stageOf[&op] = it->second;
-      for (Value v : op.getOperands())
+      plan.stageOf[op] = it->second;
+      for (Value v : op->getOperands()) {
         if (int64_t from = plan.producer(v); from > it->second)
-          return op.emitOpError() << "(module '" << module << "', stage " << it->second
-                                  << ") uses a value of stage " << from << " (module '"
-                                  << moduleOf(v.getDefiningOp())
-                                  << "'): a stage may only use earlier stages' values";
+          return op->emitOpError()
+                 << "(module '" << module << "', stage " << it->second << ") uses a value of stage "
+                 << from << " (module '" << moduleOf(v.getDefiningOp())
+                 << "'): a stage may only use earlier stages' values";
+        use(v, it->second);
+      }
     }
     if (stage + 1 != plan.numStages)
       return fn.emitOpError() << "kiln-pipeline-split: stage-starts names '" << stageStarts[stage]
                               << "', which is not a module of @" << funcName << " after '"
                               << (stage ? stageStarts[stage - 1] : "") << "' in its order";
-    // A value crosses to every stage up to its last user; @func's results
-    // are the last stage's.
-    auto use = [&](Value v, int64_t user) {
-      int64_t from = plan.producer(v);
-      if (from < 0 || from == user)
-        return;
-      int64_t &last = plan.transfers[v];
-      last = std::max(last, user);
-    };
-    for (Operation &op : fn.getBody().front().without_terminator())
-      if (!plan.replicated.contains(&op))
-        for (Value v : op.getOperands())
-          use(v, plan.stageOf[&op]);
+    // @func's results are the last stage's.
     for (Value v : fn.getBody().front().getTerminator()->getOperands())
       use(v, plan.numStages - 1);
     // Transfers numbered in the function's order, whatever order uses came in.
     llvm::MapVector<Value, int64_t> ordered;
-    for (Operation &op : fn.getBody().front().without_terminator())
-      for (Value v : op.getResults())
+    for (Operation *op : ops)
+      for (Value v : op->getResults())
         if (plan.transfers.count(v))
           ordered.insert({v, plan.transfers.lookup(v)});
     plan.transfers = std::move(ordered);

@@ -1,6 +1,7 @@
 //===- StageForwardBackward.cpp - A stage's forward and backward apart ----===//
 
 #include "StageForwardBackward.h"
+#include "ParameterOps.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 
@@ -56,14 +57,7 @@ void splitStageForwardBackward(func::FuncOp grad, ArrayRef<Operation *> forward,
 
   // Values of parameters alone (a weight's bf16 cast) are computed again in
   // the backward rather than kept for every microbatch in flight.
-  llvm::DenseSet<Operation *> ofParameters;
-  for (Operation *op : forward)
-    if (llvm::all_of(op->getOperands(), [&](Value v) {
-          auto arg = dyn_cast<BlockArgument>(v);
-          return arg ? bool(grad.getArgAttr(arg.getArgNumber(), kParamAttr))
-                     : ofParameters.contains(v.getDefiningOp());
-        }))
-      ofParameters.insert(op);
+  llvm::DenseSet<Operation *> ofParameters = opsOfParametersAlone(grad, forward);
 
   // What the backward reads from the forward ops and from the arguments.
   llvm::SetVector<Value> residuals, backwardArgs;

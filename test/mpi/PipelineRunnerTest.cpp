@@ -5,6 +5,7 @@
 // a transfer received for the wrong microbatch or stage shows.
 #include "kiln/Backend/CPU/PipelineRunner.h"
 #include "kiln/Config/PipelineSchedule.h"
+#include "kiln/Support/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,9 @@ TEST(PipelineRunner, SchedulesRunOnTwoPipelineRanksOfTwoDataParallelRanks) {
   }
   runToy(buildPipelineSchedule(PipelineScheduleKind::Interleaved1F1B, 2, 2, 4), grid);
   EXPECT_GT(grid.bytesSent().at("pp"), 0);
+  // Peers are found along one axis; one outside it is an error (no message sent).
+  EXPECT_EQ(grid.peerRank(0, 1 - grid.coordinates()[0]), (grid.rank() + 2) % 4);
+  EXPECT_THROW(grid.peerRank(0, 2), Error);
 }
 
 TEST(PipelineRunner, SchedulesRunOnFourPipelineRanks) {

@@ -4,6 +4,7 @@
 // published bubble formulas (Narayanan et al. 2021: (p-1)/(m+p-1) for GPipe
 // and 1F1B, (p-1)/(v*m+p-1) interleaved over v stages per rank).
 #include "kiln/Config/PipelineSchedule.h"
+#include "TestUtil.h"
 #include "kiln/Config/PipelineStages.h"
 #include "kiln/Support/Error.h"
 
@@ -12,17 +13,9 @@
 #include <string>
 
 using namespace kiln;
+using namespace kiln::test;
 
 namespace {
-
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 PipelineStageOptions options(int64_t degree, PipelineScheduleKind schedule) {
   PipelineStageOptions o;
@@ -80,32 +73,24 @@ TEST(PipelineStagesTest, LayersPerStageSetsTheStageCount) {
   EXPECT_EQ(s.stagesPerRank, 2);
 
   o.schedule = PipelineScheduleKind::OneFOneB;
-  EXPECT_NE(errorOf([&] { resolvePipelineStages(o, 28); })
-                .find("pipeline_parallel_schedule = 1F1B runs one stage per rank, but "
-                      "pipeline_parallel_layers_per_stage = 4 over 28 layers"),
-            std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 28); },
+              {"pipeline_parallel_schedule = 1F1B runs one stage per rank, but "
+               "pipeline_parallel_layers_per_stage = 4 over 28 layers"});
   o.layersPerStage = 6; // 5 stages on 4 ranks
-  EXPECT_NE(errorOf([&] {
-              resolvePipelineStages(o, 28);
-            }).find("gives 5 stages, which the 4 pipeline ranks"),
-            std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 28); },
+              {"gives 5 stages, which the 4 pipeline ranks"});
   o.layersPerStage = 8; // 4 stages, interleaving needs 8
   o.schedule = PipelineScheduleKind::Interleaved1F1B;
-  EXPECT_NE(
-      errorOf([&] { resolvePipelineStages(o, 28); }).find("runs at least 2 stages per rank, but"),
-      std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 28); }, {"runs at least 2 stages per rank, but"});
 }
 
 TEST(PipelineStagesTest, SplitsThatCannotBeMadeAreErrors) {
   PipelineStageOptions o = options(4, PipelineScheduleKind::OneFOneB);
   o.firstStageLessLayers = 3; // 3 layers + 3 + 1 = 7 over 4 stages: 1 each
-  EXPECT_NE(errorOf([&] {
-              resolvePipelineStages(o, 3);
-            }).find("pipeline_parallel_first_stage_less_layers = 3 exceeds the 1 layers"),
-            std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 3); },
+              {"pipeline_parallel_first_stage_less_layers = 3 exceeds the 1 layers"});
   o = options(8, PipelineScheduleKind::OneFOneB);
-  EXPECT_NE(errorOf([&] { resolvePipelineStages(o, 3); }).find("a stage would be empty"),
-            std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 3); }, {"a stage would be empty"});
 }
 
 TEST(PipelineStagesTest, ListedModulesMustBeTheModelsOnceInOrder) {
@@ -115,16 +100,12 @@ TEST(PipelineStagesTest, ListedModulesMustBeTheModelsOnceInOrder) {
   EXPECT_EQ(s.modules, o.moduleFqnsPerModelPart);
 
   o.moduleFqnsPerModelPart = {{"tok_embeddings", "layers.1"}, {"layers.0", "norm", "output"}};
-  EXPECT_NE(errorOf([&] {
-              resolvePipelineStages(o, 2);
-            }).find("part 0 lists 'layers.1' where the model's next module is 'layers.0'"),
-            std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 2); },
+              {"part 0 lists 'layers.1' where the model's next module is 'layers.0'"});
   o.moduleFqnsPerModelPart = {{"tok_embeddings", "layers.0"}, {"layers.1", "norm"}};
-  EXPECT_NE(errorOf([&] { resolvePipelineStages(o, 2); }).find("the parts end before 'output'"),
-            std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 2); }, {"the parts end before 'output'"});
   o.moduleFqnsPerModelPart = {{"tok_embeddings", "layers.0", "layers.1", "norm", "output"}, {}};
-  EXPECT_NE(errorOf([&] { resolvePipelineStages(o, 2); }).find("part 1 is empty"),
-            std::string::npos);
+  expectError([&] { resolvePipelineStages(o, 2); }, {"part 1 is empty"});
 }
 
 TEST(PipelineScheduleTest, OneFOneBOnTwoStagesWithFourMicrobatches) {
@@ -218,33 +199,40 @@ TEST(PipelineScheduleTest, InterleavedOrderOnTwoRanks) {
 }
 
 TEST(PipelineScheduleTest, CountsTheScheduleCannotRunAreErrors) {
-  EXPECT_NE(errorOf([] {
-              buildPipelineSchedule(PipelineScheduleKind::OneFOneB, 4, 1, 3);
-            }).find("3 microbatches are fewer than the 4 pipeline ranks"),
-            std::string::npos);
-  EXPECT_NE(errorOf([] {
-              buildPipelineSchedule(PipelineScheduleKind::Interleaved1F1B, 4, 2, 9);
-            }).find("9 microbatches do not split into 2 equal rounds"),
-            std::string::npos);
-  EXPECT_NE(errorOf([] {
-              buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 2, 4);
-            }).find("runs exactly 1 stages per rank, got 2"),
-            std::string::npos);
+  expectError([] { buildPipelineSchedule(PipelineScheduleKind::OneFOneB, 4, 1, 3); },
+              {"3 microbatches are fewer than the 4 pipeline ranks"});
+  expectError([] { buildPipelineSchedule(PipelineScheduleKind::Interleaved1F1B, 4, 2, 9); },
+              {"9 microbatches do not split into 2 equal rounds"});
+  expectError([] { buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 2, 4); },
+              {"runs exactly 1 stages per rank, got 2"});
   // GPipe needs no microbatch per rank.
   EXPECT_NO_THROW(simulate(buildPipelineSchedule(PipelineScheduleKind::GPipe, 4, 1, 1), 1, 2));
+}
+
+TEST(PipelineScheduleTest, DegenerateCountsAreErrors) {
+  expectError([] { buildPipelineSchedule(PipelineScheduleKind::GPipe, 1, 1, 4); },
+              {"pipeline_parallel_degree must be >= 2, got 1"});
+  expectError([] { buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 0); },
+              {"needs at least one microbatch, got 0"});
+}
+
+TEST(PipelineScheduleTest, SimulationRefusesWorkOffItsRankOrTwice) {
+  PipelineSchedule s = buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 1);
+  s.ranks[0][0].stage = 1; // stage 1 runs on rank 1
+  expectError([&] { simulate(s, 1, 2); },
+              {"rank 0 runs 1F0, which is not one of its stages' 1 microbatches"});
+  s = buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 1);
+  s.ranks[0].insert(s.ranks[0].begin(), s.ranks[0][0]);
+  expectError([&] { simulate(s, 1, 2); }, {"rank 0 runs 0F0 twice"});
 }
 
 TEST(PipelineScheduleTest, SimulationFindsDeadlocksAndMissingWork) {
   PipelineSchedule s = buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 1);
   // Rank 0 waits for the cotangent before sending the activation it needs.
   std::swap(s.ranks[0][1], s.ranks[0][2]);
-  EXPECT_NE(errorOf([&] {
-              simulate(s, 1, 2);
-            }).find("GPipe deadlocks: rank 0 at 0RECV_B0, rank 1 at 1RECV_F0 wait for a send"),
-            std::string::npos);
+  expectError([&] { simulate(s, 1, 2); },
+              {"GPipe deadlocks: rank 0 at 0RECV_B0, rank 1 at 1RECV_F0 wait for a send"});
   s = buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 1);
   s.ranks[1].erase(s.ranks[1].begin() + 2, s.ranks[1].end()); // no backward on stage 1
-  EXPECT_NE(
-      errorOf([&] { simulate(s, 1, 2); }).find("stage 1 never runs the backward of microbatch 0"),
-      std::string::npos);
+  expectError([&] { simulate(s, 1, 2); }, {"stage 1 never runs the backward of microbatch 0"});
 }

@@ -163,7 +163,7 @@ int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const Par
     llvm::raw_string_ostream os(functions);
     for (int64_t s : stages)
       for (const char *part : {"forward", "backward"})
-        module->lookupSymbol(fmt::format("loss_stage{}_{}", s, part))->print(os), os << "\n";
+        stageFunction(*module, s, part).print(os), os << "\n";
     writeFileAtomic(fmt::format("{}/rank-{}.mlir", folder, r), header + functions);
   }
   writeFileAtomic(folder + "/summary.txt", summary);

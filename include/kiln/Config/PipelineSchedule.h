@@ -24,6 +24,14 @@
 
 namespace kiln {
 
+/// Whether `schedule` runs one stage per rank (GPipe, 1F1B); the looped
+/// ones (Interleaved1F1B) run several.
+bool isSingleStageSchedule(PipelineScheduleKind schedule);
+
+/// The pipeline rank that runs `stage` of a pipeline of `degree` ranks:
+/// looped placement, stage s on rank s % degree.
+inline int64_t pipelineRankOf(int64_t stage, int64_t degree) { return stage % degree; }
+
 enum class PipelineActionKind {
   Forward,
   Backward,
@@ -54,7 +62,7 @@ struct PipelineSchedule {
   std::vector<std::vector<PipelineAction>> ranks;
 
   int64_t numStages() const { return degree * stagesPerRank; }
-  int64_t rankOf(int64_t stage) const { return stage % degree; }
+  int64_t rankOf(int64_t stage) const { return pipelineRankOf(stage, degree); }
   /// Rank `rank`'s actions, one per line (str()).
   std::string str(int64_t rank) const;
 };

@@ -13,7 +13,7 @@
 #ifndef KILN_CONFIG_PIPELINESTAGES_H
 #define KILN_CONFIG_PIPELINESTAGES_H
 
-#include "kiln/Support/ClosedSets.h"
+#include "kiln/Config/PipelineSchedule.h"
 
 #include <cstdint>
 #include <string>
@@ -40,15 +40,12 @@ struct PipelineStages {
 
   int64_t numStages() const { return static_cast<int64_t>(modules.size()); }
   /// The pipeline rank that runs `stage` (looped placement).
-  int64_t rankOf(int64_t stage) const { return stage % degree; }
+  int64_t rankOf(int64_t stage) const { return pipelineRankOf(stage, degree); }
   /// The stages `rank` runs, in model order.
   std::vector<int64_t> stagesOf(int64_t rank) const;
   /// The stage holding module `fqn` ("layers.3"), or -1.
   int64_t stageOf(std::string_view fqn) const;
 };
-
-/// Whether `schedule` runs one stage per rank (GPipe, 1F1B).
-bool isSingleStageSchedule(PipelineScheduleKind schedule);
 
 /// The top-level module of an fqn, the unit stages are made of: "layers.N"
 /// for anything under a transformer block, else the first component

@@ -43,7 +43,6 @@ private:
   };
   std::vector<Tensor> forward(int64_t stage, int64_t m, std::vector<Tensor> received);
   std::vector<Tensor> backward(int64_t stage, int64_t m, std::vector<Tensor> cotangents);
-  mlir::func::FuncOp function(int64_t stage, const char *part) const;
   /// `fn`'s arguments for microbatch `m`: parameters, the microbatch's
   /// inputs, what `kept` holds, the cotangents by transfer number.
   std::vector<Tensor> argumentsOf(mlir::func::FuncOp fn, int64_t m, const Kept &kept,
@@ -51,7 +50,7 @@ private:
   /// The transfer numbers crossing from stage b to b + 1, in order.
   std::vector<int64_t> transferNumbers(int64_t b) const;
 
-  mutable mlir::ModuleOp module_; // symbol lookups are not const in MLIR
+  mlir::ModuleOp module_;
   int64_t numStages_;
   TensorMap parameters_, gradients_;
   std::vector<InputsAndLabels> microbatches_;

@@ -12,6 +12,7 @@
 
 #include "kiln/Driver/ParallelLayout.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -26,6 +27,10 @@ mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &conte
                                                         const Qwen3Config &model,
                                                         const ParallelLayout &layout, int64_t seq,
                                                         const KilnPipelineOptions &options);
+
+/// `@loss_stage<stage>_<part>` of `module`, `part` "forward" or
+/// "backward"; throws kiln::Error naming it when absent.
+mlir::func::FuncOp stageFunction(mlir::ModuleOp module, int64_t stage, llvm::StringRef part);
 
 /// Per stage, per microbatch: the bytes its forward sends to the next stage
 /// (its kiln.transfer results; 0 for the last) and keeps for its backward

@@ -18,6 +18,18 @@ using namespace mlir;
 
 namespace kiln {
 
+Shape shapeOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return Shape(tensor.getShape().begin(), tensor.getShape().end());
+}
+
+DType computeDType(Type type) {
+  Type elt = cast<RankedTensorType>(type).getElementType();
+  if (isa<FloatType>(elt))
+    return DType::F32;
+  return elt.getIntOrFloatBitWidth() == 32 ? DType::I32 : DType::I64;
+}
+
 namespace {
 
 std::string describe(Operation *op) {
@@ -25,19 +37,6 @@ std::string describe(Operation *op) {
   if (auto fqn = op->getAttrOfType<StringAttr>("fqn"))
     name += " (fqn '" + fqn.str() + "')";
   return name;
-}
-
-Shape shapeOf(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return Shape(tensor.getShape().begin(), tensor.getShape().end());
-}
-
-/// The host dtype a value of `type` is computed in.
-DType computeDType(Type type) {
-  Type elt = cast<RankedTensorType>(type).getElementType();
-  if (isa<FloatType>(elt))
-    return DType::F32;
-  return elt.getIntOrFloatBitWidth() == 32 ? DType::I32 : DType::I64;
 }
 
 /// Live bytes by distinct buffer: values that share bytes (reshape views)

@@ -9,8 +9,10 @@
 // PipelineStageGradTest).
 // RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 | FileCheck %s --check-prefix=GRAD
 // RUN: not kiln-opt %s --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES
+// RUN: not kiln-opt %S/Inputs/autodiff-stages-invalid.mlir --split-input-file --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=BADSTAGE
 // Starts that name no module of @loss, or name them out of order, are errors.
 // RUN: not kiln-opt %s --kiln-pipeline-split=stage-starts=layers.7 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not kiln-opt %s --kiln-pipeline-split=func=nothere 2>&1 | FileCheck %s --check-prefix=NOFUNC
 // RUN: not kiln-opt %s --kiln-pipeline-split="stage-starts=norm,layers.1" 2>&1 | FileCheck %s --check-prefix=ORDER
 // An op of an earlier module placed after a later one's cannot be staged.
 // RUN: not kiln-opt %S/Inputs/pipeline-split-invalid.mlir --kiln-pipeline-split=stage-starts=layers.1 2>&1 | FileCheck %s --check-prefix=BACK
@@ -118,8 +120,12 @@ func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
 // GRAD-NEXT: kiln.constant {{.*}}fqn = "loss.seed_grad"
 // GRAD: kiln.linear_backward_data %{{.*}}, %[[T]] {fqn = "output"}
 
+// BADSTAGE: error: kiln-autodiff: result #0 of stage @loss_stage0 is not a transfer ('kiln.transfer'); only the last stage returns the loss
+// BADSTAGE: error: kiln-autodiff: @loss_stage0 must return the loss as an f32 scalar (tensor<f32>), then only f32 scalar metrics tagged 'kiln.output'
+
 // NOSTAGES: error: kiln-autodiff: pipeline-stages, but no function is tagged 'kiln.stage' (kiln-pipeline-split makes them)
 
+// NOFUNC: error: kiln-pipeline-split: no function @nothere
 // MISSING: error: 'func.func' op kiln-pipeline-split: stage-starts names 'layers.7', which is not a module of @loss after '' in its order
 // ORDER: error: 'func.func' op kiln-pipeline-split: stage-starts names 'layers.1', which is not a module of @loss after 'norm' in its order
 // BACK: error: 'kiln.add' op (module 'layers.0', stage 0) uses a value of stage 1 (module 'layers.1'): a stage may only use earlier stages' values

@@ -34,6 +34,12 @@ struct ExecutionStats {
   std::map<mlir::Operation *, double> opSeconds;
 };
 
+/// The shape of a ranked tensor type.
+Shape shapeOf(mlir::Type type);
+/// The host dtype the executor computes a value of `type` in: F32 for any
+/// float (narrow floats are rounded, not stored), I32 or I64 for integers.
+DType computeDType(mlir::Type type);
+
 /// Runs `fn` on `args` (one per function argument, float tensors as F32) and
 /// returns its results. Every value is dropped after its last use. Throws
 /// kiln::Error naming the op and its fqn if an op has no CPU kernel or a
