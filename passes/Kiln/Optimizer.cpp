@@ -1,13 +1,19 @@
 //===- Optimizer.cpp - AdamW, clipping and LR schedule: @train_step -------===//
 
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Passes/Kiln/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
-#include "mlir/IR/IRMapping.h"
+#include <map>
 
 namespace kiln {
 #define GEN_PASS_DEF_OPTIMIZER
@@ -24,6 +30,15 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (pipelineDegree > 1) {
+      if (module.lookupSymbol(trainFuncName)) {
+        module.emitError() << "kiln-optimizer: @" << trainFuncName << " already exists";
+        return signalPassFailure();
+      }
+      if (failed(checkOptions(module)) || failed(buildPipelineUpdate(module)))
+        return signalPassFailure();
+      return;
+    }
     auto grad = module.lookupSymbol<func::FuncOp>(gradFuncName);
     if (!grad) {
       module.emitError() << "kiln-optimizer: no function @" << gradFuncName
@@ -50,6 +65,13 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return fail("load-balance-coeff must be a finite number >= 0");
     if (microbatches < 1)
       return fail("microbatches must be at least 1, got " + std::to_string(microbatches));
+    if (pipelineDegree < 1 || pipelineRank < 0 || pipelineRank >= pipelineDegree)
+      return fail("pipeline-rank must be in [0, pipeline-degree), got pipeline-rank=" +
+                  std::to_string(pipelineRank) +
+                  " pipeline-degree=" + std::to_string(pipelineDegree));
+    if (pipelineDegree > 1 && loadBalanceCoeff > 0)
+      return fail("load-balance-coeff > 0 (a MoE router's expert bias) is not supported with "
+                  "pipeline-degree > 1 yet: the bias would follow every stage's routing");
     return success();
   }
 
@@ -109,7 +131,7 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     b.setInsertionPointToStart(train.addEntryBlock());
     SmallVector<Signature::Slot> metrics = metricOutputs(grad);
     StepSums sums = inlineMicrobatches(b, grad, train, *sig, *outputs, metrics, *args);
-    emitUpdate(b, grad.getLoc(), train, *sig, metrics, *args, sums);
+    emitUpdate(b, grad.getLoc(), train, metrics, *args, sums);
     return success();
   }
 
@@ -224,13 +246,63 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
                            b.getStringAttr("optimizer.mean." + fqn));
   }
 
+  /// @train-func's results and their attributes.
+  struct StepResults {
+    SmallVector<Value> values;
+    SmallVector<DictionaryAttr> attrs;
+    void add(Value value, DictionaryAttr attributes) {
+      values.push_back(value);
+      attrs.push_back(attributes);
+    }
+  };
+
+  /// Every parameter through kiln.adamw (named after `modules`) at the
+  /// scheduled rate of the step with the clipping coefficient `coef`; the
+  /// updated parameters, the next step and the moments are added to
+  /// `results`.
+  void emitAdamW(OpBuilder &b, Location loc, func::FuncOp train, const StepArguments &args,
+                 ArrayRef<Value> grads, ArrayRef<std::string> modules, Value coef,
+                 StepResults &results) {
+    auto arg = [&](size_t index) { return train.getArgument(index); };
+    Value step = arg(args.step);
+    Value rate =
+        LrScheduleOp::create(b, loc, step, b.getF64FloatAttr(lr), b.getI64IntegerAttr(warmupSteps),
+                             b.getI64IntegerAttr(stableSteps), b.getI64IntegerAttr(decaySteps),
+                             DecayTypeAttr::get(b.getContext(), decayType),
+                             b.getF64FloatAttr(minLrFactor), b.getStringAttr("lr_scheduler"));
+    SmallVector<Value> newExpAvg, newExpAvgSq;
+    for (auto [i, index] : llvm::enumerate(args.params)) {
+      auto update = AdamWOp::create(
+          b, loc, arg(index), grads[i], arg(args.expAvg[i]), arg(args.expAvgSq[i]), step, rate,
+          coef, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+          b.getF64FloatAttr(weightDecay), b.getStringAttr(modules[i]));
+      results.add(update.getParamOut(), args.attrs[index]);
+      newExpAvg.push_back(update.getExpAvgOut());
+      newExpAvgSq.push_back(update.getExpAvgSqOut());
+    }
+    results.add(NextStepOp::create(b, loc, step, b.getStringAttr("optimizer.step")),
+                args.attrs[args.step]);
+    for (auto [values, indices] :
+         {std::pair{&newExpAvg, &args.expAvg}, {&newExpAvgSq, &args.expAvgSq}})
+      for (auto [value, index] : llvm::zip(*values, *indices))
+        results.add(value, args.attrs[index]);
+  }
+
+  /// Returns `results` from `train`, whose type and result attributes follow.
+  static void finish(OpBuilder &b, Location loc, func::FuncOp train, const StepArguments &args,
+                     const StepResults &results) {
+    func::ReturnOp::create(b, loc, results.values);
+    train.setFunctionType(b.getFunctionType(args.types, ValueRange(results.values).getTypes()));
+    train.setAllResultAttrs(results.attrs);
+  }
+
   /// The step's update and its results: the loss and metrics as means, the
   /// expert biases moved by the step's load, the gradients clipped by their
   /// total norm, the rate scheduled and every parameter updated. With
   /// microbatches the gradients are sums: the norm and the coefficient the
   /// update multiplies them by carry the 1/N.
-  void emitUpdate(OpBuilder &b, Location loc, func::FuncOp train, const Signature &sig,
-                  ArrayRef<Signature::Slot> metrics, StepArguments &args, StepSums &sums) {
+  void emitUpdate(OpBuilder &b, Location loc, func::FuncOp train, ArrayRef<Signature::Slot> metrics,
+                  StepArguments &args, StepSums &sums) {
     auto arg = [&](size_t index) { return train.getArgument(index); };
     Value loss = mean(b, loc, sums.loss, kLossOutput);
     for (auto [value, metric] : llvm::zip(sums.metrics, metrics))
@@ -240,52 +312,158 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       newBiases.push_back(ExpertBiasUpdateOp::create(b, router.getLoc(), arg(index), experts,
                                                      b.getF64FloatAttr(loadBalanceCoeff),
                                                      router.getFqnAttr()));
-    Value step = arg(args.step);
     Value norm = mean(b, loc,
                       GlobalNormOp::create(b, loc, sums.grads,
                                            b.getStringAttr("optimizer.grad_norm"), UnitAttr()),
                       kGradNormOutput);
-    Value coef = mean(b, loc,
-                      ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
-                                         b.getStringAttr("optimizer.clip_grad_norm")),
-                      "clip_grad_norm");
-    Value rate =
-        LrScheduleOp::create(b, loc, step, b.getF64FloatAttr(lr), b.getI64IntegerAttr(warmupSteps),
-                             b.getI64IntegerAttr(stableSteps), b.getI64IntegerAttr(decaySteps),
-                             DecayTypeAttr::get(b.getContext(), decayType),
-                             b.getF64FloatAttr(minLrFactor), b.getStringAttr("lr_scheduler"));
-    SmallVector<Value> results;
-    SmallVector<DictionaryAttr> resultAttrs;
-    auto addResult = [&](Value value, DictionaryAttr attrs) {
-      results.push_back(value);
-      resultAttrs.push_back(attrs);
-    };
-    SmallVector<Value> newExpAvg, newExpAvgSq;
-    for (auto [i, p] : llvm::enumerate(sig.params())) {
-      Value param = arg(args.params[i]);
-      auto update = AdamWOp::create(
-          b, loc, param, sums.grads[i], arg(args.expAvg[i]), arg(args.expAvgSq[i]), step, rate,
-          coef, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-          b.getF64FloatAttr(weightDecay), b.getStringAttr(moduleOf(param)));
-      addResult(update.getParamOut(), args.attrs[args.params[i]]);
-      newExpAvg.push_back(update.getExpAvgOut());
-      newExpAvgSq.push_back(update.getExpAvgSqOut());
-    }
-    addResult(NextStepOp::create(b, loc, step, b.getStringAttr("optimizer.step")),
-              args.attrs[args.step]);
-    for (auto [values, indices] :
-         {std::pair{&newExpAvg, &args.expAvg}, {&newExpAvgSq, &args.expAvgSq}})
-      for (auto [value, index] : llvm::zip(*values, *indices))
-        addResult(value, args.attrs[index]);
+    StepResults results;
+    SmallVector<std::string> modules;
+    for (size_t index : args.params)
+      modules.push_back(moduleOf(arg(index)));
+    emitAdamW(b, loc, train, args, sums.grads, modules, clipCoef(b, loc, norm), results);
     for (auto [bias, index] : llvm::zip(newBiases, args.biases))
-      addResult(bias, args.attrs[index]);
-    addResult(loss, tag(b, kOutputAttr, kLossOutput));
-    addResult(norm, tag(b, kOutputAttr, kGradNormOutput));
+      results.add(bias, args.attrs[index]);
+    results.add(loss, tag(b, kOutputAttr, kLossOutput));
+    results.add(norm, tag(b, kOutputAttr, kGradNormOutput));
     for (auto [value, metric] : llvm::zip(sums.metrics, metrics))
-      addResult(value, tag(b, kOutputAttr, metric.name));
-    func::ReturnOp::create(b, loc, results);
-    train.setFunctionType(b.getFunctionType(args.types, ValueRange(results).getTypes()));
-    train.setAllResultAttrs(resultAttrs);
+      results.add(value, tag(b, kOutputAttr, metric.name));
+    finish(b, loc, train, args, results);
+  }
+
+  /// The clipping coefficient of the step's `norm`; with microbatches it
+  /// multiplies gradient sums, so it carries the 1/N.
+  Value clipCoef(OpBuilder &b, Location loc, Value norm) {
+    return mean(b, loc,
+                ClipCoefOp::create(b, loc, norm, b.getF64FloatAttr(maxNorm),
+                                   b.getStringAttr("optimizer.clip_grad_norm")),
+                "clip_grad_norm");
+  }
+
+  /// pipeline-degree > 1: one pipeline rank's update (Passes.td).
+  LogicalResult buildPipelineUpdate(ModuleOp module) {
+    // Each stage's backward, by stage; a parameter's first stage.
+    std::map<int64_t, func::FuncOp> backwards;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (auto stage = fn->getAttrOfType<IntegerAttr>(kStageAttr);
+          stage && fn.getName().ends_with("_backward"))
+        backwards[stage.getInt()] = fn;
+    if (backwards.empty())
+      return module.emitError() << "kiln-optimizer: pipeline-degree=" << int64_t(pipelineDegree)
+                                << ", but no function is a stage's backward ('" << kStageAttr
+                                << "', named ..._backward: run kiln-autodiff pipeline-stages)";
+    int64_t numStages = int64_t(backwards.size());
+    if (backwards.rbegin()->first != numStages - 1)
+      return module.emitError() << "kiln-optimizer: the stage backwards are not numbered 0 to "
+                                << numStages - 1;
+    if (pipelineRank >= numStages)
+      return module.emitError() << "kiln-optimizer: pipeline-rank=" << int64_t(pipelineRank)
+                                << " runs no stage: there are " << numStages << " for "
+                                << int64_t(pipelineDegree) << " pipeline ranks";
+    llvm::StringMap<int64_t> firstStage;
+    for (auto &[stage, fn] : backwards)
+      for (unsigned i = 0; i < fn.getNumResults(); ++i)
+        if (auto key = fn.getResultAttrOfType<StringAttr>(i, kGradAttr))
+          firstStage.try_emplace(key.getValue(), stage);
+
+    // This rank's parameters in stage order, each once, with the module
+    // that owns it in the stage's forward (the kiln.adamw's name).
+    struct Param {
+      std::string key;
+      Type type;
+      std::string module;
+    };
+    SmallVector<Param> params;
+    llvm::StringSet<> seen;
+    for (auto &[stage, fn] : backwards) {
+      if (stage % pipelineDegree != pipelineRank)
+        continue;
+      auto forward = module.lookupSymbol<func::FuncOp>(
+          (fn.getName().drop_back(StringRef("_backward").size()) + "_forward").str());
+      for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+        auto key = fn.getResultAttrOfType<StringAttr>(i, kGradAttr);
+        if (!key || !seen.insert(key.getValue()).second)
+          continue;
+        std::string owner = "optimizer";
+        for (unsigned a = 0; forward && a < forward.getNumArguments(); ++a)
+          if (forward.getArgAttrOfType<StringAttr>(a, kParamAttr) == key)
+            owner = moduleOf(forward.getArgument(a));
+        params.push_back({key.str(), fn.getResultTypes()[i], owner});
+      }
+    }
+
+    OpBuilder b(module.getBodyRegion());
+    std::string grid = pipelineGrid(b, module);
+    if (grid.empty())
+      return failure();
+    StepArguments args;
+    for (const Param &p : params)
+      args.params.push_back(args.add(p.type, tag(b, kParamAttr, p.key)));
+    args.step = args.add(RankedTensorType::get({}, b.getI64Type()), tag(b, kStateAttr, kStepState));
+    for (const Param &p : params)
+      args.expAvg.push_back(args.add(p.type, tag(b, kStateAttr, expAvgName(p.key))));
+    for (const Param &p : params)
+      args.expAvgSq.push_back(args.add(p.type, tag(b, kStateAttr, expAvgSqName(p.key))));
+    SmallVector<size_t> gradArgs;
+    for (const Param &p : params)
+      gradArgs.push_back(args.add(p.type, tag(b, kGradAttr, p.key)));
+
+    b.setInsertionPointToEnd(module.getBody());
+    Location loc = module.getLoc();
+    auto train = func::FuncOp::create(b, loc, trainFuncName, b.getFunctionType(args.types, {}));
+    train.setAllArgAttrs(args.attrs);
+    b.setInsertionPointToStart(train.addEntryBlock());
+    SmallVector<Value> grads, owned;
+    for (auto [p, index] : llvm::zip(params, gradArgs)) {
+      grads.push_back(train.getArgument(index));
+      if (firstStage.lookup(p.key) % pipelineDegree == pipelineRank)
+        owned.push_back(grads.back());
+    }
+    // A rank whose parameters all start on other ranks adds nothing, but
+    // still joins the all-reduce.
+    StringAttr fqn = b.getStringAttr("optimizer.grad_norm");
+    Value squares =
+        owned.empty()
+            ? ConstantOp::create(b, loc,
+                                 SplatElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
+                                                        b.getF32FloatAttr(0.0f)),
+                                 fqn)
+                  .getResult()
+            : GlobalNormOp::create(b, loc, owned, fqn, b.getUnitAttr()).getResult();
+    squares = shard::AllReduceOp::create(b, loc, squares, grid, ArrayRef<int16_t>{kPipelineAxis},
+                                         shard::ReductionKind::Sum);
+    Value norm = mean(b, loc, SqrtOp::create(b, loc, squares, fqn), kGradNormOutput);
+    StepResults results;
+    SmallVector<std::string> modules;
+    for (const Param &p : params)
+      modules.push_back(p.module);
+    emitAdamW(b, loc, train, args, grads, modules, clipCoef(b, loc, norm), results);
+    results.add(norm, tag(b, kOutputAttr, kGradNormOutput));
+    finish(b, loc, train, args, results);
+    return success();
+  }
+
+  /// The pipeline grid axis: the first of the grid kiln-optimizer makes.
+  static constexpr int16_t kPipelineAxis = 0;
+
+  /// The name of the grid whose axis 0 is `pp` of pipeline-degree ranks:
+  /// made ([P], axis "pp") when the module has none; empty after an error
+  /// when the module's grid is another.
+  std::string pipelineGrid(OpBuilder &b, ModuleOp module) {
+    SmallVector<std::string> axes = gridAxisNames(module);
+    if (axes.empty()) {
+      shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
+                            b.getDenseI64ArrayAttr({pipelineDegree}));
+      module->setAttr(kGridAxesAttr, b.getStrArrayAttr({"pp"}));
+      return "grid";
+    }
+    auto grids = module.getOps<shard::GridOp>();
+    if (axes.front() != "pp" || grids.empty() ||
+        (*grids.begin()).getShape().front() != pipelineDegree) {
+      module.emitError() << "kiln-optimizer: pipeline-degree=" << int64_t(pipelineDegree)
+                         << " needs the grid's first axis to be 'pp' of that size";
+      return "";
+    }
+    return (*grids.begin()).getSymName().str();
   }
 
   /// The module owning a parameter (kiln::owningModule).

@@ -337,8 +337,8 @@ func.func @two_roles(%a: tensor<4xf32> {kiln.param = "w", kiln.input = "input_id
 
 // -----
 
-// expected-error@+1 {{argument #0: 'kiln.grad' is not a kiln attribute of function arguments (known: kiln.param, kiln.input, kiln.state, kiln.rank)}}
-func.func @grad_on_argument(%a: tensor<4xf32> {kiln.grad = "w"}) {
+// expected-error@+1 {{argument #0: 'kiln.output' is not a kiln attribute of function arguments (known: kiln.param, kiln.input, kiln.state, kiln.grad, kiln.rank)}}
+func.func @output_on_argument(%a: tensor<4xf32> {kiln.output = "loss"}) {
   return
 }
 

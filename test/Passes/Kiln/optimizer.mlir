@@ -112,7 +112,7 @@ module {
 // -----
 
 module {
-  // expected-error@below {{@loss_grad: argument #1 has no role: tag it 'kiln.param', 'kiln.state' or 'kiln.input'}}
+  // expected-error@below {{@loss_grad: argument #1 has no role: tag it 'kiln.param', 'kiln.state', 'kiln.input' or 'kiln.grad'}}
   func.func @loss_grad(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
                        %w: tensor<4xf32>) -> (tensor<f32> {kiln.output = "loss"}) {
     %c = kiln.constant {fqn = "c", value = dense<1.0> : tensor<f32>} : tensor<f32>

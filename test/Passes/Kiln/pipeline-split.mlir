@@ -10,6 +10,16 @@
 // RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 | FileCheck %s --check-prefix=GRAD
 // RUN: not kiln-opt %s --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES
 // RUN: not kiln-opt %S/Inputs/autodiff-stages-invalid.mlir --split-input-file --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=BADSTAGE
+// kiln-optimizer's pipeline-degree builds one pipeline rank's update over
+// its stages' parameters (stage s on rank s mod P), the gradient norm's
+// squares all-reduced over the pp axis of the grid it makes.
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=2 pipeline-rank=0 microbatches=2" | FileCheck %s --check-prefix=RANK0
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=2 pipeline-rank=1 microbatches=2" | FileCheck %s --check-prefix=RANK1
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=3 pipeline-rank=2" | FileCheck %s --check-prefix=LAST
+// RUN: not kiln-opt %s --kiln-optimizer=pipeline-degree=2 2>&1 | FileCheck %s --check-prefix=NOBACKWARD
+// RUN: not kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=4 pipeline-rank=3" 2>&1 | FileCheck %s --check-prefix=IDLE
+// RUN: not kiln-opt %s --kiln-optimizer="pipeline-degree=2 pipeline-rank=2" 2>&1 | FileCheck %s --check-prefix=RANKRANGE
+// RUN: not kiln-opt %s --kiln-optimizer="pipeline-degree=2 load-balance-coeff=0.001" 2>&1 | FileCheck %s --check-prefix=BALANCE
 // Starts that name no module of @loss, or name them out of order, are errors.
 // RUN: not kiln-opt %s --kiln-pipeline-split=stage-starts=layers.7 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kiln-opt %s --kiln-pipeline-split=func=nothere 2>&1 | FileCheck %s --check-prefix=NOFUNC
@@ -119,6 +129,50 @@ func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
 // GRAD-NEXT: %[[T:.*]] = kiln.cast %{{.*}} {fqn = "tok_embeddings", to = bf16}
 // GRAD-NEXT: kiln.constant {{.*}}fqn = "loss.seed_grad"
 // GRAD: kiln.linear_backward_data %{{.*}}, %[[T]] {fqn = "output"}
+
+// Pipeline rank 0 of 2 runs stages 0 and 2: the tied table (in both) is
+// one parameter, updated once and counted once in the norm, whose squares
+// are summed over the pp axis; the gradients are sums over 2 microbatches,
+// so the norm and the clipping coefficient carry the 1/2.
+// RANK0: module attributes {kiln.grid_axes = ["pp"]}
+// RANK0-NEXT: shard.grid @grid(shape = 2)
+// RANK0-LABEL: func.func @train_step(
+// RANK0-SAME: {kiln.param = "model.embed_tokens.weight"}, %{{.*}}: tensor<4x4xf32> {kiln.param = "model.layers.0.mlp.down_proj.weight"}, %{{.*}}: tensor<4xf32> {kiln.param = "model.norm.weight"}, %[[STEP:[a-z0-9]+]]: tensor<i64> {kiln.state = "step"}
+// RANK0-SAME: %[[GT:[a-z0-9]+]]: tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, %[[GW0:[a-z0-9]+]]: tensor<4x4xf32> {kiln.grad = "model.layers.0.mlp.down_proj.weight"}, %[[GN:[a-z0-9]+]]: tensor<4xf32> {kiln.grad = "model.norm.weight"})
+// RANK0-SAME: tensor<f32> {kiln.output = "grad_norm"})
+// RANK0-NEXT: %[[SQ:.*]] = kiln.global_norm %[[GT]], %[[GW0]], %[[GN]] {fqn = "optimizer.grad_norm", squared}
+// RANK0-NEXT: %[[ALL:.*]] = shard.all_reduce %[[SQ]] on @grid grid_axes = [0]
+// RANK0-NEXT: %[[ROOT:.*]] = kiln.sqrt %[[ALL]]
+// RANK0-NEXT: %[[NORM:.*]] = kiln.scale %[[ROOT]] {factor = 5.000000e-01 : f64
+// RANK0-NEXT: %[[COEF:.*]] = kiln.clip_coef %[[NORM]]
+// RANK0-NEXT: %[[MEAN:.*]] = kiln.scale %[[COEF]] {factor = 5.000000e-01 : f64
+// RANK0-NEXT: %[[RATE:.*]] = kiln.lr_schedule %[[STEP]]
+// RANK0-NEXT: kiln.adamw %{{.*}}, %[[GT]], {{.*}}, %[[STEP]], %[[RATE]], %[[MEAN]] {{{.*}}fqn = "tok_embeddings"
+// RANK0-NEXT: kiln.adamw %{{.*}}, %[[GW0]], {{.*}} {{{.*}}fqn = "layers.0.feed_forward.w2"
+// RANK0-NEXT: kiln.adamw %{{.*}}, %[[GN]], {{.*}} {{{.*}}fqn = "norm"
+// RANK0-NEXT: kiln.next_step %[[STEP]]
+// RANK0-NEXT: return {{.*}}, %[[NORM]] :
+// Rank 1 runs stage 1 alone.
+// RANK1-LABEL: func.func @train_step(%{{.*}}: tensor<4x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight"}, %{{.*}}: tensor<i64> {kiln.state = "step"}
+// RANK1-SAME: %[[G:[a-z0-9]+]]: tensor<4x4xf32> {kiln.grad = "model.layers.1.mlp.down_proj.weight"})
+// RANK1-NEXT: kiln.global_norm %[[G]] {fqn = "optimizer.grad_norm", squared}
+// RANK1-NEXT: shard.all_reduce
+// With three ranks the last (stage 2) updates the table too, from its
+// gradient summed with the first stage's, but rank 0 counts it in the norm.
+// LAST: shard.grid @grid(shape = 3)
+// LAST-LABEL: func.func @train_step(%{{.*}}: tensor<8x4xf32> {kiln.param = "model.embed_tokens.weight"}, %{{.*}}: tensor<4xf32> {kiln.param = "model.norm.weight"},
+// LAST-SAME: %{{.*}}: tensor<8x4xf32> {kiln.grad = "model.embed_tokens.weight"}, %[[GN:[a-z0-9]+]]: tensor<4xf32> {kiln.grad = "model.norm.weight"})
+// LAST-NEXT: kiln.global_norm %[[GN]] {fqn = "optimizer.grad_norm", squared} : (tensor<4xf32>) -> tensor<f32>
+// LAST-NEXT: shard.all_reduce
+// LAST-NEXT: kiln.sqrt
+// LAST-NEXT: kiln.clip_coef
+// LAST: kiln.adamw
+// LAST: kiln.adamw
+
+// NOBACKWARD: error: kiln-optimizer: pipeline-degree=2, but no function is a stage's backward ('kiln.stage', named ..._backward: run kiln-autodiff pipeline-stages)
+// IDLE: error: kiln-optimizer: pipeline-rank=3 runs no stage: there are 3 for 4 pipeline ranks
+// RANKRANGE: error: kiln-optimizer: pipeline-rank must be in [0, pipeline-degree), got pipeline-rank=2 pipeline-degree=2
+// BALANCE: error: kiln-optimizer: load-balance-coeff > 0 (a MoE router's expert bias) is not supported with pipeline-degree > 1 yet
 
 // BADSTAGE: error: kiln-autodiff: result #0 of stage @loss_stage0 is not a transfer ('kiln.transfer'); only the last stage returns the loss
 // BADSTAGE: error: kiln-autodiff: @loss_stage0 must return the loss as an f32 scalar (tensor<f32>), then only f32 scalar metrics tagged 'kiln.output'

@@ -192,6 +192,23 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     the 1/N is applied to scalars only: the loss and metrics, the norm,
     and the coefficient kiln.adamw multiplies the gradient by. Ops run in
     microbatch order, so only one microbatch's activations are live at once.
+
+    With `pipeline-degree` P > 1, the update of pipeline rank
+    `pipeline-rank` r, where stage s runs on rank s mod P (the looped
+    placement of GPipe, 1F1B and Interleaved1F1B): over the parameters of
+    r's stages (the `kiln.grad` results of the `kiln.stage` functions named
+    `..._backward` that kiln-autodiff pipeline-stages makes, in stage order,
+    each once) it builds `@<train-func>(params..., step, exp_avg...,
+    exp_avg_sq..., grads...) -> (params..., step, exp_avg..., exp_avg_sq...,
+    grad_norm)`. The gradients are arguments tagged `kiln.grad`, each the sum
+    over the step's `microbatches` of its microbatch's mean-loss gradient and
+    over every rank whose stages use the parameter (the runtime runs the
+    schedule and sums a tied table's gradient between its first and last
+    stages' ranks), so the 1/N is applied as above. The norm is over every
+    stage: each rank squares the gradients of the parameters whose first
+    stage it runs and the sums are all-reduced over the grid axis `pp` (a
+    grid [P] with that one axis is made when the module has none). The loss
+    is the last stage's output, not the update's.
   }];
   let options = [
     Option<"gradFuncName", "grad-func", "std::string", "\"loss_grad\"",
@@ -216,8 +233,13 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "Expert-bias step of aux-loss-free MoE load balancing (0: off)">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Microbatches whose gradients one update accumulates">,
+    Option<"pipelineDegree", "pipeline-degree", "int64_t", "1",
+           "pipeline_parallel_degree: > 1 builds one pipeline rank's update">,
+    Option<"pipelineRank", "pipeline-rank", "int64_t", "0",
+           "With pipeline-degree > 1: the pipeline rank whose update to build">,
   ];
-  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect",
+                           "::mlir::shard::ShardDialect"];
 }
 
 def ExpertDispatch : Pass<"kiln-expert-dispatch", "mlir::ModuleOp"> {

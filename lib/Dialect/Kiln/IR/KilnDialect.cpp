@@ -42,7 +42,8 @@ namespace {
 
 /// The attributes that give an argument or a result its role; a value has at
 /// most one, and within one function each (attribute, name) pair is unique.
-constexpr StringLiteral kArgumentRoles[] = {kParamAttr, kInputAttr, kStateAttr, kRankAttr};
+constexpr StringLiteral kArgumentRoles[] = {kParamAttr, kInputAttr, kStateAttr, kGradAttr,
+                                            kRankAttr};
 constexpr StringLiteral kResultRoles[] = {kParamAttr, kStateAttr, kGradAttr, kOutputAttr};
 
 /// Checks that `attr` (on argument or result `index` of `fn`) is a non-empty

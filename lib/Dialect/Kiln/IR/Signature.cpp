@@ -26,9 +26,8 @@ FailureOr<Signature> Signature::get(func::FuncOp fn) {
   s.fn_ = fn;
   for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {
     bool tagged = false;
-    for (auto [role, list] : {std::pair{kParamAttr, &s.params_},
-                              std::pair{kInputAttr, &s.inputs_},
-                              std::pair{kStateAttr, &s.state_}}) {
+    for (auto [role, list] : {std::pair{kParamAttr, &s.params_}, std::pair{kInputAttr, &s.inputs_},
+                              std::pair{kStateAttr, &s.state_}, std::pair{kGradAttr, &s.grads_}}) {
       auto name = fn.getArgAttrOfType<StringAttr>(i, role);
       if (!name)
         continue;
@@ -43,7 +42,7 @@ FailureOr<Signature> Signature::get(func::FuncOp fn) {
     if (!tagged)
       return fn.emitError() << "@" << fn.getName() << ": argument #" << i
                             << " has no role: tag it '" << kParamAttr << "', '" << kStateAttr
-                            << "' or '" << kInputAttr << "'";
+                            << "', '" << kInputAttr << "' or '" << kGradAttr << "'";
   }
   for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
     for (StringLiteral role : {kParamAttr, kStateAttr, kGradAttr, kOutputAttr})

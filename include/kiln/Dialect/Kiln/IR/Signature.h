@@ -19,8 +19,9 @@
 namespace kiln {
 
 /// A function's arguments and results by role. Every argument must have a
-/// role (kiln.param, kiln.state or kiln.input); results without one are
-/// allowed (e.g. @forward's logits).
+/// role (kiln.param, kiln.state, kiln.input or kiln.grad, a gradient a
+/// pipeline rank's update takes); results without one are allowed (e.g.
+/// @forward's logits).
 class Signature {
 public:
   /// Reads the roles of `fn`; emits an error at `fn` and fails when an
@@ -40,6 +41,8 @@ public:
   llvm::ArrayRef<Slot> inputs() const { return inputs_; }
   /// Arguments tagged kiln.state, in argument order.
   llvm::ArrayRef<Slot> state() const { return state_; }
+  /// Arguments tagged kiln.grad (HF keys), in argument order.
+  llvm::ArrayRef<Slot> grads() const { return grads_; }
 
   /// Index of the argument tagged `role` = `name` (kParamAttr, ...); of a
   /// data input, its microbatch 0.
@@ -51,7 +54,7 @@ public:
 
 private:
   mlir::func::FuncOp fn_;
-  llvm::SmallVector<Slot> params_, inputs_, state_;
+  llvm::SmallVector<Slot> params_, inputs_, state_, grads_;
   llvm::StringMap<unsigned> arguments_, results_; ///< "role\0name" -> index
 };
 
