@@ -80,16 +80,9 @@ void addMixedPrecision(OpPassManager &pm, const KilnPipelineOptions &o) {
   pm.addPass(createMixedPrecision(precision));
 }
 
-/// @loss -> the per-rank @train_step.
-void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
-  addMixedPrecision(pm, o);
-  pm.addPass(createAutodiff());
-  if (o.checkpointMode != CheckpointMode::None) {
-    ActivationCheckpointOptions checkpoint;
-    checkpoint.mode = o.checkpointMode;
-    checkpoint.selectiveOption = o.selectiveAcOption;
-    pm.addPass(createActivationCheckpoint(checkpoint));
-  }
+/// kiln-optimizer's options: the run's AdamW, clipping, schedule, load
+/// balancing and microbatches.
+OptimizerOptions optimizerOptions(const KilnPipelineOptions &o) {
   OptimizerOptions optimizer;
   optimizer.lr = o.lr;
   optimizer.beta1 = o.beta1;
@@ -104,7 +97,20 @@ void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   optimizer.minLrFactor = o.minLrFactor;
   optimizer.loadBalanceCoeff = o.loadBalanceCoeff;
   optimizer.microbatches = o.microbatches;
-  pm.addPass(createOptimizer(optimizer));
+  return optimizer;
+}
+
+/// @loss -> the per-rank @train_step.
+void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
+  addMixedPrecision(pm, o);
+  pm.addPass(createAutodiff());
+  if (o.checkpointMode != CheckpointMode::None) {
+    ActivationCheckpointOptions checkpoint;
+    checkpoint.mode = o.checkpointMode;
+    checkpoint.selectiveOption = o.selectiveAcOption;
+    pm.addPass(createActivationCheckpoint(checkpoint));
+  }
+  pm.addPass(createOptimizer(optimizerOptions(o)));
   buildPartitionPipeline(pm, o, "train_step");
 }
 
@@ -189,6 +195,16 @@ void buildPipelineStagesPipeline(OpPassManager &pm, const KilnPipelineOptions &o
   AutodiffOptions stages;
   stages.pipelineStages = true;
   pm.addPass(createAutodiff(stages));
+}
+
+void buildPipelineUpdatePipeline(OpPassManager &pm, const KilnPipelineOptions &options,
+                                 int64_t microbatches, int64_t pipelineDegree,
+                                 int64_t pipelineRank) {
+  OptimizerOptions update = optimizerOptions(options);
+  update.microbatches = microbatches;
+  update.pipelineDegree = pipelineDegree;
+  update.pipelineRank = pipelineRank;
+  pm.addPass(createOptimizer(update));
 }
 
 void registerCompiledModeInterfaces(DialectRegistry &registry) {

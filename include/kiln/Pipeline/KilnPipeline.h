@@ -178,6 +178,15 @@ void buildPartitionPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &
 void buildPipelineStagesPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
                                  llvm::ArrayRef<std::string> stageStarts);
 
+/// Pipeline rank `pipelineRank`'s update (of `pipelineDegree`) after
+/// buildPipelineStagesPipeline: kiln-optimizer with the run's AdamW,
+/// clipping and schedule over the rank's stages' parameters, their
+/// gradients summed over `microbatches` (the schedule's, not the options'
+/// accumulation).
+void buildPipelineUpdatePipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
+                                 int64_t microbatches, int64_t pipelineDegree,
+                                 int64_t pipelineRank);
+
 /// Registers every Kiln pass and the pipelines kiln-opt offers, each taking
 /// KilnPipelineOptions: `kiln-training` (Captured to PerRank), `kiln-to-hlo`
 /// (Captured to Hlo), `kiln-per-rank-to-hlo` (PerRank to Hlo), and compiled mode's

@@ -3,6 +3,7 @@
 #include "kiln/Backend/CPU/PipelineRunner.h"
 #include "kiln/Support/Error.h"
 
+#include <algorithm>
 #include <map>
 
 namespace kiln {
@@ -87,6 +88,38 @@ void runPipelineSchedule(const PipelineSchedule &schedule, int64_t pipelineRank,
     }
   }
   grid.waitSends();
+}
+
+Tensor sumOverPipelineRanks(Tensor value, const std::vector<int64_t> &holders, int64_t pipelineRank,
+                            DeviceGrid &grid, int16_t ppAxis, int tag) {
+  if (value.dtype() != DType::F32)
+    fail("pipeline: a sum over pipeline ranks takes f32 tensors, got {}", dtypeName(value.dtype()));
+  if (holders.empty() || !std::is_sorted(holders.begin(), holders.end()) ||
+      std::find(holders.begin(), holders.end(), pipelineRank) == holders.end())
+    fail("pipeline: pipeline rank {} sums a tensor over ranks it is not among, in ascending "
+         "order",
+         pipelineRank);
+  if (holders.size() == 1)
+    return value;
+  int64_t first = holders.front();
+  Shape shape = value.shape();
+  if (pipelineRank != first) {
+    grid.isend(std::move(value), ppAxis, first, tag);
+    grid.waitSends();
+    return grid.recv(DType::F32, shape, ppAxis, first, tag);
+  }
+  Tensor sum(DType::F32, shape);
+  float *out = sum.mutableData<float>();
+  for (size_t h = 0; h < holders.size(); ++h) {
+    Tensor part = h == 0 ? value : grid.recv(DType::F32, shape, ppAxis, holders[h], tag);
+    const float *in = part.data<float>();
+    for (int64_t i = 0; i < sum.numel(); ++i)
+      out[i] += in[i];
+  }
+  for (size_t h = 1; h < holders.size(); ++h)
+    grid.isend(sum, ppAxis, holders[h], tag);
+  grid.waitSends();
+  return sum;
 }
 
 } // namespace kiln

@@ -43,6 +43,14 @@ struct PipelineStageCalls {
 void runPipelineSchedule(const PipelineSchedule &schedule, int64_t pipelineRank,
                          const PipelineStageCalls &calls, DeviceGrid &grid, int16_t ppAxis);
 
+/// The sum of an f32 `value` over the pipeline ranks `holders` (ascending,
+/// this rank among them) along grid axis `ppAxis`, on each of them: a tied
+/// table's gradient from its first and last stages. The first holder adds
+/// the others' in rank order and sends the sum back, so every holder gets
+/// the same bits; `tag` must be unique among the sums in flight.
+Tensor sumOverPipelineRanks(Tensor value, const std::vector<int64_t> &holders, int64_t pipelineRank,
+                            DeviceGrid &grid, int16_t ppAxis, int tag);
+
 } // namespace kiln
 
 #endif // KILN_BACKEND_CPU_PIPELINERUNNER_H

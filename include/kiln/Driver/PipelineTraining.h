@@ -1,0 +1,86 @@
+//===- PipelineTraining.h - One pipeline rank's training steps ---*- C++ -*-===//
+//
+// A training step under pipeline parallelism, on one pipeline rank: the
+// stage functions (PipelineStageFunctions.h) run as the schedule orders
+// them (runPipelineSchedule), gradients summed over the microbatches and,
+// for a parameter used on several ranks (a tied table), over those ranks;
+// then the rank's update (kiln-optimizer pipeline-degree), whose gradient
+// norm spans every stage. Each rank holds only its stages' parameters and
+// their AdamW moments.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DRIVER_PIPELINETRAINING_H
+#define KILN_DRIVER_PIPELINETRAINING_H
+
+#include "kiln/Backend/CPU/DeviceGrid.h"
+#include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Config/PipelineSchedule.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
+#include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Runtime/SafeTensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <functional>
+#include <map>
+
+namespace kiln {
+
+struct KilnPipelineOptions;
+
+class PipelineTraining {
+public:
+  /// A parameter's initial value by HF key, of its stage functions' type.
+  using ParameterSource = std::function<Tensor(const std::string &key, mlir::Type type)>;
+
+  /// Captures `model`'s stage functions for `layout` (its pipeline stages,
+  /// schedule and microbatch size; `localBatch` rows of `seq` tokens a step)
+  /// and this rank's update under `options`, and loads this rank's
+  /// parameters from `initial`. The ranks are `grid`, whose axis `ppAxis`
+  /// is the pipeline's and whose only axis of more than one rank it must be
+  /// for now (FSDP and TP inside a stage are not built yet): throws
+  /// kiln::Error naming the others.
+  PipelineTraining(const Qwen3Config &model, const ParallelLayout &layout, int64_t localBatch,
+                   int64_t seq, const KilnPipelineOptions &options, DeviceGrid &grid,
+                   int16_t ppAxis, const ParameterSource &initial);
+
+  struct StepResult {
+    double loss = 0;     ///< mean over the step's tokens, on every rank
+    double gradNorm = 0; ///< over every stage, before clipping
+  };
+  /// One update on `tokens` [localBatch, seq + 1]; every rank of the grid
+  /// calls it with the same tokens.
+  StepResult step(const Tensor &tokens);
+
+  /// This rank's parameters by HF key (its stages' only).
+  TensorMap parameters() const;
+  /// This rank's optimizer state by state name (exp_avg.<key>, ...).
+  TensorMap optimizerState() const;
+  int64_t pipelineRank() const { return pipelineRank_; }
+  const PipelineSchedule &schedule() const { return schedule_; }
+  /// The module holding the stage functions and @train_step (the update).
+  mlir::ModuleOp module() { return *module_; }
+
+private:
+  mlir::MLIRContext context_;
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+  mlir::func::FuncOp update_;
+  Signature sig_; ///< update_'s
+  DeviceGrid &grid_;
+  int16_t ppAxis_;
+  int64_t pipelineRank_, numStages_;
+  PipelineSchedule schedule_;
+  ExecutionContext execution_;
+  /// @train_step's arguments between steps (the gradient slots empty).
+  std::vector<Tensor> state_;
+  /// For each parameter of this rank used on other ranks too, by key: the
+  /// pipeline ranks using it (ascending).
+  std::map<std::string, std::vector<int64_t>> shared_;
+};
+
+} // namespace kiln
+
+#endif // KILN_DRIVER_PIPELINETRAINING_H

@@ -1,0 +1,153 @@
+//===- PipelineTraining.cpp - One pipeline rank's training steps ----------===//
+
+#include "kiln/Driver/PipelineTraining.h"
+#include "kiln/Backend/CPU/PipelineRunner.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
+#include "kiln/Driver/PipelineStageExecutor.h"
+#include "kiln/Driver/PipelineStageFunctions.h"
+#include "kiln/Pipeline/KilnPipeline.h"
+#include "kiln/Runtime/TokenBatch.h"
+#include "kiln/Support/Diagnostics.h"
+#include "kiln/Support/Error.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <set>
+
+namespace kiln {
+
+namespace {
+
+Tensor scalar(float value) {
+  Tensor t(DType::F32, {});
+  *t.mutableData<float>() = value;
+  return t;
+}
+
+/// The pipeline ranks whose stages use each parameter (stage s on rank
+/// s mod pp), from the stages' backwards.
+std::map<std::string, std::set<int64_t>> ranksUsing(mlir::ModuleOp module, int64_t numStages,
+                                                    int64_t pp) {
+  std::map<std::string, std::set<int64_t>> ranks;
+  for (int64_t s = 0; s < numStages; ++s) {
+    mlir::func::FuncOp backward = stageFunction(module, s, "backward");
+    for (unsigned i = 0; i < backward.getNumResults(); ++i)
+      if (auto key = backward.getResultAttrOfType<mlir::StringAttr>(i, kGradAttr))
+        ranks[key.str()].insert(s % pp);
+  }
+  return ranks;
+}
+
+} // namespace
+
+PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayout &layout,
+                                   int64_t localBatch, int64_t seq,
+                                   const KilnPipelineOptions &options, DeviceGrid &grid,
+                                   int16_t ppAxis, const ParameterSource &initial)
+    : grid_(grid), ppAxis_(ppAxis), numStages_(layout.stages.numStages()),
+      schedule_(layout.pipelineSchedule(localBatch)) {
+  if (ppAxis != 0 || grid.shape().empty() || grid.shape()[0] != layout.pp)
+    fail("pipeline training: the grid's first axis must be the pipeline's {} ranks", layout.pp);
+  for (size_t a = 1; a < grid.shape().size(); ++a)
+    if (grid.shape()[a] != 1)
+      fail("pipeline training: grid axis '{}' has {} ranks, but stages do not yet partition "
+           "over other axes than 'pp' (FSDP, TP and EP inside a stage are not built)",
+           grid.axisNames()[a], grid.shape()[a]);
+  pipelineRank_ = grid.coordinates()[ppAxis];
+  execution_.grid = &grid;
+  execution_.rank = grid.rank();
+  execution_.worldSize = int(layout.worldSize());
+
+  module_ = captureStageFunctions(context_, model, layout, seq, options);
+  // The update's all-reduce runs on the run's grid.
+  context_.loadDialect<mlir::shard::ShardDialect>();
+  mlir::OpBuilder b(module_->getBodyRegion());
+  mlir::shard::GridOp::create(b, module_->getLoc(), b.getStringAttr("grid"),
+                              b.getDenseI64ArrayAttr(grid.shape()));
+  llvm::SmallVector<llvm::StringRef> axes(grid.axisNames().begin(), grid.axisNames().end());
+  (*module_)->setAttr(kGridAxesAttr, b.getStrArrayAttr(axes));
+  mlir::PassManager pm(&context_);
+  buildPipelineUpdatePipeline(pm, options, schedule_.microbatches, layout.pp, pipelineRank_);
+  succeedOrFail(context_, "pipeline rank " + std::to_string(pipelineRank_) + "'s update",
+                [&] { return pm.run(*module_); });
+  update_ = module_->lookupSymbol<mlir::func::FuncOp>("train_step");
+
+  sig_ = *Signature::get(update_);
+  const Signature &sig = sig_;
+  state_.resize(update_.getNumArguments());
+  for (const Signature::Slot &p : sig.params()) {
+    mlir::Type type = update_.getArgumentTypes()[p.index];
+    state_[p.index] = initial(p.name, type);
+    Shape shape = state_[p.index].shape();
+    for (const std::string &name : {expAvgName(p.name), expAvgSqName(p.name)})
+      state_[*sig.argument(kStateAttr, name)] = Tensor(DType::F32, shape);
+  }
+  Tensor step(DType::I64, {});
+  state_[*sig.argument(kStateAttr, kStepState)] = step;
+
+  for (auto &[key, ranks] : ranksUsing(*module_, numStages_, layout.pp))
+    if (ranks.size() > 1 && ranks.count(pipelineRank_))
+      shared_[key] = std::vector<int64_t>(ranks.begin(), ranks.end());
+}
+
+PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
+  const Signature &sig = sig_;
+  TensorMap params;
+  for (const Signature::Slot &p : sig.params())
+    params.emplace(p.name, state_[p.index]);
+  PipelineStageExecutor executor(*module_, numStages_, std::move(params),
+                                 splitMicrobatches(tokens, schedule_.microbatches));
+  runPipelineSchedule(schedule_, pipelineRank_, executor.calls(), grid_, ppAxis_);
+
+  // Every rank walks the shared parameters in one (key) order.
+  std::vector<Tensor> args = state_;
+  int tag = 0;
+  for (const Signature::Slot &g : sig.grads()) {
+    auto it = executor.gradients().find(g.name);
+    if (it == executor.gradients().end())
+      fail("pipeline rank {}: its stages computed no gradient of '{}'", pipelineRank_, g.name);
+    args[g.index] = it->second;
+  }
+  for (const auto &[key, holders] : shared_) {
+    unsigned index = *sig.argument(kGradAttr, key);
+    args[index] =
+        sumOverPipelineRanks(std::move(args[index]), holders, pipelineRank_, grid_, ppAxis_, tag++);
+  }
+  std::vector<Tensor> results = runFunction(update_, std::move(args), nullptr, execution_);
+
+  for (const Signature::Slot &p : sig.params()) {
+    state_[p.index] = results[*sig.result(kParamAttr, p.name)];
+    for (const std::string &name : {expAvgName(p.name), expAvgSqName(p.name)})
+      state_[*sig.argument(kStateAttr, name)] = results[*sig.result(kStateAttr, name)];
+  }
+  state_[*sig.argument(kStateAttr, kStepState)] = results[*sig.result(kStateAttr, kStepState)];
+
+  // The loss is the last stage's; its rank shares it.
+  float loss = 0;
+  for (const auto &[m, value] : executor.losses())
+    loss += value / float(schedule_.microbatches);
+  StepResult r;
+  r.loss = *grid_.allReduce(scalar(loss), {ppAxis_}, Reduction::Sum).data<float>();
+  r.gradNorm = *results[*sig.result(kOutputAttr, kGradNormOutput)].data<float>();
+  return r;
+}
+
+TensorMap PipelineTraining::parameters() const {
+  TensorMap params;
+  for (const Signature::Slot &p : sig_.params())
+    params.emplace(p.name, state_[p.index]);
+  return params;
+}
+
+TensorMap PipelineTraining::optimizerState() const {
+  TensorMap state;
+  for (const Signature::Slot &s : sig_.state())
+    state.emplace(s.name, state_[s.index]);
+  return state;
+}
+
+} // namespace kiln
