@@ -42,10 +42,8 @@ std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c, const
   if (!layout)
     return o;
   if (layout->pp > 1)
-    fail("parallelism.pipeline_parallel_degree={}: Kiln builds the stages' functions and their "
-         "schedule (kiln capture --train-step --dump-ranks writes them) but not yet the step "
-         "that runs them with the optimizer, so no step runs, compiles or plans with pipeline "
-         "parallelism",
+    fail("parallelism.pipeline_parallel_degree={}: kiln train runs pipeline stages on CPU "
+         "ranks, but no whole step compiles or plans with pipeline parallelism yet",
          layout->pp);
   o->expertDispatch = layout->expertDispatch;
   o->capacityFactor = layout->capacityFactor;

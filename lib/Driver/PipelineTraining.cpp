@@ -28,18 +28,25 @@ Tensor scalar(float value) {
   return t;
 }
 
+struct Users {
+  std::set<int64_t> ranks;
+  mlir::Type type;
+};
+
 /// The pipeline ranks whose stages use each parameter (stage s on rank
-/// s mod pp), from the stages' backwards.
-std::map<std::string, std::set<int64_t>> ranksUsing(mlir::ModuleOp module, int64_t numStages,
-                                                    int64_t pp) {
-  std::map<std::string, std::set<int64_t>> ranks;
+/// s mod pp), and its type, from the stages' backwards.
+std::map<std::string, Users> ranksUsing(mlir::ModuleOp module, int64_t numStages, int64_t pp) {
+  std::map<std::string, Users> users;
   for (int64_t s = 0; s < numStages; ++s) {
     mlir::func::FuncOp backward = stageFunction(module, s, "backward");
     for (unsigned i = 0; i < backward.getNumResults(); ++i)
-      if (auto key = backward.getResultAttrOfType<mlir::StringAttr>(i, kGradAttr))
-        ranks[key.str()].insert(s % pp);
+      if (auto key = backward.getResultAttrOfType<mlir::StringAttr>(i, kGradAttr)) {
+        Users &u = users[key.str()];
+        u.ranks.insert(s % pp);
+        u.type = backward.getResultTypes()[i];
+      }
   }
-  return ranks;
+  return users;
 }
 
 } // namespace
@@ -89,9 +96,11 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
   Tensor step(DType::I64, {});
   state_[*sig.argument(kStateAttr, kStepState)] = step;
 
-  for (auto &[key, ranks] : ranksUsing(*module_, numStages_, layout.pp))
-    if (ranks.size() > 1 && ranks.count(pipelineRank_))
-      shared_[key] = std::vector<int64_t>(ranks.begin(), ranks.end());
+  for (auto &[key, users] : ranksUsing(*module_, numStages_, layout.pp)) {
+    owners_[key] = {*users.ranks.begin(), users.type};
+    if (users.ranks.size() > 1 && users.ranks.count(pipelineRank_))
+      shared_[key] = std::vector<int64_t>(users.ranks.begin(), users.ranks.end());
+  }
 }
 
 PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
@@ -148,6 +157,47 @@ TensorMap PipelineTraining::optimizerState() const {
   for (const Signature::Slot &s : sig_.state())
     state.emplace(s.name, state_[s.index]);
   return state;
+}
+
+TensorMap PipelineTraining::gathered(bool optimizer) const {
+  TensorMap mine = optimizer ? optimizerState() : parameters(), whole;
+  // In key order on every rank; the owner's tensor summed with zeros.
+  for (const auto &[key, owner] : owners_) {
+    std::vector<std::string> names = {key};
+    if (optimizer)
+      names = {expAvgName(key), expAvgSqName(key)};
+    for (const std::string &name : names) {
+      Tensor part = owner.first == pipelineRank_ ? mine.at(name).toF32()
+                                                 : Tensor(DType::F32, shapeOf(owner.second));
+      whole.emplace(name, grid_.allReduce(std::move(part), {ppAxis_}, Reduction::Sum));
+    }
+  }
+  return whole;
+}
+
+void PipelineTraining::restoreOptimizerState(const SafeTensorsFile &file, int64_t step) {
+  if (step < 0)
+    fail("{}: the update count must be >= 0, got {}", file.path(), step);
+  std::set<std::string> expected;
+  for (const auto &[key, owner] : owners_)
+    for (const std::string &name : {expAvgName(key), expAvgSqName(key)}) {
+      expected.insert(name);
+      if (!file.contains(name))
+        fail("{}: missing optimizer state '{}'", file.path(), name);
+      Tensor stored = file.get(name);
+      Shape shape = shapeOf(owner.second);
+      if (stored.dtype() != DType::F32 || stored.shape() != shape)
+        fail("{}: optimizer state '{}' is {} {}, but this model needs F32 {}", file.path(), name,
+             dtypeName(stored.dtype()), shapeToString(stored.shape()), shapeToString(shape));
+    }
+  for (const std::string &name : file.names())
+    if (!expected.count(name))
+      fail("{}: optimizer state '{}' belongs to no parameter of this model", file.path(), name);
+  // Checked whole first: the state changes all at once or not at all.
+  for (const Signature::Slot &s : sig_.state())
+    state_[s.index] = s.name == kStepState ? Tensor(DType::I64, {})
+                                           : file.get(s.name).to(DType::F32); // an owned copy
+  *state_[*sig_.argument(kStateAttr, kStepState)].mutableData<int64_t>() = step;
 }
 
 } // namespace kiln

@@ -1,13 +1,14 @@
 //===- Training.cpp - Capture and run whole training steps ----------------===//
 
 #include "kiln/Driver/Training.h"
-#include "kiln/Driver/CompiledStep.h"
-#include "kiln/Driver/CpuCompile.h"
-#include "kiln/Driver/RankAgreement.h"
+#include "kiln/CustomKernels/Registry.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
+#include "kiln/Driver/CompiledStep.h"
+#include "kiln/Driver/CpuCompile.h"
+#include "kiln/Driver/PipelineTraining.h"
+#include "kiln/Driver/RankAgreement.h"
 #include "kiln/Frontend/Qwen3Naming.h"
-#include "kiln/CustomKernels/Registry.h"
 
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/CpuPeak.h"
@@ -153,6 +154,33 @@ RunSettings runSettings(const TrainConfig &config, const Qwen3Config &model,
   return settings;
 }
 
+/// Where a run's first weights come from: a checkpoint (the one resumed,
+/// else checkpoint.initial_load_path), else drawn (training.seed).
+struct InitialWeights {
+  std::optional<Checkpoint> checkpoint;
+  std::map<std::string, Qwen3Parameter> drawn;
+  uint64_t seed = 0;
+
+  InitialWeights(const TrainConfig &config, const Qwen3Config &model,
+                 const std::string &resumeDir) {
+    const std::string &load = resumeDir.empty() ? config.checkpoint.initialLoadPath : resumeDir;
+    if (resumeDir.empty() && !load.empty() && !config.checkpoint.initialLoadInHf)
+      fail("checkpoint.initial_load_path: Kiln reads Hugging Face checkpoints only; set "
+           "checkpoint.initial_load_in_hf=true");
+    seed = uint64_t(config.training.seed);
+    if (!load.empty())
+      checkpoint = Checkpoint::open(load);
+    else
+      for (Qwen3Parameter &p : qwen3Parameters(model))
+        drawn.emplace(p.hfKey, std::move(p));
+  }
+  /// Parameter `key` of `type`, or `slice` of it.
+  Tensor get(const std::string &key, Type type, llvm::function_ref<Tensor(Tensor)> slice) const {
+    return checkpoint ? bindParameter(*checkpoint, key, type, "@train_step", slice)
+                      : slice(initialParameter(drawn.at(key), seed));
+  }
+};
+
 } // namespace
 
 ParallelLayout resolveRunLayout(TrainConfig &config, const Qwen3Config &model,
@@ -193,6 +221,10 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     // Ranks on one machine share its cores.
     execution_.threads = std::max(1, int(std::thread::hardware_concurrency()) / world.localSize());
   }
+  if (layout_.pp > 1) {
+    startPipelined(resumeDir);
+    return;
+  }
   // The captured step takes the global batch; kiln-partition splits it.
   // The kernels run here: their constraints are the CPU's unless the run
   // names a target (to hold a CPU run to trn2's).
@@ -230,19 +262,9 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
 
   // A resumed run continues from its checkpoint's weights; the initial ones
   // only start a run.
-  const std::string &load = resumeDir.empty() ? config.checkpoint.initialLoadPath : resumeDir;
-  if (resumeDir.empty() && !load.empty() && !config.checkpoint.initialLoadInHf)
-    fail("checkpoint.initial_load_path: Kiln reads Hugging Face checkpoints only; set "
-         "checkpoint.initial_load_in_hf=true");
-  std::optional<Checkpoint> checkpoint;
-  std::map<std::string, Qwen3Parameter> drawn;
-  if (!load.empty()) {
-    checkpoint = Checkpoint::open(load);
-    checkAllTensorsUsed(*checkpoint, loss_);
-  } else {
-    for (Qwen3Parameter &p : qwen3Parameters(model_))
-      drawn.emplace(p.hfKey, std::move(p));
-  }
+  InitialWeights weights(config, model_, resumeDir);
+  if (weights.checkpoint)
+    checkAllTensorsUsed(*weights.checkpoint, loss_);
 
   // State by argument index, each rank holding its slice of every tensor
   // (random weights are drawn whole, one tensor at a time, so every layout
@@ -259,9 +281,7 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     // The moments are split as their parameter is.
     for (unsigned arg : {p.arg, p.expAvgArg, p.expAvgSqArg})
       globalShapes_[arg] = Shape(globalShape.begin(), globalShape.end());
-    state_[p.arg] = checkpoint ? bindParameter(*checkpoint, p.key, type, "@train_step", slice)
-                               : slice(initialParameter(drawn.at(p.key),
-                                                        uint64_t(config.training.seed)));
+    state_[p.arg] = weights.get(p.key, type, slice);
     Shape local = state_[p.arg].shape();
     state_[p.expAvgArg] = Tensor(DType::F32, local);
     state_[p.expAvgSqArg] = Tensor(DType::F32, local);
@@ -273,6 +293,37 @@ Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : confi
     state_[other.arg] = localSlice(Tensor(DType::F32, globalShapes_[other.arg]), other.arg);
   }
 }
+
+void Trainer::startPipelined(const std::string &resumeDir) {
+  const TrainConfig &c = config_;
+  // What a pipelined run does not do yet, by option.
+  auto refuse = [&](bool set, const std::string &what) {
+    if (set)
+      fail("parallelism.pipeline_parallel_degree={} with {}: not built yet (kiln train runs "
+           "pipeline stages eagerly, without it)",
+           layout_.pp, what);
+  };
+  refuse(c.compile.enable, "compile.enable");
+  refuse(c.activationCheckpoint.mode != CheckpointMode::None, "activation_checkpoint.mode");
+  refuse(c.data.validationFraction > 0, "data.validation_fraction (validation)");
+  refuse(!c.debug.saveGrads.empty(), "debug.save_grads");
+  refuse(microbatches() > 1, "training.global_batch_size (gradient accumulation)");
+  // The stage functions take one microbatch of the local batch; the
+  // schedule runs them.
+  pipeline_ = pipelineOptions(c, model_, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
+  pipeline_->log = execution_.rank == 0;
+  InitialWeights weights(c, model_, resumeDir);
+  pipelined_ = std::make_unique<PipelineTraining>(
+      model_, layout_, c.training.localBatchSize, c.training.seqLen, *pipeline_, *grid_, 0,
+      [&](const std::string &key, Type type) {
+        return weights.get(key, type, [](Tensor t) { return t; });
+      });
+  loss_ = pipelined_->module().lookupSymbol<func::FuncOp>("loss");
+  if (weights.checkpoint)
+    checkAllTensorsUsed(*weights.checkpoint, loss_);
+}
+
+mlir::ModuleOp Trainer::module() { return pipelined_ ? pipelined_->module() : *module_; }
 
 double Trainer::peakFlops() {
   if (peakFlops_ == 0)
@@ -475,6 +526,8 @@ std::vector<Tensor> Trainer::runCompiled(std::vector<Tensor> &args) const {
 StepMetrics Trainer::step(const Tensor &tokens) {
   checkState();
   checkTokens(tokens);
+  if (pipelined_)
+    return pipelinedStep(tokens);
   std::vector<Tensor> args = std::move(state_);
   state_.clear();
   bindInputs(signature_.inputs, splitMicrobatches(tokens, microbatches()), args);
@@ -536,26 +589,47 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   state_[signature_.stepArg] = std::move(results[signature_.stepResult]);
   for (const TrainStepSignature::OtherState &other : signature_.otherState)
     state_[other.arg] = std::move(results[other.result]);
-  m.seconds = elapsed.count();
+  m.memLivePeakBytes = compiled_ ? compiled_->function->lastPeakLiveBytes() : stats.peakLiveBytes;
+  m.collectiveSeconds = stats.collectiveSeconds;
+  m.opSeconds = std::move(stats.opSeconds);
+  finishMetrics(m, tokens, elapsed.count(), sentBefore);
+  return m;
+}
+
+StepMetrics Trainer::pipelinedStep(const Tensor &tokens) {
+  std::map<std::string, int64_t> sentBefore = grid_->bytesSent();
+  auto start = std::chrono::steady_clock::now();
+  // A failure leaves the state as it was: the update runs last, on copies.
+  PipelineTraining::StepResult r = pipelined_->step(tokens);
+  std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  StepMetrics m;
+  m.step = ++updates_;
+  m.loss = r.loss;
+  m.gradNorm = r.gradNorm;
+  m.lr = learningRateAt(*pipeline_, updates_ - 1);
+  m.memLivePeakBytes = -1; // the stage functions' executor does not count them yet
+  finishMetrics(m, tokens, elapsed.count(), sentBefore);
+  return m;
+}
+
+void Trainer::finishMetrics(StepMetrics &m, const Tensor &tokens, double seconds,
+                            const std::map<std::string, int64_t> &sentBefore) {
+  m.seconds = seconds;
   double tokensPerStep = double(tokens.dim(0)) * double(tokens.dim(1) - 1);
   m.tokensPerSecond = tokensPerStep / m.seconds;
   m.tflops = flopsPerToken() * m.tokensPerSecond / 1e12;
   m.mfu = m.tflops * 1e12 / peakFlops();
-  m.memLivePeakBytes =
-      compiled_ ? compiled_->function->lastPeakLiveBytes() : stats.peakLiveBytes;
-  m.collectiveSeconds = stats.collectiveSeconds;
   if (grid_)
     for (const auto &[axes, bytes] : grid_->bytesSent())
-      if (bytes > sentBefore[axes]) // the step's program, not the Trainer's bookkeeping
-        m.bytesSent[axes] = bytes - sentBefore[axes];
+      if (auto before = sentBefore.find(axes);
+          before == sentBefore.end() || bytes > before->second) // the step's, not bookkeeping
+        m.bytesSent[axes] = bytes - (before == sentBefore.end() ? 0 : before->second);
   if (grid_) { // the largest rank's
     Tensor peak(DType::I64, {});
     *peak.mutableData<int64_t>() = m.memLivePeakBytes;
     m.memLivePeakBytes = *grid_->allReduce(peak, grid_->allAxes(), Reduction::Max).data<int64_t>();
   }
   m.rssPeakBytes = rssPeakBytes();
-  m.opSeconds = std::move(stats.opSeconds);
-  return m;
 }
 
 void Trainer::bindInputs(ArrayRef<Signature::Slot> inputs,
@@ -612,6 +686,8 @@ func::FuncOp Trainer::rankLoss() {
 // @loss takes one microbatch: a batch's loss is the mean of its
 // microbatches' (each has as many positions).
 double Trainer::evaluate(const std::vector<Tensor> &batches) {
+  if (pipelined_)
+    fail("evaluation under pipeline parallelism is not built yet");
   double sum = 0;
   double count = double(batches.size() * microbatches());
   if (!rankLoss()) {
@@ -645,6 +721,8 @@ double Trainer::evaluate(const std::vector<Tensor> &batches) {
 }
 
 TensorMap Trainer::gradients(const Tensor &tokens) {
+  if (pipelined_)
+    fail("the gradients of a step under pipeline parallelism are not gathered yet");
   // The mean of the microbatches' gradients, as a step accumulates them.
   TensorMap params = parameterState(), grads;
   std::vector<InputsAndLabels> parts = microbatchesOf(tokens);
@@ -672,7 +750,9 @@ TensorMap Trainer::parameterState() const {
   return params;
 }
 
-TensorMap Trainer::parameters() const { return unstackTensors(parameterState()); }
+TensorMap Trainer::parameters() const {
+  return unstackTensors(pipelined_ ? pipelined_->gathered(false) : parameterState());
+}
 
 template <typename Fn> void Trainer::forEachOptimizerState(Fn fn) const {
   for (const TrainStepSignature::Param &p : signature_.params) {
@@ -685,6 +765,8 @@ template <typename Fn> void Trainer::forEachOptimizerState(Fn fn) const {
 
 TensorMap Trainer::optimizerState() const {
   checkState();
+  if (pipelined_)
+    return pipelined_->gathered(true);
   TensorMap state;
   forEachOptimizerState([&](const std::string &name, unsigned arg) {
     state.emplace(name, gathered(state_[arg], arg));
@@ -694,6 +776,11 @@ TensorMap Trainer::optimizerState() const {
 
 void Trainer::restoreOptimizerState(const SafeTensorsFile &file, int64_t step) {
   checkState();
+  if (pipelined_) {
+    pipelined_->restoreOptimizerState(file, step);
+    updates_ = step;
+    return;
+  }
   if (step < 0)
     fail("{}: the update count must be >= 0, got {}", file.path(), step);
   std::set<std::string> expected;

@@ -497,15 +497,29 @@ int runTrainingJob(const TrainConfig &config) {
                                                          : config.checkpoint.initialLoadPath);
   }
   const ParallelLayout &layout = trainer.layout();
-  if (layout.worldSize() > 1)
+  std::string stages; // each stage's modules
+  for (const std::vector<std::string> &modules : layout.stages.modules)
+    stages += fmt::format("{}{}", stages.empty() ? "" : " | ", fmt::join(modules, " "));
+  if (layout.pp > 1)
+    fmt::print("parallelism: {} ranks, pp {} x dp_replicate {} x dp_shard {} x tp {}: {} stages "
+               "({}), {} microbatches of {} rows under {}; global batch {}\n",
+               layout.worldSize(), layout.pp, layout.dpReplicate, layout.dpShard, layout.tp,
+               layout.stages.numStages(), stages, trainer.globalBatchSize() / layout.microbatchSize,
+               layout.microbatchSize, wordOf(layout.schedule), trainer.globalBatchSize());
+  else if (layout.worldSize() > 1)
     fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {}{} (FSDP2 over "
                "dp_shard, reshard after forward: {}); global batch {}\n",
                layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
                layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
                wordOf(layout.reshardAfterForward), trainer.globalBatchSize());
-  printPlan(trainer);
-  StepPlan cpuPlan = planThisRun(trainer);
-  fmt::print("{}", formatPlan(cpuPlan));
+  // kiln plan does not plan pipeline stages yet: a pipelined run has no plan
+  // to print or to compare with its steps.
+  std::optional<StepPlan> cpuPlan;
+  if (layout.pp == 1) {
+    printPlan(trainer);
+    cpuPlan = planThisRun(trainer);
+    fmt::print("{}", formatPlan(*cpuPlan));
+  }
 
   if (!config.debug.saveGrads.empty()) {
     TensorMap grads = trainer.gradients(data.train(first));
@@ -656,7 +670,8 @@ int runTrainingJob(const TrainConfig &config) {
   std::signal(SIGTERM, previousTerm);
   std::signal(SIGPIPE, previousPipe);
   // After the last step's validation and save, whose lines follow its own.
-  printPlannedVsMeasured(cpuPlan, measuredSeconds, measuredPeak);
+  if (cpuPlan)
+    printPlannedVsMeasured(*cpuPlan, measuredSeconds, measuredPeak);
   if (const CompiledStep *step = trainer.compiledStep(); step && done > first + 1) {
     const StepArena &arena = step->function->arena();
     fmt::print("compiled step: its temporaries in one arena of {} laid out from its first "

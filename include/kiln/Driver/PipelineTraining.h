@@ -59,6 +59,15 @@ public:
   TensorMap parameters() const;
   /// This rank's optimizer state by state name (exp_avg.<key>, ...).
   TensorMap optimizerState() const;
+  /// Every stage's parameters (`optimizer`: their AdamW moments instead)
+  /// by name, whole, on every rank: each from the lowest pipeline rank
+  /// holding it (every rank must call it).
+  TensorMap gathered(bool optimizer) const;
+  /// Replaces this rank's moments with `file`'s (whole tensors, as
+  /// gathered(true) returns them) and the update count with `step`. Throws
+  /// kiln::Error naming the file and the tensor if one of the model's is
+  /// missing, another's is there, or one has another shape or dtype.
+  void restoreOptimizerState(const SafeTensorsFile &file, int64_t step);
   int64_t pipelineRank() const { return pipelineRank_; }
   const PipelineSchedule &schedule() const { return schedule_; }
   /// The module holding the stage functions and @train_step (the update).
@@ -79,6 +88,9 @@ private:
   /// For each parameter of this rank used on other ranks too, by key: the
   /// pipeline ranks using it (ascending).
   std::map<std::string, std::vector<int64_t>> shared_;
+  /// Every stage's parameters by key: the lowest pipeline rank holding it
+  /// and its type.
+  std::map<std::string, std::pair<int64_t, mlir::Type>> owners_;
 };
 
 } // namespace kiln

@@ -31,6 +31,7 @@
 namespace kiln {
 
 struct CompiledStep;
+class PipelineTraining;
 
 /// The layout of `config`'s run on `launchedWorld` ranks, with the shape a
 /// fixed token file gives the run where it leaves it unset (`config`
@@ -156,9 +157,18 @@ public:
   /// its inputs before it spends seconds probing; under MPI every rank calls
   /// it at the same point (step() does), as the ranks share the figures.
   double peakFlops();
-  mlir::ModuleOp module() { return *module_; }
+  /// The captured step (under pipeline parallelism: the stage functions and
+  /// this rank's update).
+  mlir::ModuleOp module();
 
 private:
+  /// pipeline_parallel_degree > 1: the rest of the constructor, for a
+  /// PipelineTraining (refuses the options it does not run with yet).
+  void startPipelined(const std::string &resumeDir);
+  StepMetrics pipelinedStep(const Tensor &tokens);
+  /// The step's time, rates, bytes sent since `sentBefore` and memory.
+  void finishMetrics(StepMetrics &m, const Tensor &tokens, double seconds,
+                     const std::map<std::string, int64_t> &sentBefore);
   /// This machine's sgemm rate (and its memory bandwidth for the cpu target's
   /// plan), measured once per machine.
   double measureMachine();
@@ -214,6 +224,9 @@ private:
   /// How each @train_step argument is split (none: whole on every rank).
   std::vector<std::optional<Sharding>> argShardings_;
   std::unique_ptr<CompiledStep> compiled_; ///< compile.enable's step; null: eager
+  /// The run under pipeline parallelism (then module_ and the @train_step
+  /// state stay empty); null otherwise.
+  std::unique_ptr<PipelineTraining> pipelined_;
   std::vector<DType> resultDTypes_;         ///< @train_step's, for the compiled step
   int64_t updates_ = 0;
   double peakFlops_ = 0;
