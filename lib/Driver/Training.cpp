@@ -304,7 +304,6 @@ void Trainer::startPipelined(const std::string &resumeDir) {
            layout_.pp, what);
   };
   refuse(c.compile.enable, "compile.enable");
-  refuse(c.activationCheckpoint.mode != CheckpointMode::None, "activation_checkpoint.mode");
   refuse(c.data.validationFraction > 0, "data.validation_fraction (validation)");
   refuse(!c.debug.saveGrads.empty(), "debug.save_grads");
   refuse(microbatches() > 1, "training.global_batch_size (gradient accumulation)");

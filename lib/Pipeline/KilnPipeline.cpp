@@ -80,6 +80,16 @@ void addMixedPrecision(OpPassManager &pm, const KilnPipelineOptions &o) {
   pm.addPass(createMixedPrecision(precision));
 }
 
+/// kiln-activation-checkpoint's options: the run's mode, on @loss_grad or
+/// on every differentiated pipeline stage.
+ActivationCheckpointOptions checkpointOptions(const KilnPipelineOptions &o, bool pipelineStages) {
+  ActivationCheckpointOptions checkpoint;
+  checkpoint.mode = o.checkpointMode;
+  checkpoint.selectiveOption = o.selectiveAcOption;
+  checkpoint.pipelineStages = pipelineStages;
+  return checkpoint;
+}
+
 /// kiln-optimizer's options: the run's AdamW, clipping, schedule, load
 /// balancing and microbatches.
 OptimizerOptions optimizerOptions(const KilnPipelineOptions &o) {
@@ -104,12 +114,8 @@ OptimizerOptions optimizerOptions(const KilnPipelineOptions &o) {
 void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
   addMixedPrecision(pm, o);
   pm.addPass(createAutodiff());
-  if (o.checkpointMode != CheckpointMode::None) {
-    ActivationCheckpointOptions checkpoint;
-    checkpoint.mode = o.checkpointMode;
-    checkpoint.selectiveOption = o.selectiveAcOption;
-    pm.addPass(createActivationCheckpoint(checkpoint));
-  }
+  if (o.checkpointMode != CheckpointMode::None)
+    pm.addPass(createActivationCheckpoint(checkpointOptions(o, false)));
   pm.addPass(createOptimizer(optimizerOptions(o)));
   buildPartitionPipeline(pm, o, "train_step");
 }
@@ -195,6 +201,9 @@ void buildPipelineStagesPipeline(OpPassManager &pm, const KilnPipelineOptions &o
   AutodiffOptions stages;
   stages.pipelineStages = true;
   pm.addPass(createAutodiff(stages));
+  if (options.checkpointMode != CheckpointMode::None)
+    pm.addPass(createActivationCheckpoint(checkpointOptions(options, true)));
+  pm.addPass(createStageForwardBackward());
 }
 
 void buildPipelineUpdatePipeline(OpPassManager &pm, const KilnPipelineOptions &options,

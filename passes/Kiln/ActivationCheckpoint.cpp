@@ -58,13 +58,14 @@ bool isMatmulLike(Operation *op) {
 }
 
 /// The forward: the ops computing the function's kiln.output results (the
-/// loss and metrics). No backward op feeds those.
+/// loss and metrics) and kiln.transfer results (a pipeline stage's sends).
+/// No backward op feeds those.
 llvm::DenseSet<Operation *> forwardOps(func::FuncOp fn) {
   llvm::DenseSet<Operation *> forward;
   SmallVector<Value> worklist;
   Operation *ret = fn.getBody().front().getTerminator();
   for (unsigned r = 0, e = fn.getNumResults(); r < e; ++r)
-    if (fn.getResultAttr(r, kOutputAttr))
+    if (fn.getResultAttr(r, kOutputAttr) || fn.getResultAttr(r, kTransferAttr))
       worklist.push_back(ret->getOperand(r));
   while (!worklist.empty()) {
     Operation *def = worklist.pop_back_val().getDefiningOp();
@@ -84,29 +85,46 @@ struct ActivationCheckpointPass
       return signalPassFailure();
     if (mode == CheckpointMode::None)
       return;
-    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!fn) {
+    SmallVector<func::FuncOp> functions;
+    if (pipelineStages) {
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
+          functions.push_back(fn);
+      if (functions.empty()) {
+        module.emitError() << "kiln-activation-checkpoint: pipeline-stages, but no function is "
+                              "a differentiated stage (run kiln-autodiff pipeline-stages first)";
+        return signalPassFailure();
+      }
+    } else if (auto fn = module.lookupSymbol<func::FuncOp>(funcName)) {
+      functions.push_back(fn);
+    } else {
       module.emitError() << "kiln-activation-checkpoint: no function @" << funcName
                          << " (run kiln-autodiff first)";
       return signalPassFailure();
     }
+    for (func::FuncOp fn : functions)
+      if (failed(checkpoint(fn)))
+        return signalPassFailure();
+  }
+
+private:
+  LogicalResult checkpoint(func::FuncOp fn) {
     // Its forward is what computes the loss and metrics; after kiln-optimizer
     // the gradient norm, an output too, depends on the whole backward.
     for (unsigned a = 0, e = fn.getNumArguments(); a < e; ++a)
-      if (fn.getArgAttr(a, kStateAttr)) {
-        fn.emitError() << "kiln-activation-checkpoint runs on the function kiln-autodiff made, "
-                          "before kiln-optimizer; @"
-                       << funcName << " holds optimizer state";
-        return signalPassFailure();
-      }
+      if (fn.getArgAttr(a, kStateAttr))
+        return fn.emitError()
+               << "kiln-activation-checkpoint runs on the function kiln-autodiff made, "
+                  "before kiln-optimizer; @"
+               << fn.getSymName() << " holds optimizer state";
     Block &body = fn.getBody().front();
     for (Operation &op : body.without_terminator())
-      if (!isa<KilnDialect>(op.getDialect())) {
-        op.emitOpError() << "kiln-activation-checkpoint runs on the single-rank @" << funcName
-                         << " before kiln-shard and kiln-partition; it does not recompute '"
-                         << op.getName() << "'";
-        return signalPassFailure();
-      }
+      if (!isa<KilnDialect>(op.getDialect()))
+        return op.emitOpError() << "kiln-activation-checkpoint runs on the single-rank @"
+                                << fn.getSymName()
+                                << " before kiln-shard and kiln-partition; it does not "
+                                   "recompute '"
+                                << op.getName() << "'";
 
     forward = forwardOps(fn);
     // Layers in program order; each op of the forward in at most one.
@@ -119,9 +137,9 @@ struct ActivationCheckpointPass
       recomputeLayer(ops);
     for (Operation *op : forward)
       markSaved(op);
+    return success();
   }
 
-private:
   LogicalResult parsePolicy(ModuleOp module) {
     if (mode != CheckpointMode::Selective)
       return success();

@@ -6,8 +6,6 @@
 #include "kiln/Passes/Kiln/Passes.h"
 #include "kiln/Passes/Kiln/ReverseMode.h"
 
-#include "StageForwardBackward.h"
-
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -144,7 +142,7 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
             return signalPassFailure();
           }
       if ((isLast && failed(checkLossResults(fn))) ||
-          failed(differentiate(fn, (fn.getSymName() + "_grad").str(), isLast, true)))
+          failed(differentiate(fn, (fn.getSymName() + "_grad").str(), isLast)))
         return signalPassFailure();
     }
   }
@@ -168,10 +166,8 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
 
   /// Clones `fn` as `gradName` with its reverse mode appended: from the loss
   /// (seeded with 1) when `fromLoss`, else from a cotangent argument per
-  /// transfer it returns. A stage's (`splitStage`) is then cut into its
-  /// forward and backward functions.
-  LogicalResult differentiate(func::FuncOp fn, StringRef gradName, bool fromLoss,
-                              bool splitStage = false) {
+  /// transfer it returns.
+  LogicalResult differentiate(func::FuncOp fn, StringRef gradName, bool fromLoss) {
     SmallVector<Signature::Slot> metrics;
     if (fromLoss)
       metrics = metricOutputs(fn);
@@ -259,9 +255,6 @@ struct AutodiffPass : public kiln::impl::AutodiffBase<AutodiffPass> {
         b.getFunctionType(grad.getArgumentTypes(), ValueRange(results).getTypes()));
     grad.setAllResultAttrs(resultAttrs);
     markSavedActivations(forward);
-    if (splitStage)
-      splitStageForwardBackward(grad, forward, fromLoss ? 1 + metrics.size() : fn.getNumResults(),
-                                fn.getSymName());
     return success();
   }
 

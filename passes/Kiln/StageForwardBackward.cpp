@@ -1,18 +1,30 @@
 //===- StageForwardBackward.cpp - A stage's forward and backward apart ----===//
+//
+// kiln-stage-forward-backward: a pipeline schedule runs a stage's forward of
+// a microbatch long before its backward, so each differentiated stage is cut
+// in two functions; the activations the backward reads travel from one to
+// the other as residuals.
+//
+//===----------------------------------------------------------------------===//
 
-#include "StageForwardBackward.h"
 #include "ParameterOps.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/Recomputed.h"
+#include "kiln/Passes/Kiln/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
-using namespace mlir;
-
 namespace kiln {
+#define GEN_PASS_DEF_STAGEFORWARDBACKWARD
+#include "kiln/Passes/Kiln/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
 
 namespace {
 
@@ -42,8 +54,11 @@ func::FuncOp outline(OpBuilder &b, func::FuncOp after, const Twine &name, ArrayR
   return fn;
 }
 
-} // namespace
-
+/// Replaces `grad`, a stage differentiated in one function whose ops
+/// `forward` are the stage's own (all others its reverse mode, which alone
+/// reads the kiln.cotangent arguments), by `@<stageName>_forward` and
+/// `@<stageName>_backward` after it (Passes.td); its first `numOwnResults`
+/// results are the forward's.
 void splitStageForwardBackward(func::FuncOp grad, ArrayRef<Operation *> forward,
                                unsigned numOwnResults, StringRef stageName) {
   OpBuilder b(grad.getContext());
@@ -147,4 +162,49 @@ void splitStageForwardBackward(func::FuncOp grad, ArrayRef<Operation *> forward,
   grad.erase();
 }
 
-} // namespace kiln
+struct StageForwardBackwardPass
+    : public kiln::impl::StageForwardBackwardBase<StageForwardBackwardPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> grads;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
+        grads.push_back(fn);
+    if (grads.empty()) {
+      module.emitError() << "kiln-stage-forward-backward: no differentiated stage (a '"
+                         << kStageAttr << "' function named ..._grad: run kiln-autodiff "
+                         << "pipeline-stages first)";
+      return signalPassFailure();
+    }
+    for (func::FuncOp grad : grads) {
+      // Its own results come first: what it sends, or the loss and metrics.
+      unsigned own = 0;
+      while (own < grad.getNumResults() &&
+             (grad.getResultAttr(own, kTransferAttr) || grad.getResultAttr(own, kOutputAttr)))
+        ++own;
+      if (own == 0) {
+        grad.emitError() << "kiln-stage-forward-backward: @" << grad.getSymName() << " returns no '"
+                         << kTransferAttr << "' or '" << kOutputAttr
+                         << "' result first, so it has no forward";
+        return signalPassFailure();
+      }
+      // The forward: the ops those results depend on (never a recomputed
+      // copy, which only the backward reads), in program order.
+      llvm::DenseSet<Operation *> needed;
+      Operation *ret = grad.getBody().front().getTerminator();
+      SmallVector<Value> worklist(ret->getOperands().take_front(own));
+      while (!worklist.empty()) {
+        Operation *def = worklist.pop_back_val().getDefiningOp();
+        if (def && needed.insert(def).second)
+          llvm::append_range(worklist, def->getOperands());
+      }
+      SmallVector<Operation *> forward;
+      for (Operation &op : grad.getBody().front().without_terminator())
+        if (needed.contains(&op) && !op.hasAttr(kRecomputedAttr))
+          forward.push_back(&op);
+      splitStageForwardBackward(grad, forward, own, grad.getSymName().drop_back(5));
+    }
+  }
+};
+
+} // namespace

@@ -10,6 +10,14 @@
 // RUN: not kiln-opt %s --kiln-activation-checkpoint=mode=full 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: not kiln-opt %s --kiln-training --kiln-activation-checkpoint="mode=full func=train_step" 2>&1 | FileCheck %s --check-prefix=OPTIMIZED
 // RUN: not kiln-opt %s --kiln-autodiff --kiln-shard="func=loss_grad dp-shard=2" --kiln-partition=func=loss_grad --kiln-activation-checkpoint=mode=full 2>&1 | FileCheck %s --check-prefix=SHARDED
+// With pipeline-stages, each differentiated stage (kiln-autodiff
+// pipeline-stages) is checkpointed before kiln-stage-forward-backward cuts it:
+// stage 0 (the embedding and layer 0) then keeps only the layer's input for
+// its backward, which recomputes the layer, instead of five activations.
+// RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-activation-checkpoint="mode=full pipeline-stages=1" --kiln-stage-forward-backward | FileCheck %s --check-prefix=STAGES
+// RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward | FileCheck %s --check-prefix=STAGESKEEP
+// RUN: not kiln-opt %s --kiln-activation-checkpoint="mode=full pipeline-stages=1" 2>&1 | FileCheck %s --check-prefix=NOSTAGES
+// RUN: not kiln-opt %s --kiln-stage-forward-backward 2>&1 | FileCheck %s --check-prefix=NOSTAGEGRAD
 
 // Two toy layers (an MLP each) between the embedding and the tied output.
 // kiln-autodiff saves every value a VJP reads; checkpointing a layer trades
@@ -115,3 +123,19 @@ func.func @loss(%ids: tensor<2x4xi64> {kiln.input = "input_ids"},
 // NOGRAD: error: kiln-activation-checkpoint: no function @loss_grad (run kiln-autodiff first)
 // OPTIMIZED: error: kiln-activation-checkpoint runs on the function kiln-autodiff made, before kiln-optimizer; @train_step holds optimizer state
 // SHARDED: error: 'shard.all_gather' op kiln-activation-checkpoint runs on the single-rank @loss_grad before kiln-shard and kiln-partition; it does not recompute 'shard.all_gather'
+
+// STAGES-LABEL: func.func @loss_stage0_forward(
+// STAGES-SAME: -> (tensor<2x4x8xf32> {kiln.transfer = 0 : i64}, tensor<2x4x8xf32> {kiln.residual = 0 : i64}) attributes {kiln.stage = 0 : i64}
+// STAGES: func.func @loss_stage0_backward(%[[H:[a-z0-9]+]]: tensor<2x4x8xf32> {kiln.residual = 0 : i64}
+// STAGES: kiln.rms_norm %[[H]], %{{.*}} {{{.*}}fqn = "layers.0.ffn_norm", kiln.recomputed}
+// STAGES: kiln.swiglu {{.*}}kiln.recomputed
+// STAGES-LABEL: func.func @loss_stage1_forward(
+// STAGES-SAME: -> (tensor<f32> {kiln.output = "loss"}, {{.*}}{kiln.residual = 2 : i64})
+// STAGES-NOT: kiln.residual = 3
+// STAGES-LABEL: func.func @loss_stage1_backward(
+// STAGES: kiln.recomputed
+// STAGESKEEP-LABEL: func.func @loss_stage0_forward(
+// STAGESKEEP-SAME: {kiln.residual = 4 : i64})
+// STAGESKEEP-NOT: kiln.recomputed
+// NOSTAGES: error: kiln-activation-checkpoint: pipeline-stages, but no function is a differentiated stage (run kiln-autodiff pipeline-stages first)
+// NOSTAGEGRAD: error: kiln-stage-forward-backward: no differentiated stage (a 'kiln.stage' function named ..._grad: run kiln-autodiff pipeline-stages first)

@@ -7,17 +7,17 @@
 // cotangents of what it sends, into a forward and a backward function (run
 // in turn they give @loss_grad's gradients on both fixtures:
 // PipelineStageGradTest).
-// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 | FileCheck %s --check-prefix=GRAD
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward | FileCheck %s --check-prefix=GRAD
 // RUN: not kiln-opt %s --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES
 // RUN: not kiln-opt %S/Inputs/autodiff-stages-invalid.mlir --split-input-file --kiln-autodiff=pipeline-stages=1 2>&1 | FileCheck %s --check-prefix=BADSTAGE
 // kiln-optimizer's pipeline-degree builds one pipeline rank's update over
 // its stages' parameters (stage s on rank s mod P), the gradient norm's
 // squares all-reduced over the pp axis of the grid it makes.
-// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=2 pipeline-rank=0 microbatches=2" | FileCheck %s --check-prefix=RANK0
-// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=2 pipeline-rank=1 microbatches=2" | FileCheck %s --check-prefix=RANK1
-// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=3 pipeline-rank=2" | FileCheck %s --check-prefix=LAST
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=2 pipeline-rank=0 microbatches=2" | FileCheck %s --check-prefix=RANK0
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=2 pipeline-rank=1 microbatches=2" | FileCheck %s --check-prefix=RANK1
+// RUN: kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=3 pipeline-rank=2" | FileCheck %s --check-prefix=LAST
 // RUN: not kiln-opt %s --kiln-optimizer=pipeline-degree=2 2>&1 | FileCheck %s --check-prefix=NOBACKWARD
-// RUN: not kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-optimizer="pipeline-degree=4 pipeline-rank=3" 2>&1 | FileCheck %s --check-prefix=IDLE
+// RUN: not kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=4 pipeline-rank=3" 2>&1 | FileCheck %s --check-prefix=IDLE
 // RUN: not kiln-opt %s --kiln-optimizer="pipeline-degree=2 pipeline-rank=2" 2>&1 | FileCheck %s --check-prefix=RANKRANGE
 // RUN: not kiln-opt %s --kiln-optimizer="pipeline-degree=2 load-balance-coeff=0.001" 2>&1 | FileCheck %s --check-prefix=BALANCE
 // Starts that name no module of @loss, or name them out of order, are errors.

@@ -102,17 +102,15 @@ def Autodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     `kiln.saved = array<i64: result indices>`: the saved activations.
 
     With `pipeline-stages`, differentiates instead each stage of
-    kiln-pipeline-split (`kiln.stage`): the last from its loss, as above;
-    every other from the cotangents of the transfers it sends
-    (`kiln.cotangent = N`). A schedule runs a microbatch's forward long
-    before its backward, so each stage becomes two functions:
-    `@<stage>_forward` returns the stage's results, then the activations
-    its backward reads (`kiln.residual = i`); `@<stage>_backward` takes
-    those residuals, the arguments it reads and the cotangents, and returns
-    the stage's parameters' gradients, then the cotangent of each float
-    transfer the stage received (`kiln.cotangent = N`, zeros where none
-    flows), which the previous stage takes. A tied parameter gets a
-    gradient from each of its stages; their sum is the parameter's.
+    kiln-pipeline-split (`kiln.stage`) into `@<stage>_grad` (also tagged
+    `kiln.stage`): the last from its loss, as above; every other from the
+    cotangents of the transfers it sends (`kiln.cotangent = N` arguments).
+    It returns the stage's results, then its parameters' gradients, then
+    the cotangent of each float transfer the stage received
+    (`kiln.cotangent = N`, zeros where none flows), which the previous stage
+    takes. A tied parameter gets a gradient from each of its stages; their
+    sum is the parameter's. kiln-stage-forward-backward then cuts each in
+    two (kiln-activation-checkpoint may run between).
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"loss\"",
@@ -148,16 +146,42 @@ def ActivationCheckpoint : Pass<"kiln-activation-checkpoint", "mlir::ModuleOp"> 
     Runs before kiln-optimizer (so @train_step inherits it) and before
     kiln-shard, and refuses a function holding optimizer state or shard
     collectives; the forward is the part of the function computing its
-    kiln.output results (loss and metrics), the rest is the backward.
+    kiln.output results (loss and metrics) and kiln.transfer results (what
+    a pipeline stage sends), the rest is the backward. With
+    `pipeline-stages`, every differentiated pipeline stage (the
+    `@<stage>_grad` functions kiln-autodiff pipeline-stages makes) is
+    checkpointed instead of @<func>, before kiln-stage-forward-backward: a
+    checkpointed layer's forward then keeps only its input for its backward.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"loss_grad\"",
            "The function kiln-autodiff made">,
+    Option<"pipelineStages", "pipeline-stages", "bool", "false",
+           "Checkpoint every differentiated pipeline stage instead of @<func>">,
     Option<"mode", "mode", "::kiln::CheckpointMode", "::kiln::CheckpointMode::None",
            "none, selective or full">,
     Option<"selectiveOption", "selective-option", "std::string", "\"2\"",
            "With mode=selective: op, or N to checkpoint every N-th layer">,
   ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
+}
+
+def StageForwardBackward : Pass<"kiln-stage-forward-backward", "mlir::ModuleOp"> {
+  let summary = "Cut each differentiated pipeline stage into its forward and backward";
+  let description = [{
+    A schedule runs a microbatch's forward long before its backward, so
+    each `@<stage>_grad` of kiln-autodiff pipeline-stages (a `kiln.stage`
+    function) is replaced by two functions. Its forward is the ops
+    computing its own results (the `kiln.transfer` it sends, or the loss
+    and metrics), not those kiln-activation-checkpoint recomputes.
+    `@<stage>_forward` returns those results, then the activations the
+    backward reads (`kiln.residual = i`); `@<stage>_backward` takes those
+    residuals, the arguments it reads and the cotangents, and returns the
+    gradients and the cotangents of what the stage received. A forward op
+    of parameters alone that the backward reads (a weight's cast) is
+    recomputed there rather than kept per microbatch. Fails naming the
+    function when a `@<stage>_grad` has no such results first.
+  }];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect"];
 }
 
