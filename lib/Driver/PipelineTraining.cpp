@@ -7,6 +7,7 @@
 #include "kiln/Driver/PipelineStageExecutor.h"
 #include "kiln/Driver/PipelineStageFunctions.h"
 #include "kiln/Pipeline/KilnPipeline.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
@@ -52,11 +53,11 @@ std::map<std::string, Users> ranksUsing(mlir::ModuleOp module, int64_t numStages
 } // namespace
 
 PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayout &layout,
-                                   int64_t localBatch, int64_t seq,
+                                   int64_t localBatch, int64_t accumulation, int64_t seq,
                                    const KilnPipelineOptions &options, DeviceGrid &grid,
                                    int16_t ppAxis, const ParameterSource &initial)
     : grid_(grid), ppAxis_(ppAxis), numStages_(layout.stages.numStages()),
-      schedule_(layout.pipelineSchedule(localBatch)) {
+      accumulation_(accumulation), schedule_(layout.pipelineSchedule(localBatch)) {
   if (ppAxis != 0 || grid.shape().empty() || grid.shape()[0] != layout.pp)
     fail("pipeline training: the grid's first axis must be the pipeline's {} ranks", layout.pp);
   for (size_t a = 1; a < grid.shape().size(); ++a)
@@ -78,7 +79,8 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
   llvm::SmallVector<llvm::StringRef> axes(grid.axisNames().begin(), grid.axisNames().end());
   (*module_)->setAttr(kGridAxesAttr, b.getStrArrayAttr(axes));
   mlir::PassManager pm(&context_);
-  buildPipelineUpdatePipeline(pm, options, schedule_.microbatches, layout.pp, pipelineRank_);
+  buildPipelineUpdatePipeline(pm, options, schedule_.microbatches * accumulation_, layout.pp,
+                              pipelineRank_);
   succeedOrFail(context_, "pipeline rank " + std::to_string(pipelineRank_) + "'s update",
                 [&] { return pm.run(*module_); });
   update_ = module_->lookupSymbol<mlir::func::FuncOp>("train_step");
@@ -105,19 +107,31 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
 
 PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
   const Signature &sig = sig_;
-  TensorMap params;
+  TensorMap params, grads;
   for (const Signature::Slot &p : sig.params())
     params.emplace(p.name, state_[p.index]);
-  PipelineStageExecutor executor(*module_, numStages_, std::move(params),
-                                 splitMicrobatches(tokens, schedule_.microbatches));
-  runPipelineSchedule(schedule_, pipelineRank_, executor.calls(), grid_, ppAxis_);
+  // Each schedule run takes the next schedule_.microbatches microbatches.
+  std::vector<InputsAndLabels> microbatches =
+      splitMicrobatches(tokens, schedule_.microbatches * accumulation_);
+  float loss = 0; // the last stage's, on its rank
+  for (int64_t run = 0; run < accumulation_; ++run) {
+    auto first = microbatches.begin() + run * schedule_.microbatches;
+    PipelineStageExecutor executor(
+        *module_, numStages_, params,
+        std::vector<InputsAndLabels>(first, first + schedule_.microbatches));
+    runPipelineSchedule(schedule_, pipelineRank_, executor.calls(), grid_, ppAxis_);
+    for (const auto &[key, grad] : executor.gradients())
+      grads[key] = run == 0 ? grad : kernels::add(std::move(grads[key]), grad);
+    for (const auto &[m, value] : executor.losses())
+      loss += value / float(microbatches.size());
+  }
 
   // Every rank walks the shared parameters in one (key) order.
   std::vector<Tensor> args = state_;
   int tag = 0;
   for (const Signature::Slot &g : sig.grads()) {
-    auto it = executor.gradients().find(g.name);
-    if (it == executor.gradients().end())
+    auto it = grads.find(g.name);
+    if (it == grads.end())
       fail("pipeline rank {}: its stages computed no gradient of '{}'", pipelineRank_, g.name);
     args[g.index] = it->second;
   }
@@ -136,9 +150,6 @@ PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
   state_[*sig.argument(kStateAttr, kStepState)] = results[*sig.result(kStateAttr, kStepState)];
 
   // The loss is the last stage's; its rank shares it.
-  float loss = 0;
-  for (const auto &[m, value] : executor.losses())
-    loss += value / float(schedule_.microbatches);
   StepResult r;
   r.loss = *grid_.allReduce(scalar(loss), {ppAxis_}, Reduction::Sum).data<float>();
   r.gradNorm = *results[*sig.result(kOutputAttr, kGradNormOutput)].data<float>();

@@ -306,15 +306,14 @@ void Trainer::startPipelined(const std::string &resumeDir) {
   refuse(c.compile.enable, "compile.enable");
   refuse(c.data.validationFraction > 0, "data.validation_fraction (validation)");
   refuse(!c.debug.saveGrads.empty(), "debug.save_grads");
-  refuse(microbatches() > 1, "training.global_batch_size (gradient accumulation)");
   // The stage functions take one microbatch of the local batch; the
   // schedule runs them.
   pipeline_ = pipelineOptions(c, model_, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
   pipeline_->log = execution_.rank == 0;
   InitialWeights weights(c, model_, resumeDir);
   pipelined_ = std::make_unique<PipelineTraining>(
-      model_, layout_, c.training.localBatchSize, c.training.seqLen, *pipeline_, *grid_, 0,
-      [&](const std::string &key, Type type) {
+      model_, layout_, c.training.localBatchSize, microbatches(), c.training.seqLen, *pipeline_,
+      *grid_, 0, [&](const std::string &key, Type type) {
         return weights.get(key, type, [](Tensor t) { return t; });
       });
   loss_ = pipelined_->module().lookupSymbol<func::FuncOp>("loss");

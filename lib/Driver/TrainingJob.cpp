@@ -504,7 +504,8 @@ int runTrainingJob(const TrainConfig &config) {
     fmt::print("parallelism: {} ranks, pp {} x dp_replicate {} x dp_shard {} x tp {}: {} stages "
                "({}), {} microbatches of {} rows under {}; global batch {}\n",
                layout.worldSize(), layout.pp, layout.dpReplicate, layout.dpShard, layout.tp,
-               layout.stages.numStages(), stages, trainer.globalBatchSize() / layout.microbatchSize,
+               layout.stages.numStages(), stages,
+               trainer.config().training.localBatchSize / layout.microbatchSize,
                layout.microbatchSize, wordOf(layout.schedule), trainer.globalBatchSize());
   else if (layout.worldSize() > 1)
     fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {}{} (FSDP2 over "

@@ -42,7 +42,7 @@ void expectFixtureRun(const std::string &schedule) {
   auto options = pipelineOptions(config, model, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
   DeviceGrid grid(layout.axisNames(), layout.shape());
   Checkpoint checkpoint = Checkpoint::open(kFixture);
-  PipelineTraining training(model, layout, 2, 32, *options, grid, 0,
+  PipelineTraining training(model, layout, 2, 1, 32, *options, grid, 0,
                             [&](const std::string &key, mlir::Type type) {
                               return bindParameter(checkpoint, key, type, "test");
                             });

@@ -37,21 +37,23 @@ public:
   using ParameterSource = std::function<Tensor(const std::string &key, mlir::Type type)>;
 
   /// Captures `model`'s stage functions for `layout` (its pipeline stages,
-  /// schedule and microbatch size; `localBatch` rows of `seq` tokens a step)
-  /// and this rank's update under `options`, and loads this rank's
+  /// schedule and microbatch size; `localBatch` rows of `seq` tokens a
+  /// schedule run, `accumulation` runs a step, whose gradients one update
+  /// sums) and this rank's update under `options`, and loads this rank's
   /// parameters from `initial`. The ranks are `grid`, whose axis `ppAxis`
   /// is the pipeline's and whose only axis of more than one rank it must be
   /// for now (FSDP and TP inside a stage are not built yet): throws
   /// kiln::Error naming the others.
   PipelineTraining(const Qwen3Config &model, const ParallelLayout &layout, int64_t localBatch,
-                   int64_t seq, const KilnPipelineOptions &options, DeviceGrid &grid,
-                   int16_t ppAxis, const ParameterSource &initial);
+                   int64_t accumulation, int64_t seq, const KilnPipelineOptions &options,
+                   DeviceGrid &grid, int16_t ppAxis, const ParameterSource &initial);
 
   struct StepResult {
     double loss = 0;     ///< mean over the step's tokens, on every rank
     double gradNorm = 0; ///< over every stage, before clipping
   };
-  /// One update on `tokens` [localBatch, seq + 1]; every rank of the grid
+  /// One update on `tokens` [accumulation x localBatch, seq + 1], the
+  /// schedule run on each localBatch rows in turn; every rank of the grid
   /// calls it with the same tokens.
   StepResult step(const Tensor &tokens);
 
@@ -80,7 +82,7 @@ private:
   Signature sig_; ///< update_'s
   DeviceGrid &grid_;
   int16_t ppAxis_;
-  int64_t pipelineRank_, numStages_;
+  int64_t pipelineRank_, numStages_, accumulation_;
   PipelineSchedule schedule_;
   ExecutionContext execution_;
   /// @train_step's arguments between steps (the gradient slots empty).
