@@ -138,6 +138,19 @@ std::vector<PipelineAction> withTransfers(const ComputeOrder &order, int64_t num
 
 } // namespace
 
+PipelineSchedule forwardOnly(const PipelineSchedule &schedule) {
+  PipelineSchedule forwards = schedule;
+  for (std::vector<PipelineAction> &actions : forwards.ranks)
+    actions.erase(std::remove_if(actions.begin(), actions.end(),
+                                 [](const PipelineAction &a) {
+                                   return a.kind == PipelineActionKind::Backward ||
+                                          a.kind == PipelineActionKind::SendGradient ||
+                                          a.kind == PipelineActionKind::RecvGradient;
+                                 }),
+                  actions.end());
+  return forwards;
+}
+
 PipelineSchedule buildPipelineSchedule(PipelineScheduleKind kind, int64_t degree,
                                        int64_t stagesPerRank, int64_t microbatches) {
   std::string_view name = wordOf(kind);

@@ -107,24 +107,8 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
 
 PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
   const Signature &sig = sig_;
-  TensorMap params, grads;
-  for (const Signature::Slot &p : sig.params())
-    params.emplace(p.name, state_[p.index]);
-  // Each schedule run takes the next schedule_.microbatches microbatches.
-  std::vector<InputsAndLabels> microbatches =
-      splitMicrobatches(tokens, schedule_.microbatches * accumulation_);
-  float loss = 0; // the last stage's, on its rank
-  for (int64_t run = 0; run < accumulation_; ++run) {
-    auto first = microbatches.begin() + run * schedule_.microbatches;
-    PipelineStageExecutor executor(
-        *module_, numStages_, params,
-        std::vector<InputsAndLabels>(first, first + schedule_.microbatches));
-    runPipelineSchedule(schedule_, pipelineRank_, executor.calls(), grid_, ppAxis_);
-    for (const auto &[key, grad] : executor.gradients())
-      grads[key] = run == 0 ? grad : kernels::add(std::move(grads[key]), grad);
-    for (const auto &[m, value] : executor.losses())
-      loss += value / float(microbatches.size());
-  }
+  TensorMap grads;
+  double loss = runSchedules(tokens, false, &grads);
 
   // Every rank walks the shared parameters in one (key) order.
   std::vector<Tensor> args = state_;
@@ -149,11 +133,41 @@ PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
   }
   state_[*sig.argument(kStateAttr, kStepState)] = results[*sig.result(kStateAttr, kStepState)];
 
-  // The loss is the last stage's; its rank shares it.
   StepResult r;
-  r.loss = *grid_.allReduce(scalar(loss), {ppAxis_}, Reduction::Sum).data<float>();
+  r.loss = loss;
   r.gradNorm = *results[*sig.result(kOutputAttr, kGradNormOutput)].data<float>();
   return r;
+}
+
+double PipelineTraining::runSchedules(const Tensor &tokens, bool forwards, TensorMap *grads) {
+  TensorMap params;
+  for (const Signature::Slot &p : sig_.params())
+    params.emplace(p.name, state_[p.index]);
+  PipelineSchedule schedule = forwards ? forwardOnly(schedule_) : schedule_;
+  std::vector<InputsAndLabels> microbatches =
+      splitMicrobatches(tokens, schedule_.microbatches * accumulation_);
+  float loss = 0; // the last stage's, on its rank
+  for (int64_t run = 0; run < accumulation_; ++run) {
+    auto first = microbatches.begin() + run * schedule_.microbatches;
+    PipelineStageExecutor executor(
+        *module_, numStages_, params,
+        std::vector<InputsAndLabels>(first, first + schedule_.microbatches));
+    runPipelineSchedule(schedule, pipelineRank_, executor.calls(), grid_, ppAxis_);
+    if (grads)
+      for (const auto &[key, grad] : executor.gradients())
+        (*grads)[key] = run == 0 ? grad : kernels::add(std::move((*grads)[key]), grad);
+    for (const auto &[m, value] : executor.losses())
+      loss += value / float(microbatches.size());
+  }
+  // The loss is the last stage's; its rank shares it.
+  return *grid_.allReduce(scalar(loss), {ppAxis_}, Reduction::Sum).data<float>();
+}
+
+double PipelineTraining::evaluate(const std::vector<Tensor> &batches) {
+  double sum = 0;
+  for (const Tensor &tokens : batches)
+    sum += runSchedules(tokens, true, nullptr);
+  return batches.empty() ? 0.0 : sum / double(batches.size());
 }
 
 TensorMap PipelineTraining::parameters() const {

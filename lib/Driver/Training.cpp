@@ -304,7 +304,6 @@ void Trainer::startPipelined(const std::string &resumeDir) {
            layout_.pp, what);
   };
   refuse(c.compile.enable, "compile.enable");
-  refuse(c.data.validationFraction > 0, "data.validation_fraction (validation)");
   refuse(!c.debug.saveGrads.empty(), "debug.save_grads");
   // The stage functions take one microbatch of the local batch; the
   // schedule runs them.
@@ -684,8 +683,11 @@ func::FuncOp Trainer::rankLoss() {
 // @loss takes one microbatch: a batch's loss is the mean of its
 // microbatches' (each has as many positions).
 double Trainer::evaluate(const std::vector<Tensor> &batches) {
-  if (pipelined_)
-    fail("evaluation under pipeline parallelism is not built yet");
+  if (pipelined_) {
+    for (const Tensor &tokens : batches)
+      checkTokens(tokens);
+    return pipelined_->evaluate(batches);
+  }
   double sum = 0;
   double count = double(batches.size() * microbatches());
   if (!rankLoss()) {

@@ -7,7 +7,8 @@
 // summed between them and both update it alike. Every step's loss and
 // gradient norm (over both ranks' stages) within 1e-5 of the fixture's; each
 // rank's weights after 5 steps within 1e-5 of weights_after_5_steps, and
-// both ranks together hold every tensor of it.
+// both ranks together hold every tensor of it; the evaluated loss (the
+// schedule's forwards alone) before and after, Transformers' within 1e-5.
 #include "kiln/Driver/PipelineTraining.h"
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Driver/ParallelLayout.h"
@@ -50,12 +51,16 @@ void expectFixtureRun(const std::string &schedule) {
 
   nlohmann::json steps = parseJson(readFile(kFixture + "/expected.json"), "expected.json")["steps"];
   Tensor tokens = readTokenBatch(kFixture + "/tokens.json");
+  // Evaluation runs the schedule's forwards alone.
+  EXPECT_NEAR(training.evaluate({tokens}), steps[0]["loss_before_update"].get<double>(), 1e-5);
   for (int k = 0; k < 5; ++k) {
     PipelineTraining::StepResult r = training.step(tokens);
     EXPECT_NEAR(r.loss, steps[k]["loss_before_update"].get<double>(), 1e-5) << "step " << k;
     EXPECT_NEAR(r.gradNorm, steps[k]["grad_norm_before_clipping"].get<double>(), 1e-5)
         << "step " << k;
   }
+  EXPECT_NEAR(training.evaluate({tokens, tokens}), steps[5]["loss_before_update"].get<double>(),
+              1e-5);
   auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
   TensorMap mine = training.parameters();
   EXPECT_FALSE(mine.empty());

@@ -123,6 +123,27 @@ TEST(PipelineScheduleTest, OneFOneBOnTwoStagesWithFourMicrobatches) {
                       "1RECV_F3\n1F3\n1B3\n1SEND_B3\n");
 }
 
+// Evaluation keeps each rank's forwards and the activations they move, in
+// their order, and nothing of the backward.
+TEST(PipelineScheduleTest, ForwardOnlyKeepsTheForwardsInOrder) {
+  PipelineSchedule s = forwardOnly(buildPipelineSchedule(PipelineScheduleKind::OneFOneB, 2, 1, 3));
+  EXPECT_EQ(s.str(0), "0F0\n0SEND_F0\n0F1\n0SEND_F1\n0F2\n0SEND_F2\n");
+  EXPECT_EQ(s.str(1), "1RECV_F0\n1F0\n1RECV_F1\n1F1\n1RECV_F2\n1F2\n");
+  EXPECT_EQ(s.microbatches, 3);
+  PipelineSchedule looped =
+      forwardOnly(buildPipelineSchedule(PipelineScheduleKind::Interleaved1F1B, 2, 2, 2));
+  for (const std::vector<PipelineAction> &actions : looped.ranks) {
+    // 4 forwards (2 stages x 2 microbatches) and 6 transfers: each of the
+    // 3 boundaries a rank's stages touch, once per microbatch.
+    EXPECT_EQ(actions.size(), 10u);
+    for (const PipelineAction &a : actions)
+      EXPECT_TRUE(a.kind == PipelineActionKind::Forward ||
+                  a.kind == PipelineActionKind::SendActivation ||
+                  a.kind == PipelineActionKind::RecvActivation)
+          << a.str();
+  }
+}
+
 TEST(PipelineScheduleTest, GPipeRunsEveryForwardFirst) {
   PipelineSchedule s = buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 2);
   EXPECT_EQ(s.str(0), "0F0\n0SEND_F0\n0F1\n0SEND_F1\n0RECV_B0\n0B0\n0RECV_B1\n0B1\n");

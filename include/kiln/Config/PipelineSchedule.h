@@ -82,6 +82,12 @@ struct PipelineSchedule {
 PipelineSchedule buildPipelineSchedule(PipelineScheduleKind kind, int64_t degree,
                                        int64_t stagesPerRank, int64_t microbatches);
 
+/// `schedule`'s forwards alone, as evaluation runs them: each rank's
+/// forward, send-activation and receive-activation actions in their order
+/// (dropping receives only removes waits, so it runs wherever `schedule`
+/// does).
+PipelineSchedule forwardOnly(const PipelineSchedule &schedule);
+
 /// One action's place in time on its rank.
 struct TimedAction {
   PipelineAction action;

@@ -57,6 +57,11 @@ public:
   /// calls it with the same tokens.
   StepResult step(const Tensor &tokens);
 
+  /// The mean loss of `batches` (each [accumulation x localBatch, seq + 1],
+  /// the mean of its microbatches' losses) at the current weights: the
+  /// schedule's forwards alone (forwardOnly), on every rank of the grid.
+  double evaluate(const std::vector<Tensor> &batches);
+
   /// This rank's parameters by HF key (its stages' only).
   TensorMap parameters() const;
   /// This rank's optimizer state by state name (exp_avg.<key>, ...).
@@ -76,6 +81,12 @@ public:
   mlir::ModuleOp module() { return *module_; }
 
 private:
+  /// Runs the schedule (`forwards`: its forwards alone) on each
+  /// schedule_.microbatches of `tokens`' microbatches in turn; returns the
+  /// mean loss over them all (on every rank) and, with `grads`, sets the
+  /// gradients by key summed over them.
+  double runSchedules(const Tensor &tokens, bool forwards, TensorMap *grads);
+
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp update_;
