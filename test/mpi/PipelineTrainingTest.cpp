@@ -11,9 +11,11 @@
 // schedule's forwards alone) before and after, Transformers' within 1e-5.
 #include "kiln/Driver/PipelineTraining.h"
 #include "kiln/Backend/CPU/Executor.h"
+#include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/PipelineConfig.h"
 #include "kiln/Driver/TrainConfig.h"
+#include "kiln/Driver/Training.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
@@ -88,6 +90,42 @@ void expectFixtureRun(const std::string &schedule) {
 }
 
 } // namespace
+
+// The Trainer runs a PipelineTraining when pipeline_parallel_degree > 1:
+// its steps, its evaluation and its gathered weights and optimizer state
+// (each tensor from the lowest rank holding it, on every rank) are the
+// fixture's, and the gathered weights hold every tensor of the checkpoint.
+TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.hf_path=" + kFixture, "--checkpoint.initial_load_path=" + kFixture,
+           "--checkpoint.initial_load_in_hf=true", "--training.local_batch_size=2",
+           "--training.seq_len=32", "--training.steps=5", "--training.max_norm=1.0",
+           "--optimizer.lr=0.0008", "--optimizer.betas=[0.9,0.95]", "--optimizer.eps=1e-8",
+           "--optimizer.weight_decay=0.1", "--lr_scheduler.warmup_steps=0",
+           "--lr_scheduler.decay_ratio=0", "--parallelism.pipeline_parallel_degree=2"});
+  Trainer trainer(config);
+  nlohmann::json steps = parseJson(readFile(kFixture + "/expected.json"), "expected.json")["steps"];
+  Tensor tokens = readTokenBatch(kFixture + "/tokens.json");
+  EXPECT_NEAR(trainer.evaluate({tokens}), steps[0]["loss_before_update"].get<double>(), 1e-5);
+  for (int k = 0; k < 5; ++k)
+    EXPECT_NEAR(trainer.step(tokens).loss, steps[k]["loss_before_update"].get<double>(), 1e-5);
+  EXPECT_NEAR(trainer.evaluate({tokens}), steps[5]["loss_before_update"].get<double>(), 1e-5);
+  auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
+  TensorMap params = trainer.parameters();
+  EXPECT_EQ(params.size(), want->names().size());
+  for (const std::string &key : want->names()) {
+    ASSERT_TRUE(params.count(key)) << key;
+    Tensor expected = want->get(key);
+    double worst = 0;
+    for (int64_t i = 0; i < expected.numel(); ++i)
+      worst = std::max(worst, std::abs(double(params.at(key).data<float>()[i]) -
+                                       double(expected.data<float>()[i])));
+    EXPECT_LT(worst, 1e-5) << key;
+  }
+  TensorMap state = trainer.optimizerState();
+  EXPECT_EQ(state.size(), 2 * want->names().size());
+  EXPECT_EQ(state.at(expAvgSqName("model.embed_tokens.weight")).shape(), Shape({512, 64}));
+}
 
 TEST(PipelineTraining, OneF1BOverTwoRanksEqualsTransformers) { expectFixtureRun("1F1B"); }
 
