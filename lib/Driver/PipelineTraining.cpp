@@ -110,19 +110,12 @@ PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
   TensorMap grads;
   double loss = runSchedules(tokens, false, &grads);
 
-  // Every rank walks the shared parameters in one (key) order.
   std::vector<Tensor> args = state_;
-  int tag = 0;
   for (const Signature::Slot &g : sig.grads()) {
     auto it = grads.find(g.name);
     if (it == grads.end())
       fail("pipeline rank {}: its stages computed no gradient of '{}'", pipelineRank_, g.name);
     args[g.index] = it->second;
-  }
-  for (const auto &[key, holders] : shared_) {
-    unsigned index = *sig.argument(kGradAttr, key);
-    args[index] =
-        sumOverPipelineRanks(std::move(args[index]), holders, pipelineRank_, grid_, ppAxis_, tag++);
   }
   std::vector<Tensor> results = runFunction(update_, std::move(args), nullptr, execution_);
 
@@ -159,6 +152,11 @@ double PipelineTraining::runSchedules(const Tensor &tokens, bool forwards, Tenso
     for (const auto &[m, value] : executor.losses())
       loss += value / float(microbatches.size());
   }
+  // Every rank walks the shared parameters in one (key) order.
+  int tag = 0;
+  for (const auto &[key, holders] : grads ? shared_ : decltype(shared_)())
+    (*grads)[key] = sumOverPipelineRanks(std::move((*grads)[key]), holders, pipelineRank_, grid_,
+                                         ppAxis_, tag++);
   // The loss is the last stage's; its rank shares it.
   return *grid_.allReduce(scalar(loss), {ppAxis_}, Reduction::Sum).data<float>();
 }
@@ -184,8 +182,26 @@ TensorMap PipelineTraining::optimizerState() const {
   return state;
 }
 
+TensorMap PipelineTraining::gradients(const Tensor &tokens) {
+  TensorMap grads;
+  runSchedules(tokens, false, &grads);
+  // The sum over the step's microbatches of each one's mean-loss gradient.
+  float n = float(schedule_.microbatches * accumulation_);
+  for (auto &[key, grad] : grads) {
+    Tensor mean(DType::F32, grad.shape());
+    for (int64_t i = 0; i < grad.numel(); ++i)
+      mean.mutableData<float>()[i] = grad.data<float>()[i] / n;
+    grad = std::move(mean);
+  }
+  return gatheredFrom(grads, false);
+}
+
 TensorMap PipelineTraining::gathered(bool optimizer) const {
-  TensorMap mine = optimizer ? optimizerState() : parameters(), whole;
+  return gatheredFrom(optimizer ? optimizerState() : parameters(), optimizer);
+}
+
+TensorMap PipelineTraining::gatheredFrom(const TensorMap &mine, bool optimizer) const {
+  TensorMap whole;
   // In key order on every rank; the owner's tensor summed with zeros.
   for (const auto &[key, owner] : owners_) {
     std::vector<std::string> names = {key};

@@ -304,7 +304,6 @@ void Trainer::startPipelined(const std::string &resumeDir) {
            layout_.pp, what);
   };
   refuse(c.compile.enable, "compile.enable");
-  refuse(!c.debug.saveGrads.empty(), "debug.save_grads");
   // The stage functions take one microbatch of the local batch; the
   // schedule runs them.
   pipeline_ = pipelineOptions(c, model_, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
@@ -721,8 +720,10 @@ double Trainer::evaluate(const std::vector<Tensor> &batches) {
 }
 
 TensorMap Trainer::gradients(const Tensor &tokens) {
-  if (pipelined_)
-    fail("the gradients of a step under pipeline parallelism are not gathered yet");
+  if (pipelined_) {
+    checkTokens(tokens);
+    return unstackTensors(pipelined_->gradients(tokens));
+  }
   // The mean of the microbatches' gradients, as a step accumulates them.
   TensorMap params = parameterState(), grads;
   std::vector<InputsAndLabels> parts = microbatchesOf(tokens);

@@ -89,10 +89,27 @@ void expectFixtureRun(const std::string &schedule) {
   EXPECT_EQ(total, int64_t(want->names().size()));
 }
 
+/// `got` holds every tensor of the fixture's `file` and nothing else, each
+/// within `tolerance` of it.
+void expectWithin(const TensorMap &got, const std::string &file, double tolerance) {
+  auto want = SafeTensorsFile::open(kFixture + "/" + file);
+  EXPECT_EQ(got.size(), want->names().size()) << file;
+  for (const std::string &key : want->names()) {
+    ASSERT_TRUE(got.count(key)) << file << ": " << key;
+    Tensor expected = want->get(key);
+    double worst = 0;
+    for (int64_t i = 0; i < expected.numel(); ++i)
+      worst = std::max(worst, std::abs(double(got.at(key).data<float>()[i]) -
+                                       double(expected.data<float>()[i])));
+    EXPECT_LT(worst, tolerance) << file << ": " << key;
+  }
+}
+
 } // namespace
 
 // The Trainer runs a PipelineTraining when pipeline_parallel_degree > 1:
-// its steps, its evaluation and its gathered weights and optimizer state
+// its first gradients (within 1e-6, as TrainingTest holds one rank's), its
+// steps, its evaluation and its gathered weights and optimizer state
 // (each tensor from the lowest rank holding it, on every rank) are the
 // fixture's, and the gathered weights hold every tensor of the checkpoint.
 TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
@@ -107,23 +124,14 @@ TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
   nlohmann::json steps = parseJson(readFile(kFixture + "/expected.json"), "expected.json")["steps"];
   Tensor tokens = readTokenBatch(kFixture + "/tokens.json");
   EXPECT_NEAR(trainer.evaluate({tokens}), steps[0]["loss_before_update"].get<double>(), 1e-5);
+  // Transformers' gradients of the first step, gathered whole on every rank.
+  expectWithin(trainer.gradients(tokens), "grads_step0.safetensors", 1e-6);
   for (int k = 0; k < 5; ++k)
     EXPECT_NEAR(trainer.step(tokens).loss, steps[k]["loss_before_update"].get<double>(), 1e-5);
   EXPECT_NEAR(trainer.evaluate({tokens}), steps[5]["loss_before_update"].get<double>(), 1e-5);
-  auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
-  TensorMap params = trainer.parameters();
-  EXPECT_EQ(params.size(), want->names().size());
-  for (const std::string &key : want->names()) {
-    ASSERT_TRUE(params.count(key)) << key;
-    Tensor expected = want->get(key);
-    double worst = 0;
-    for (int64_t i = 0; i < expected.numel(); ++i)
-      worst = std::max(worst, std::abs(double(params.at(key).data<float>()[i]) -
-                                       double(expected.data<float>()[i])));
-    EXPECT_LT(worst, 1e-5) << key;
-  }
+  expectWithin(trainer.parameters(), "weights_after_5_steps.safetensors", 1e-5);
   TensorMap state = trainer.optimizerState();
-  EXPECT_EQ(state.size(), 2 * want->names().size());
+  EXPECT_EQ(state.size(), 2 * trainer.parameters().size());
   EXPECT_EQ(state.at(expAvgSqName("model.embed_tokens.weight")).shape(), Shape({512, 64}));
 }
 

@@ -70,6 +70,9 @@ public:
   /// by name, whole, on every rank: each from the lowest pipeline rank
   /// holding it (every rank must call it).
   TensorMap gathered(bool optimizer) const;
+  /// Every parameter's unclipped gradient of the mean loss of `tokens` at
+  /// the current weights, by key, whole, on every rank.
+  TensorMap gradients(const Tensor &tokens);
   /// Replaces this rank's moments with `file`'s (whole tensors, as
   /// gathered(true) returns them) and the update count with `step`. Throws
   /// kiln::Error naming the file and the tensor if one of the model's is
@@ -83,9 +86,13 @@ public:
 private:
   /// Runs the schedule (`forwards`: its forwards alone) on each
   /// schedule_.microbatches of `tokens`' microbatches in turn; returns the
-  /// mean loss over them all (on every rank) and, with `grads`, sets the
-  /// gradients by key summed over them.
+  /// mean loss over them all (on every rank) and, with `grads`, sets this
+  /// rank's gradients by key summed over them (and over the ranks sharing a
+  /// parameter).
   double runSchedules(const Tensor &tokens, bool forwards, TensorMap *grads);
+  /// `mine` (this rank's tensors by name: parameters, gradients, or with
+  /// `optimizer` moments) whole on every rank, each from its lowest holder.
+  TensorMap gatheredFrom(const TensorMap &mine, bool optimizer) const;
 
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
