@@ -146,7 +146,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerToHloStep(mlir::ModuleOp captured,
   // A CPU-only kernel (chunked_cross_entropy) is a custom call compiled mode
   // runs.
   options.cpuKernelCalls = true;
-  runKilnPipeline(*copy, options, PipelineStage::Hlo, PipelineStage::PerRank,
+  runKilnPipeline(*copy, options, LoweringStage::Hlo, LoweringStage::PerRank,
                   "compiled mode: lowering @train_step of " + what + " to HLO failed");
   return extractHloStep(*copy);
 }
@@ -206,7 +206,7 @@ lowerAndCompile(mlir::ModuleOp hloStep, const std::string &what, FunctionSignatu
   KilnPipelineOptions options;
   options.hostAllocator = true;
   options.parallelLoopWork = kParallelLoopWork;
-  runKilnPipeline(hloStep, options, PipelineStage::Llvm, PipelineStage::Hlo,
+  runKilnPipeline(hloStep, options, LoweringStage::Llvm, LoweringStage::Hlo,
                   "compiled mode: lowering @train_step of " + what + " failed");
   if (lowerSeconds)
     *lowerSeconds =

@@ -343,7 +343,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
 
   t = Clock::now();
   phase("lowering the step to HLO");
-  runKilnPipeline(*module, *options, PipelineStage::Hlo, PipelineStage::PerRank,
+  runKilnPipeline(*module, *options, LoweringStage::Hlo, LoweringStage::PerRank,
                   "lowering @train_step of " + model.name + " to HLO failed");
   double lowerSeconds = secondsSince(t);
 

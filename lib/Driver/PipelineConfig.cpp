@@ -63,8 +63,8 @@ double learningRateAt(const KilnPipelineOptions &o, int64_t step) {
                          o.minLrFactor);
 }
 
-void runKilnPipeline(mlir::ModuleOp module, const KilnPipelineOptions &options, PipelineStage to,
-                     PipelineStage from, const std::string &what) {
+void runKilnPipeline(mlir::ModuleOp module, const KilnPipelineOptions &options, LoweringStage to,
+                     LoweringStage from, const std::string &what) {
   // The override rules name kernels: their specs must be registered first.
   if (options.hasKernelRules())
     registerCustomKernels();

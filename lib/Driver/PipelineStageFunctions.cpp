@@ -21,7 +21,7 @@ mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &conte
                                                         const ParallelLayout &layout, int64_t seq,
                                                         const KilnPipelineOptions &options) {
   auto module = captureTrainingStep(context, model, {layout.microbatchSize, seq}, options,
-                                    PipelineStage::Forward);
+                                    LoweringStage::Forward);
   mlir::PassManager pm(&context);
   std::vector<std::string> starts;
   for (int64_t s = 1; s < layout.stages.numStages(); ++s)

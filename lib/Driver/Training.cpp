@@ -37,16 +37,15 @@ namespace kiln {
 
 OwningOpRef<ModuleOp> captureTrainingStep(MLIRContext &context, const Qwen3Config &model,
                                           const CaptureOptions &shape,
-                                          const KilnPipelineOptions &options,
-                                          PipelineStage stage) {
+                                          const KilnPipelineOptions &options, LoweringStage stage) {
   OwningOpRef<ModuleOp> module;
   {
     TimingScope frontend =
         options.timing ? options.timing->nest("capture (frontend)") : TimingScope();
     module = captureQwen3(context, model, shape);
   }
-  runKilnPipeline(*module, options, stage, PipelineStage::Captured,
-                  (stage == PipelineStage::Forward ? "substituting the kernels of "
+  runKilnPipeline(*module, options, stage, LoweringStage::Captured,
+                  (stage == LoweringStage::Forward ? "substituting the kernels of "
                                                    : "building the training step of ") +
                       model.name + " failed");
   return module;

@@ -224,8 +224,8 @@ void registerCompiledModeInterfaces(DialectRegistry &registry) {
   bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);
 }
 
-void buildKilnPipeline(OpPassManager &pm, const KilnPipelineOptions &options, PipelineStage to,
-                       PipelineStage from) {
+void buildKilnPipeline(OpPassManager &pm, const KilnPipelineOptions &options, LoweringStage to,
+                       LoweringStage from) {
   using Builder = void (*)(OpPassManager &, const KilnPipelineOptions &);
   // Step i takes a program from stage i to stage i + 1.
   static constexpr Builder steps[] = {buildForwardPipeline, buildPerRankPipeline,
@@ -291,28 +291,28 @@ void registerKilnPassesAndPipelines() {
   registerUpstreamLoweringPasses();
   struct Registration {
     const char *name, *description;
-    PipelineStage from, to;
+    LoweringStage from, to;
   };
   for (const Registration &r :
        {Registration{"kiln-training",
                      "@loss to the per-rank @train_step: kiln-expert-dispatch ... kiln-partition, "
                      "as the options (named after the run config) call for them",
-                     PipelineStage::Captured, PipelineStage::PerRank},
+                     LoweringStage::Captured, LoweringStage::PerRank},
         Registration{"kiln-to-hlo", "@loss to the hlo module kiln compile exports",
-                     PipelineStage::Captured, PipelineStage::Hlo},
+                     LoweringStage::Captured, LoweringStage::Hlo},
         Registration{"kiln-per-rank-to-hlo",
                      "A per-rank @train_step to the hlo module: kiln-lower-to-hlo, "
                      "kiln-hlo-sink-converts (bf16), kiln-hlo-narrow-int64, cse",
-                     PipelineStage::PerRank, PipelineStage::Hlo},
+                     LoweringStage::PerRank, LoweringStage::Hlo},
         Registration{"kiln-hlo-to-linalg",
                      "An hlo module of one @train_step to fused linalg on tensors: "
                      "kiln-convert-hlo-to-linalg, kiln-fuse-elementwise",
-                     PipelineStage::Hlo, PipelineStage::Linalg},
+                     LoweringStage::Hlo, LoweringStage::Linalg},
         Registration{"kiln-hlo-to-llvm",
                      "An hlo module of one @train_step to the LLVM dialect compiled mode JITs: "
                      "kiln-convert-hlo-to-linalg, one-shot-bufferize, ..., "
                      "reconcile-unrealized-casts",
-                     PipelineStage::Hlo, PipelineStage::Llvm}})
+                     LoweringStage::Hlo, LoweringStage::Llvm}})
     // PassPipelineRegistration's, with the options checked: a bad value is
     // the pipeline's parse error, naming the option.
     registerPassPipeline(

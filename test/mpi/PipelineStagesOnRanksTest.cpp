@@ -34,7 +34,7 @@ std::pair<float, TensorMap> wholeBatchGradients(const Qwen3Config &model,
   mlir::MLIRContext context;
   auto module =
       captureTrainingStep(context, model, {batch.inputIds.shape()[0], batch.inputIds.shape()[1]},
-                          KilnPipelineOptions(), PipelineStage::Forward);
+                          KilnPipelineOptions(), LoweringStage::Forward);
   mlir::PassManager pm(&context);
   pm.addPass(createAutodiff());
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));

@@ -219,7 +219,7 @@ TEST(HloEvaluatorTest, AllToAllLoweringFollowsTheShardOp) {
                                                                                      &context);
   ASSERT_TRUE(module);
   mlir::PassManager pm(&context);
-  buildKilnPipeline(pm, KilnPipelineOptions(), PipelineStage::Hlo, PipelineStage::PerRank);
+  buildKilnPipeline(pm, KilnPipelineOptions(), LoweringStage::Hlo, LoweringStage::PerRank);
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
   mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");
   ASSERT_TRUE(mlir::succeeded(proto));

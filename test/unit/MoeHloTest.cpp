@@ -93,7 +93,7 @@ lowerAndEvaluate(const std::string &text, std::vector<std::vector<neuron::HloArr
   if (!module)
     ADD_FAILURE() << "the test module does not parse";
   mlir::PassManager pm(&context);
-  buildKilnPipeline(pm, KilnPipelineOptions(), PipelineStage::Hlo, PipelineStage::PerRank);
+  buildKilnPipeline(pm, KilnPipelineOptions(), LoweringStage::Hlo, LoweringStage::PerRank);
   if (!module || mlir::failed(pm.run(*module)))
     return {};
   mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");

@@ -79,7 +79,7 @@ void expectStagesComposeToWholeGradient(const std::string &fixture,
   int64_t batch = data.inputIds.shape()[0], seq = data.inputIds.shape()[1];
   mlir::MLIRContext context;
   auto module = captureTrainingStep(context, model, {batch, seq}, KilnPipelineOptions(),
-                                    PipelineStage::Forward);
+                                    LoweringStage::Forward);
   mlir::PassManager pm(&context);
   KilnPipelineOptions options;
   options.paramDtype = param;

@@ -243,7 +243,7 @@ int runCapture(const std::vector<std::string> &allArgs) {
     module = captureTrainingStep(context, config, capture, *pipelineOptions(train, config, &layout));
   } else {
     module = captureTrainingStep(context, config, capture, *pipelineOptions(train, config, nullptr),
-                                 PipelineStage::Forward);
+                                 LoweringStage::Forward);
   }
   int64_t rank = rankOption ? std::stoll(*rankOption) : 0;
   if (rank < 0 || rank >= layout.worldSize())

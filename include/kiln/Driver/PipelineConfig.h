@@ -34,8 +34,8 @@ double learningRateAt(const KilnPipelineOptions &options, int64_t step);
 
 /// Runs the pipeline from stage `from` to `to` on `module`; throws kiln::Error
 /// "<what>:" with the diagnostics if a pass fails.
-void runKilnPipeline(mlir::ModuleOp module, const KilnPipelineOptions &options,
-                     PipelineStage to, PipelineStage from, const std::string &what);
+void runKilnPipeline(mlir::ModuleOp module, const KilnPipelineOptions &options, LoweringStage to,
+                     LoweringStage from, const std::string &what);
 
 } // namespace kiln
 

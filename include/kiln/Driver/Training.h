@@ -44,10 +44,11 @@ ParallelLayout resolveRunLayout(TrainConfig &config, const Qwen3Config &model,
 /// (PerRank: + @loss_grad and the per-rank @train_step; Forward: the @loss
 /// with its kernels substituted). Throws kiln::Error with the diagnostics if
 /// a pass fails.
-mlir::OwningOpRef<mlir::ModuleOp>
-captureTrainingStep(mlir::MLIRContext &context, const Qwen3Config &model,
-                    const CaptureOptions &shape, const KilnPipelineOptions &options,
-                    PipelineStage stage = PipelineStage::PerRank);
+mlir::OwningOpRef<mlir::ModuleOp> captureTrainingStep(mlir::MLIRContext &context,
+                                                      const Qwen3Config &model,
+                                                      const CaptureOptions &shape,
+                                                      const KilnPipelineOptions &options,
+                                                      LoweringStage stage = LoweringStage::PerRank);
 
 /// The per-rank program of `module`'s forward-only @loss under `layout`
 /// (kiln-shard and kiln-partition on a copy, in a module of its own): its

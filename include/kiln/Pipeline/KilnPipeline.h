@@ -36,7 +36,9 @@ class OpPassManager;
 
 namespace kiln {
 
-enum class PipelineStage { Captured, Forward, PerRank, Hlo, Linalg, Llvm };
+/// Where a program stands on the way from capture to native code (not a
+/// pipeline-parallel stage: those are PipelineStages, Config/).
+enum class LoweringStage { Captured, Forward, PerRank, Hlo, Linalg, Llvm };
 
 /// The options of every pass of the pipeline, named as the run config names
 /// them. Defaults: torchtitan's, one rank, float32, no kernels.
@@ -159,7 +161,7 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
 /// the driver's runKilnPipeline and kiln-opt do it), so this library does
 /// not link the kernels' CPU implementations.
 void buildKilnPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
-                       PipelineStage to, PipelineStage from = PipelineStage::Captured);
+                       LoweringStage to, LoweringStage from = LoweringStage::Captured);
 
 /// The bufferization models of the upstream dialects the Llvm stage
 /// bufferizes; a context that runs that stage needs them.
