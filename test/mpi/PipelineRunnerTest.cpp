@@ -95,3 +95,27 @@ TEST(PipelineRunner, SchedulesRunOnFourPipelineRanks) {
   runToy(buildPipelineSchedule(PipelineScheduleKind::Interleaved1F1B, 4, 2, 8), grid);
   runToy(buildPipelineSchedule(PipelineScheduleKind::GPipe, 4, 1, 3), grid);
 }
+
+// A tensor shared by some pipeline ranks (a tied table's gradient) is summed
+// among them alone, in rank order, and every holder gets the same sum; a rank
+// not among the holders, or a non-f32 tensor, is refused before any message.
+TEST(PipelineRunner, SumsOverTheHoldingPipelineRanks) {
+  DeviceGrid grid({"pp"}, {4});
+  int64_t me = grid.coordinates()[0];
+  std::vector<int64_t> holders = {0, 3};
+  if (me == 0 || me == 3) {
+    Tensor mine(DType::F32, {3});
+    for (int64_t i = 0; i < 3; ++i)
+      mine.mutableData<float>()[i] = float(10 * me + i);
+    Tensor sum = sumOverPipelineRanks(mine, holders, me, grid, 0, 7);
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_EQ(sum.data<float>()[i], float(30 + 2 * i)); // 0 + i and 30 + i
+  }
+  EXPECT_THROW(sumOverPipelineRanks(Tensor(DType::F32, {1}), {0, 3}, me == 1 ? 1 : 2, grid, 0, 8),
+               Error);
+  EXPECT_THROW(sumOverPipelineRanks(Tensor(DType::I64, {1}), {me}, me, grid, 0, 9), Error);
+  // A single holder keeps its tensor.
+  Tensor alone(DType::F32, {1});
+  alone.mutableData<float>()[0] = 5;
+  EXPECT_EQ(sumOverPipelineRanks(alone, {me}, me, grid, 0, 10).data<float>()[0], 5.0f);
+}

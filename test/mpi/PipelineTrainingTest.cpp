@@ -24,7 +24,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
 #include <fstream>
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -133,6 +136,24 @@ TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
   TensorMap state = trainer.optimizerState();
   EXPECT_EQ(state.size(), 2 * trainer.parameters().size());
   EXPECT_EQ(state.at(expAvgSqName("model.embed_tokens.weight")).shape(), Shape({512, 64}));
+  // Each rank restores its moments from the whole state; a file missing one
+  // (of another rank's stage too) is refused by name on every rank.
+  std::string path =
+      fmt::format("/tmp/kiln-pp-state-{}-{}.safetensors", ::getpid(), MpiWorld::get().rank());
+  writeSafeTensors(path, state);
+  trainer.restoreOptimizerState(*SafeTensorsFile::open(path), 5);
+  EXPECT_EQ(trainer.updatesDone(), 5);
+  state.erase(expAvgName("model.norm.weight"));
+  writeSafeTensors(path, state);
+  try {
+    trainer.restoreOptimizerState(*SafeTensorsFile::open(path), 5);
+    ADD_FAILURE() << "a missing moment was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("missing optimizer state 'exp_avg.model.norm.weight'"),
+              std::string::npos)
+        << e.what();
+  }
+  std::remove(path.c_str());
 }
 
 TEST(PipelineTraining, OneF1BOverTwoRanksEqualsTransformers) { expectFixtureRun("1F1B"); }
