@@ -72,6 +72,9 @@ std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numSt
     for (unsigned i = 0; i < backward.getNumArguments(); ++i)
       if (backward.getArgAttr(i, kTransferAttr))
         footprints[s].residualBytes += bytesOf(backward.getArgumentTypes()[i]);
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (auto key = forward.getArgAttrOfType<mlir::StringAttr>(i, kParamAttr))
+        footprints[s].parameterBytes[key.str()] = bytesOf(forward.getArgumentTypes()[i]);
   }
   return footprints;
 }

@@ -116,11 +116,10 @@ std::string rankHeader(const ParallelLayout &layout, int64_t rank) {
   return text + " (every rank runs this program on its own slices)\n";
 }
 
-/// `--dump-ranks` under pipeline parallelism: the stages, what crosses them
-/// and what each keeps per microbatch, each rank's schedule (its pipeline
-/// rank's actions) and its stages' forward and backward functions, into
-/// `folder`. The per-rank step that runs them is not built yet
-/// (docs/parallelism.md).
+/// `--dump-ranks` under pipeline parallelism: the stages, their parameters,
+/// what crosses them and what each keeps per microbatch, what each pipeline
+/// rank holds at its peak, each rank's schedule (its pipeline rank's
+/// actions) and its stages' forward and backward functions, into `folder`.
 int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const ParallelLayout &layout,
                  int64_t localBatchSize, int64_t seq, const KilnPipelineOptions &options,
                  const std::string &folder) {
@@ -134,11 +133,19 @@ int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const Par
                   layout.stages.numStages(), layout.stages.stagesPerRank, wordOf(schedule.kind),
                   schedule.microbatches, layout.microbatchSize);
   std::vector<int64_t> residualBytes;
+  // Each pipeline rank's parameters (a tied table once per rank).
+  std::vector<std::map<std::string, int64_t>> rankParameters(layout.pp);
   for (int64_t s = 0; s < layout.stages.numStages(); ++s) {
+    int64_t parameterBytes = 0;
+    for (const auto &[key, bytes] : footprints[s].parameterBytes) {
+      parameterBytes += bytes;
+      rankParameters[layout.stages.rankOf(s)][key] = bytes;
+    }
     summary += fmt::format("  stage {} on pp rank {}: {}\n", s, layout.stages.rankOf(s),
                            fmt::join(layout.stages.modules[s], " "));
-    summary += fmt::format("    per microbatch: sends {} bytes, keeps {} bytes for its backward\n",
-                           footprints[s].sentBytes, footprints[s].residualBytes);
+    summary += fmt::format("    parameters {} bytes; per microbatch: sends {} bytes, keeps {} "
+                           "bytes for its backward\n",
+                           parameterBytes, footprints[s].sentBytes, footprints[s].residualBytes);
     residualBytes.push_back(footprints[s].residualBytes);
   }
   // A backward costs about two forwards; transfers are not timed here.
@@ -146,8 +153,21 @@ int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const Par
   summary += fmt::format("bubble with backward = 2 x forward: {:.1f}% of the step; microbatches "
                          "in flight at the peak, per pp rank: {}\n",
                          100 * timeline.bubbleFraction, fmt::join(timeline.peakInFlight, " "));
-  summary += fmt::format("activations kept at the peak, per pp rank (bytes): {}\n",
-                         fmt::join(peakHeldBytes(schedule, residualBytes), " "));
+  std::vector<int64_t> held = peakHeldBytes(schedule, residualBytes), state, total;
+  for (int64_t r = 0; r < layout.pp; ++r) {
+    int64_t bytes = 0;
+    for (const auto &[key, b] : rankParameters[r])
+      bytes += b;
+    // The parameters, their summed gradients and the two AdamW moments.
+    state.push_back(4 * bytes);
+    total.push_back(state.back() + held[r]);
+  }
+  summary +=
+      fmt::format("activations kept at the peak, per pp rank (bytes): {}\n", fmt::join(held, " "));
+  summary += fmt::format("parameters, gradients and AdamW moments per pp rank (bytes): {}\n"
+                         "held at the peak per pp rank, before the running stage's own "
+                         "temporaries (bytes): {}\n",
+                         fmt::join(state, " "), fmt::join(total, " "));
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec)

@@ -16,6 +16,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <map>
+#include <string>
+
 namespace kiln {
 
 /// `@loss_stage<s>`, `_forward` and `_backward` of every stage of `layout`
@@ -35,9 +38,12 @@ mlir::func::FuncOp stageFunction(mlir::ModuleOp module, int64_t stage, llvm::Str
 /// Per stage, per microbatch: the bytes its forward sends to the next stage
 /// (its kiln.transfer results; 0 for the last) and keeps for its backward
 /// (its kiln.residual results, a view and its source counted once, and the
-/// received activations the backward reads), at the captured types.
+/// received activations the backward reads), at the captured types; and
+/// the bytes of each parameter it reads, by HF key (a tied table in both
+/// its stages).
 struct StageFootprint {
   int64_t sentBytes = 0, residualBytes = 0;
+  std::map<std::string, int64_t> parameterBytes;
 };
 std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numStages);
 
