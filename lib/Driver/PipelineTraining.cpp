@@ -6,6 +6,7 @@
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Driver/PipelineStageExecutor.h"
 #include "kiln/Driver/PipelineStageFunctions.h"
+#include "kiln/Driver/Training.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/TokenBatch.h"
@@ -217,24 +218,13 @@ TensorMap PipelineTraining::gatheredFrom(const TensorMap &mine, bool optimizer) 
 }
 
 void PipelineTraining::restoreOptimizerState(const SafeTensorsFile &file, int64_t step) {
-  if (step < 0)
-    fail("{}: the update count must be >= 0, got {}", file.path(), step);
-  std::set<std::string> expected;
+  // Every stage's moments, checked whole first: the state changes all at
+  // once or not at all.
+  std::map<std::string, Shape> expected;
   for (const auto &[key, owner] : owners_)
-    for (const std::string &name : {expAvgName(key), expAvgSqName(key)}) {
-      expected.insert(name);
-      if (!file.contains(name))
-        fail("{}: missing optimizer state '{}'", file.path(), name);
-      Tensor stored = file.get(name);
-      Shape shape = shapeOf(owner.second);
-      if (stored.dtype() != DType::F32 || stored.shape() != shape)
-        fail("{}: optimizer state '{}' is {} {}, but this model needs F32 {}", file.path(), name,
-             dtypeName(stored.dtype()), shapeToString(stored.shape()), shapeToString(shape));
-    }
-  for (const std::string &name : file.names())
-    if (!expected.count(name))
-      fail("{}: optimizer state '{}' belongs to no parameter of this model", file.path(), name);
-  // Checked whole first: the state changes all at once or not at all.
+    for (const std::string &name : {expAvgName(key), expAvgSqName(key)})
+      expected[name] = shapeOf(owner.second);
+  checkOptimizerStateFile(file, step, expected);
   for (const Signature::Slot &s : sig_.state())
     state_[s.index] = s.name == kStepState ? Tensor(DType::I64, {})
                                            : file.get(s.name).to(DType::F32); // an owned copy

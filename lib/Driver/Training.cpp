@@ -774,6 +774,23 @@ TensorMap Trainer::optimizerState() const {
   return state;
 }
 
+void checkOptimizerStateFile(const SafeTensorsFile &file, int64_t step,
+                             const std::map<std::string, Shape> &expected) {
+  if (step < 0)
+    fail("{}: the update count must be >= 0, got {}", file.path(), step);
+  for (const auto &[name, shape] : expected) {
+    if (!file.contains(name))
+      fail("{}: missing optimizer state '{}'", file.path(), name);
+    Tensor stored = file.get(name);
+    if (stored.dtype() != DType::F32 || stored.shape() != shape)
+      fail("{}: optimizer state '{}' is {} {}, but this model needs F32 {}", file.path(), name,
+           dtypeName(stored.dtype()), shapeToString(stored.shape()), shapeToString(shape));
+  }
+  for (const std::string &name : file.names())
+    if (!expected.count(name))
+      fail("{}: optimizer state '{}' belongs to no parameter of this model", file.path(), name);
+}
+
 void Trainer::restoreOptimizerState(const SafeTensorsFile &file, int64_t step) {
   checkState();
   if (pipelined_) {
@@ -781,25 +798,15 @@ void Trainer::restoreOptimizerState(const SafeTensorsFile &file, int64_t step) {
     updates_ = step;
     return;
   }
-  if (step < 0)
-    fail("{}: the update count must be >= 0, got {}", file.path(), step);
-  std::set<std::string> expected;
+  std::map<std::string, Shape> expected;
+  forEachOptimizerState(
+      [&](const std::string &name, unsigned arg) { expected[name] = globalShapes_.at(arg); });
+  checkOptimizerStateFile(file, step, expected);
   std::vector<Tensor> restored = state_; // all or nothing: state_ changes only at the end
   forEachOptimizerState([&](const std::string &name, unsigned arg) {
-    expected.insert(name);
-    if (!file.contains(name))
-      fail("{}: missing optimizer state '{}'", file.path(), name);
-    Tensor stored = file.get(name);
-    const Shape &whole = globalShapes_.at(arg);
-    if (stored.dtype() != DType::F32 || stored.shape() != whole)
-      fail("{}: optimizer state '{}' is {} {}, but this model needs F32 {}", file.path(), name,
-           dtypeName(stored.dtype()), shapeToString(stored.shape()), shapeToString(whole));
     // An owned copy: the run must not depend on the file staying unchanged.
-    restored[arg] = localSlice(stored.to(DType::F32), arg);
+    restored[arg] = localSlice(file.get(name).to(DType::F32), arg);
   });
-  for (const std::string &name : file.names())
-    if (!expected.count(name))
-      fail("{}: optimizer state '{}' belongs to no parameter of this model", file.path(), name);
   restored[signature_.stepArg] = scalarStep(step);
   state_ = std::move(restored);
   updates_ = step;

@@ -64,6 +64,13 @@ TensorMap initialParameters(const Qwen3Config &model, uint64_t seed);
 /// One tensor of initialParameters, drawn alone (each key has its own stream).
 Tensor initialParameter(const Qwen3Parameter &parameter, uint64_t seed);
 
+/// Throws kiln::Error naming `file` and the tensor unless it holds exactly
+/// the optimizer state `expected` (whole shapes by state name), each F32,
+/// and `step` is >= 0: a checkpoint's optimizer state, checked before any of
+/// it is restored.
+void checkOptimizerStateFile(const SafeTensorsFile &file, int64_t step,
+                             const std::map<std::string, Shape> &expected);
+
 struct StepMetrics {
   int64_t step = 0; ///< 1-based; step 1's loss is at the initial weights
   double loss = 0, gradNorm = 0, lr = 0;
