@@ -61,11 +61,20 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
       accumulation_(accumulation), schedule_(layout.pipelineSchedule(localBatch)) {
   if (ppAxis != 0 || grid.shape().empty() || grid.shape()[0] != layout.pp)
     fail("pipeline training: the grid's first axis must be the pipeline's {} ranks", layout.pp);
-  for (size_t a = 1; a < grid.shape().size(); ++a)
-    if (grid.shape()[a] != 1)
+  // Replicas of the whole pipeline (dp_replicate) each take their rows;
+  // stages do not partition over the other axes yet.
+  for (size_t a = 1; a < grid.shape().size(); ++a) {
+    if (grid.shape()[a] == 1)
+      continue;
+    if (grid.axisNames()[a] != "dp_replicate")
       fail("pipeline training: grid axis '{}' has {} ranks, but stages do not yet partition "
-           "over other axes than 'pp' (FSDP, TP and EP inside a stage are not built)",
+           "over it (FSDP, TP and EP inside a stage are not built; replicas of the pipeline "
+           "are data_parallel_replicate_degree)",
            grid.axisNames()[a], grid.shape()[a]);
+    replicaAxes_.push_back(int16_t(a));
+    replicas_ *= grid.shape()[a];
+    replica_ = replica_ * grid.shape()[a] + grid.coordinates()[a];
+  }
   pipelineRank_ = grid.coordinates()[ppAxis];
   execution_.grid = &grid;
   execution_.rank = grid.rank();
@@ -80,8 +89,9 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
   llvm::SmallVector<llvm::StringRef> axes(grid.axisNames().begin(), grid.axisNames().end());
   (*module_)->setAttr(kGridAxesAttr, b.getStrArrayAttr(axes));
   mlir::PassManager pm(&context_);
-  buildPipelineUpdatePipeline(pm, options, schedule_.microbatches * accumulation_, layout.pp,
-                              pipelineRank_);
+  buildPipelineUpdatePipeline(pm, options, schedule_.microbatches * accumulation_ * replicas_,
+                              layout.pp, pipelineRank_,
+                              std::vector<int64_t>(replicaAxes_.begin(), replicaAxes_.end()));
   succeedOrFail(context_, "pipeline rank " + std::to_string(pipelineRank_) + "'s update",
                 [&] { return pm.run(*module_); });
   update_ = module_->lookupSymbol<mlir::func::FuncOp>("train_step");
@@ -138,11 +148,14 @@ double PipelineTraining::runSchedules(const Tensor &tokens, bool forwards, Tenso
   for (const Signature::Slot &p : sig_.params())
     params.emplace(p.name, state_[p.index]);
   PipelineSchedule schedule = forwards ? forwardOnly(schedule_) : schedule_;
+  // Each schedule run's rows split over the replicas, as one rank's
+  // accumulated step splits each microbatch over its data-parallel ranks.
+  int64_t m = schedule_.microbatches;
   std::vector<InputsAndLabels> microbatches =
-      splitMicrobatches(tokens, schedule_.microbatches * accumulation_);
+      splitMicrobatches(tokens, m * accumulation_ * replicas_);
   float loss = 0; // the last stage's, on its rank
   for (int64_t run = 0; run < accumulation_; ++run) {
-    auto first = microbatches.begin() + run * schedule_.microbatches;
+    auto first = microbatches.begin() + (run * replicas_ + replica_) * m;
     PipelineStageExecutor executor(
         *module_, numStages_, params,
         std::vector<InputsAndLabels>(first, first + schedule_.microbatches));
@@ -158,8 +171,11 @@ double PipelineTraining::runSchedules(const Tensor &tokens, bool forwards, Tenso
   for (const auto &[key, holders] : grads ? shared_ : decltype(shared_)())
     (*grads)[key] = sumOverPipelineRanks(std::move((*grads)[key]), holders, pipelineRank_, grid_,
                                          ppAxis_, tag++);
-  // The loss is the last stage's; its rank shares it.
-  return *grid_.allReduce(scalar(loss), {ppAxis_}, Reduction::Sum).data<float>();
+  // The loss is the last stage's; its rank shares it, and the replicas
+  // their means.
+  std::vector<int16_t> axes = {ppAxis_};
+  axes.insert(axes.end(), replicaAxes_.begin(), replicaAxes_.end());
+  return *grid_.allReduce(scalar(loss), axes, Reduction::Sum).data<float>();
 }
 
 double PipelineTraining::evaluate(const std::vector<Tensor> &batches) {
@@ -187,8 +203,10 @@ TensorMap PipelineTraining::gradients(const Tensor &tokens) {
   TensorMap grads;
   runSchedules(tokens, false, &grads);
   // The sum over the step's microbatches of each one's mean-loss gradient.
-  float n = float(schedule_.microbatches * accumulation_);
+  float n = float(schedule_.microbatches * accumulation_ * replicas_);
   for (auto &[key, grad] : grads) {
+    if (!replicaAxes_.empty())
+      grad = grid_.allReduce(std::move(grad), replicaAxes_, Reduction::Sum);
     Tensor mean(DType::F32, grad.shape());
     for (int64_t i = 0; i < grad.numel(); ++i)
       mean.mutableData<float>()[i] = grad.data<float>()[i] / n;

@@ -207,12 +207,13 @@ void buildPipelineStagesPipeline(OpPassManager &pm, const KilnPipelineOptions &o
 }
 
 void buildPipelineUpdatePipeline(OpPassManager &pm, const KilnPipelineOptions &options,
-                                 int64_t microbatches, int64_t pipelineDegree,
-                                 int64_t pipelineRank) {
+                                 int64_t microbatches, int64_t pipelineDegree, int64_t pipelineRank,
+                                 llvm::ArrayRef<int64_t> replicaAxes) {
   OptimizerOptions update = optimizerOptions(options);
   update.microbatches = microbatches;
   update.pipelineDegree = pipelineDegree;
   update.pipelineRank = pipelineRank;
+  update.dataParallelAxes.assign(replicaAxes.begin(), replicaAxes.end());
   pm.addPass(createOptimizer(update));
 }
 

@@ -395,6 +395,12 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     std::string grid = pipelineGrid(b, module);
     if (grid.empty())
       return failure();
+    int64_t gridRank = (*module.getOps<shard::GridOp>().begin()).getShape().size();
+    for (int64_t axis : dataParallelAxes)
+      if (axis <= kPipelineAxis || axis >= gridRank)
+        return module.emitError() << "kiln-optimizer: data-parallel-axes names axis " << axis
+                                  << ", not an axis of the grid after 'pp' (1 to " << gridRank - 1
+                                  << ")";
     StepArguments args;
     for (const Param &p : params)
       args.params.push_back(args.add(p.type, tag(b, kParamAttr, p.key)));
@@ -413,8 +419,15 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     train.setAllArgAttrs(args.attrs);
     b.setInsertionPointToStart(train.addEntryBlock());
     SmallVector<Value> grads, owned;
+    SmallVector<int16_t> replicas;
+    for (int64_t axis : dataParallelAxes)
+      replicas.push_back(int16_t(axis));
     for (auto [p, index] : llvm::zip(params, gradArgs)) {
       grads.push_back(train.getArgument(index));
+      // The replicas' gradients summed first: every replica then updates alike.
+      if (!replicas.empty())
+        grads.back() = shard::AllReduceOp::create(b, loc, grads.back(), grid, replicas,
+                                                  shard::ReductionKind::Sum);
       if (firstStage.lookup(p.key) % pipelineDegree == pipelineRank)
         owned.push_back(grads.back());
     }

@@ -17,6 +17,7 @@
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Pipeline/KilnPipeline.h"
+#include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
@@ -35,10 +36,33 @@ namespace {
 
 const std::string kFixture = std::string(KILN_TEST_DATA_DIR) + "/qwen3-dense-tiny";
 
-void expectFixtureRun(const std::string &schedule) {
-  SCOPED_TRACE(schedule);
+/// A step of Transformers' run of a fixture: the loss before its update and
+/// the gradient norm before clipping.
+struct FixtureStep {
+  double loss, gradNorm;
+};
+
+/// The six steps of `fixture`'s expected.json, in either of its layouts
+/// (the dense fixture's "steps", the MoE fixture's "step" records).
+std::vector<FixtureStep> fixtureSteps(const std::string &fixture) {
+  nlohmann::json expected = parseJson(readFile(fixture + "/expected.json"), "expected.json");
+  std::vector<FixtureStep> steps;
+  if (expected.is_object())
+    for (const nlohmann::json &step : expected["steps"])
+      steps.push_back({step["loss_before_update"].get<double>(),
+                       step["grad_norm_before_clipping"].get<double>()});
+  else
+    for (const nlohmann::json &record : expected)
+      if (record["event"] == "step")
+        steps.push_back({record["loss"].get<double>(), record["grad_norm"].get<double>()});
+  EXPECT_EQ(steps.size(), 6u) << fixture;
+  return steps;
+}
+
+void expectFixtureRun(const std::string &schedule, const std::string &fixture = kFixture) {
+  SCOPED_TRACE(schedule + " " + fixture);
   TrainConfig config = TrainConfig::load(
-      "", {"--model.hf_path=" + kFixture, "--training.local_batch_size=2", "--training.seq_len=32",
+      "", {"--model.hf_path=" + fixture, "--training.local_batch_size=2", "--training.seq_len=32",
            "--training.max_norm=1.0", "--optimizer.lr=0.0008", "--optimizer.betas=[0.9,0.95]",
            "--optimizer.eps=1e-8", "--optimizer.weight_decay=0.1", "--lr_scheduler.warmup_steps=0",
            "--lr_scheduler.decay_ratio=0", "--parallelism.pipeline_parallel_degree=2",
@@ -47,27 +71,25 @@ void expectFixtureRun(const std::string &schedule) {
   ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, 32, 2);
   auto options = pipelineOptions(config, model, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
   DeviceGrid grid(layout.axisNames(), layout.shape());
-  Checkpoint checkpoint = Checkpoint::open(kFixture);
+  Checkpoint checkpoint = Checkpoint::open(fixture);
   PipelineTraining training(model, layout, 2, 1, 32, *options, grid, 0,
                             [&](const std::string &key, mlir::Type type) {
                               return bindParameter(checkpoint, key, type, "test");
                             });
   ASSERT_EQ(training.schedule().microbatches, 2);
 
-  nlohmann::json steps = parseJson(readFile(kFixture + "/expected.json"), "expected.json")["steps"];
-  Tensor tokens = readTokenBatch(kFixture + "/tokens.json");
+  std::vector<FixtureStep> steps = fixtureSteps(fixture);
+  Tensor tokens = readTokenBatch(fixture + "/tokens.json");
   // Evaluation runs the schedule's forwards alone.
-  EXPECT_NEAR(training.evaluate({tokens}), steps[0]["loss_before_update"].get<double>(), 1e-5);
+  EXPECT_NEAR(training.evaluate({tokens}), steps[0].loss, 1e-5);
   for (int k = 0; k < 5; ++k) {
     PipelineTraining::StepResult r = training.step(tokens);
-    EXPECT_NEAR(r.loss, steps[k]["loss_before_update"].get<double>(), 1e-5) << "step " << k;
-    EXPECT_NEAR(r.gradNorm, steps[k]["grad_norm_before_clipping"].get<double>(), 1e-5)
-        << "step " << k;
+    EXPECT_NEAR(r.loss, steps[k].loss, 1e-5) << "step " << k;
+    EXPECT_NEAR(r.gradNorm, steps[k].gradNorm, 1e-5) << "step " << k;
   }
-  EXPECT_NEAR(training.evaluate({tokens, tokens}), steps[5]["loss_before_update"].get<double>(),
-              1e-5);
-  auto want = SafeTensorsFile::open(kFixture + "/weights_after_5_steps.safetensors");
-  TensorMap mine = training.parameters();
+  EXPECT_NEAR(training.evaluate({tokens, tokens}), steps[5].loss, 1e-5);
+  auto want = SafeTensorsFile::open(fixture + "/weights_after_5_steps.safetensors");
+  TensorMap mine = unstackTensors(training.parameters()); // a MoE layer's experts by HF key
   EXPECT_FALSE(mine.empty());
   for (const auto &[key, got] : mine) {
     Tensor expected = want->get(key);
@@ -124,14 +146,14 @@ TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
            "--optimizer.weight_decay=0.1", "--lr_scheduler.warmup_steps=0",
            "--lr_scheduler.decay_ratio=0", "--parallelism.pipeline_parallel_degree=2"});
   Trainer trainer(config);
-  nlohmann::json steps = parseJson(readFile(kFixture + "/expected.json"), "expected.json")["steps"];
+  std::vector<FixtureStep> steps = fixtureSteps(kFixture);
   Tensor tokens = readTokenBatch(kFixture + "/tokens.json");
-  EXPECT_NEAR(trainer.evaluate({tokens}), steps[0]["loss_before_update"].get<double>(), 1e-5);
+  EXPECT_NEAR(trainer.evaluate({tokens}), steps[0].loss, 1e-5);
   // Transformers' gradients of the first step, gathered whole on every rank.
   expectWithin(trainer.gradients(tokens), "grads_step0.safetensors", 1e-6);
   for (int k = 0; k < 5; ++k)
-    EXPECT_NEAR(trainer.step(tokens).loss, steps[k]["loss_before_update"].get<double>(), 1e-5);
-  EXPECT_NEAR(trainer.evaluate({tokens}), steps[5]["loss_before_update"].get<double>(), 1e-5);
+    EXPECT_NEAR(trainer.step(tokens).loss, steps[k].loss, 1e-5);
+  EXPECT_NEAR(trainer.evaluate({tokens}), steps[5].loss, 1e-5);
   expectWithin(trainer.parameters(), "weights_after_5_steps.safetensors", 1e-5);
   TensorMap state = trainer.optimizerState();
   EXPECT_EQ(state.size(), 2 * trainer.parameters().size());
@@ -159,6 +181,10 @@ TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
 TEST(PipelineTraining, OneF1BOverTwoRanksEqualsTransformers) { expectFixtureRun("1F1B"); }
 
 TEST(PipelineTraining, GPipeOverTwoRanksEqualsTransformers) { expectFixtureRun("GPipe"); }
+
+TEST(PipelineTraining, MoeFixtureOverTwoRanksEqualsTransformers) {
+  expectFixtureRun("1F1B", std::string(KILN_TEST_DATA_DIR) + "/qwen3-moe-tiny");
+}
 
 TEST(PipelineTraining, Interleaved1F1BOverTwoRanksEqualsTransformers) {
   expectFixtureRun("Interleaved1F1B");

@@ -41,9 +41,10 @@ public:
   /// schedule run, `accumulation` runs a step, whose gradients one update
   /// sums) and this rank's update under `options`, and loads this rank's
   /// parameters from `initial`. The ranks are `grid`, whose axis `ppAxis`
-  /// is the pipeline's and whose only axis of more than one rank it must be
-  /// for now (FSDP and TP inside a stage are not built yet): throws
-  /// kiln::Error naming the others.
+  /// (its first) is the pipeline's; replicas of the whole pipeline along
+  /// dp_replicate each train on their rows of every batch. Other axes must
+  /// have one rank for now (FSDP and TP inside a stage are not built yet):
+  /// throws kiln::Error naming them.
   PipelineTraining(const Qwen3Config &model, const ParallelLayout &layout, int64_t localBatch,
                    int64_t accumulation, int64_t seq, const KilnPipelineOptions &options,
                    DeviceGrid &grid, int16_t ppAxis, const ParameterSource &initial);
@@ -52,9 +53,10 @@ public:
     double loss = 0;     ///< mean over the step's tokens, on every rank
     double gradNorm = 0; ///< over every stage, before clipping
   };
-  /// One update on `tokens` [accumulation x localBatch, seq + 1], the
-  /// schedule run on each localBatch rows in turn; every rank of the grid
-  /// calls it with the same tokens.
+  /// One update on `tokens` [accumulation x replicas x localBatch, seq + 1],
+  /// the schedule run on this replica's localBatch rows of each of the
+  /// accumulation parts in turn; every rank of the grid calls it with the
+  /// same tokens.
   StepResult step(const Tensor &tokens);
 
   /// The mean loss of `batches` (each [accumulation x localBatch, seq + 1],
@@ -101,6 +103,10 @@ private:
   DeviceGrid &grid_;
   int16_t ppAxis_;
   int64_t pipelineRank_, numStages_, accumulation_;
+  /// The grid axes of the pipeline's replicas (dp_replicate), their number
+  /// and this one's index.
+  std::vector<int16_t> replicaAxes_;
+  int64_t replicas_ = 1, replica_ = 0;
   PipelineSchedule schedule_;
   ExecutionContext execution_;
   /// @train_step's arguments between steps (the gradient slots empty).

@@ -183,11 +183,12 @@ void buildPipelineStagesPipeline(mlir::OpPassManager &pm, const KilnPipelineOpti
 /// Pipeline rank `pipelineRank`'s update (of `pipelineDegree`) after
 /// buildPipelineStagesPipeline: kiln-optimizer with the run's AdamW,
 /// clipping and schedule over the rank's stages' parameters, their
-/// gradients summed over `microbatches` (the schedule's, not the options'
-/// accumulation).
+/// gradients summed over `microbatches` (every schedule run's of every
+/// replica, not the options' accumulation) and over the pipeline's replicas
+/// on grid axes `replicaAxes`.
 void buildPipelineUpdatePipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
-                                 int64_t microbatches, int64_t pipelineDegree,
-                                 int64_t pipelineRank);
+                                 int64_t microbatches, int64_t pipelineDegree, int64_t pipelineRank,
+                                 llvm::ArrayRef<int64_t> replicaAxes = {});
 
 /// Registers every Kiln pass and the pipelines kiln-opt offers, each taking
 /// KilnPipelineOptions: `kiln-training` (Captured to PerRank), `kiln-to-hlo`

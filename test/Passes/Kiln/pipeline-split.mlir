@@ -20,6 +20,11 @@
 // RUN: not kiln-opt %s --kiln-pipeline-split="stage-starts=layers.1,norm" --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=4 pipeline-rank=3" 2>&1 | FileCheck %s --check-prefix=IDLE
 // RUN: not kiln-opt %s --kiln-optimizer="pipeline-degree=2 pipeline-rank=2" 2>&1 | FileCheck %s --check-prefix=RANKRANGE
 // RUN: not kiln-opt %s --kiln-optimizer="pipeline-degree=2 load-balance-coeff=0.001" 2>&1 | FileCheck %s --check-prefix=BALANCE
+// With data-parallel-axes, replicas of the pipeline sum each gradient over
+// their axis before the norm and the update.
+// RUN: kiln-opt %S/Inputs/pipeline-update-replicas.mlir --kiln-optimizer="pipeline-degree=2 pipeline-rank=1 data-parallel-axes=1 microbatches=4" | FileCheck %s --check-prefix=REPLICAS
+// RUN: not kiln-opt %S/Inputs/pipeline-update-replicas.mlir --kiln-optimizer="pipeline-degree=2 data-parallel-axes=2" 2>&1 | FileCheck %s --check-prefix=NOAXIS
+// RUN: not kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=2 data-parallel-axes=1" 2>&1 | FileCheck %s --check-prefix=NOREPLICAAXIS
 // Starts that name no module of @loss, or name them out of order, are errors.
 // RUN: not kiln-opt %s --kiln-pipeline-split=stage-starts=layers.7 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kiln-opt %s --kiln-pipeline-split=func=nothere 2>&1 | FileCheck %s --check-prefix=NOFUNC
@@ -168,6 +173,15 @@ func.func @loss(%ids: tensor<1x2xi64> {kiln.input = "input_ids"},
 // LAST-NEXT: kiln.clip_coef
 // LAST: kiln.adamw
 // LAST: kiln.adamw
+
+// REPLICAS-LABEL: func.func @train_step(%{{.*}}: tensor<4xf32> {kiln.param = "model.norm.weight"}
+// REPLICAS-SAME: %[[G:[a-z0-9]+]]: tensor<4xf32> {kiln.grad = "model.norm.weight"})
+// REPLICAS-NEXT: %[[SUM:.*]] = shard.all_reduce %[[G]] on @grid grid_axes = [1]
+// REPLICAS-NEXT: %[[SQ:.*]] = kiln.global_norm %[[SUM]] {fqn = "optimizer.grad_norm", squared}
+// REPLICAS-NEXT: shard.all_reduce %[[SQ]] on @grid grid_axes = [0]
+// REPLICAS: kiln.adamw %{{.*}}, %[[SUM]],
+// NOAXIS: error: kiln-optimizer: data-parallel-axes names axis 2, not an axis of the grid after 'pp' (1 to 1)
+// NOREPLICAAXIS: error: kiln-optimizer: data-parallel-axes names axis 1, not an axis of the grid after 'pp' (1 to 0)
 
 // NOBACKWARD: error: kiln-optimizer: pipeline-degree=2, but no function is a stage's backward ('kiln.stage', named ..._backward: run kiln-autodiff pipeline-stages)
 // IDLE: error: kiln-optimizer: pipeline-rank=3 runs no stage: there are 3 for 4 pipeline ranks

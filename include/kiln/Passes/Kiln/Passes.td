@@ -231,7 +231,10 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     stages' ranks), so the 1/N is applied as above. The norm is over every
     stage: each rank squares the gradients of the parameters whose first
     stage it runs and the sums are all-reduced over the grid axis `pp` (a
-    grid [P] with that one axis is made when the module has none). The loss
+    grid [P] with that one axis is made when the module has none). With
+    `data-parallel-axes`, replicas of the pipeline on those grid axes
+    (dp_replicate) train on their own rows: each gradient is first summed
+    over them by an all-reduce, and `microbatches` counts every replica's. The loss
     is the last stage's output, not the update's.
   }];
   let options = [
@@ -261,6 +264,8 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "pipeline_parallel_degree: > 1 builds one pipeline rank's update">,
     Option<"pipelineRank", "pipeline-rank", "int64_t", "0",
            "With pipeline-degree > 1: the pipeline rank whose update to build">,
+    ListOption<"dataParallelAxes", "data-parallel-axes", "int64_t",
+               "With pipeline-degree > 1: grid axes of the pipeline's replicas">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect",
                            "::mlir::shard::ShardDialect"];
