@@ -254,6 +254,16 @@ std::vector<int64_t> peakHeldBytes(const PipelineSchedule &s,
 
 PipelineTimeline simulate(const PipelineSchedule &s, double forwardTime, double backwardTime,
                           double transferTime) {
+  return simulate(s, std::vector<double>(s.numStages(), forwardTime),
+                  std::vector<double>(s.numStages(), backwardTime), transferTime);
+}
+
+PipelineTimeline simulate(const PipelineSchedule &s, const std::vector<double> &forwardTimes,
+                          const std::vector<double> &backwardTimes, double transferTime) {
+  if (int64_t(forwardTimes.size()) != s.numStages() ||
+      int64_t(backwardTimes.size()) != s.numStages())
+    fail("pipeline schedule: {} forward and {} backward times for {} stages", forwardTimes.size(),
+         backwardTimes.size(), s.numStages());
   PipelineTimeline timeline;
   checkComputeOrder(s);
   // Microbatches in flight are the bytes held when each keeps one.
@@ -270,7 +280,7 @@ PipelineTimeline simulate(const PipelineSchedule &s, double forwardTime, double 
         const PipelineAction &a = s.ranks[rank][next[rank]];
         double start = clock[rank];
         if (a.isCompute()) {
-          double time = a.kind == Kind::Forward ? forwardTime : backwardTime;
+          double time = (a.kind == Kind::Forward ? forwardTimes : backwardTimes)[a.stage];
           clock[rank] += time;
           busy += time;
         } else if (a.kind == Kind::SendActivation || a.kind == Kind::SendGradient) {

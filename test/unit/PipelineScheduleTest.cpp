@@ -144,6 +144,22 @@ TEST(PipelineScheduleTest, ForwardOnlyKeepsTheForwardsInOrder) {
   }
 }
 
+// Stages of unequal work, by hand: GPipe on 2 ranks, 2 microbatches, stage 0
+// forward 1 / backward 2, stage 1 forward 2 / backward 4. Rank 0 runs F0
+// [0, 1] and F1 [1, 2]; rank 1 F0 [1, 3], F1 [3, 5], B0 [5, 9], B1 [9, 13];
+// rank 0 B0 [9, 11] and B1 [13, 15]. Busy 6 + 12 of 2 x 15: bubble 40%.
+TEST(PipelineScheduleTest, SimulatesStagesOfUnequalWork) {
+  PipelineSchedule s = buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 2);
+  PipelineTimeline t = simulate(s, std::vector<double>{1, 2}, std::vector<double>{2, 4});
+  EXPECT_DOUBLE_EQ(t.makespan, 15);
+  EXPECT_DOUBLE_EQ(t.bubbleFraction, 0.4);
+  expectError(
+      [&] {
+        simulate(s, std::vector<double>{1}, std::vector<double>{2, 4});
+      },
+      {"1 forward and 2 backward times for 2 stages"});
+}
+
 TEST(PipelineScheduleTest, GPipeRunsEveryForwardFirst) {
   PipelineSchedule s = buildPipelineSchedule(PipelineScheduleKind::GPipe, 2, 1, 2);
   EXPECT_EQ(s.str(0), "0F0\n0SEND_F0\n0F1\n0SEND_F1\n0RECV_B0\n0B0\n0RECV_B1\n0B1\n");

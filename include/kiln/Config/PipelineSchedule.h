@@ -118,6 +118,10 @@ std::vector<int64_t> peakHeldBytes(const PipelineSchedule &schedule,
 /// forward and backward every microbatch of every stage once, on its rank.
 PipelineTimeline simulate(const PipelineSchedule &schedule, double forwardTime, double backwardTime,
                           double transferTime = 0);
+/// The same with stage s's forward taking `forwardTimes[s]` and its backward
+/// `backwardTimes[s]` (stages of unequal work: the embedding's, the output's).
+PipelineTimeline simulate(const PipelineSchedule &schedule, const std::vector<double> &forwardTimes,
+                          const std::vector<double> &backwardTimes, double transferTime = 0);
 
 } // namespace kiln
 
