@@ -3,7 +3,8 @@
 // 8e-4, clipping at 1.0, the same 2-row batch every step): 2 stages
 // (tok_embeddings and layers.0-1; layers.2, norm and output) over 2 pipeline
 // ranks in microbatches of 1 row, under 1F1B and GPipe, and 4 stages under
-// Interleaved1F1B. The tied table is used by both ranks: its gradient is
+// Interleaved1F1B and (on 4 ranks) GPipe over 4 pipeline ranks; the MoE
+// fixture under 1F1B. The tied table is used by both ranks: its gradient is
 // summed between them and both update it alike. Every step's loss and
 // gradient norm (over both ranks' stages) within 1e-5 of the fixture's; each
 // rank's weights after 5 steps within 1e-5 of weights_after_5_steps, and
@@ -59,16 +60,18 @@ std::vector<FixtureStep> fixtureSteps(const std::string &fixture) {
   return steps;
 }
 
-void expectFixtureRun(const std::string &schedule, const std::string &fixture = kFixture) {
+void expectFixtureRun(const std::string &schedule, const std::string &fixture = kFixture,
+                      int64_t pp = 2) {
   SCOPED_TRACE(schedule + " " + fixture);
   TrainConfig config = TrainConfig::load(
       "", {"--model.hf_path=" + fixture, "--training.local_batch_size=2", "--training.seq_len=32",
            "--training.max_norm=1.0", "--optimizer.lr=0.0008", "--optimizer.betas=[0.9,0.95]",
            "--optimizer.eps=1e-8", "--optimizer.weight_decay=0.1", "--lr_scheduler.warmup_steps=0",
-           "--lr_scheduler.decay_ratio=0", "--parallelism.pipeline_parallel_degree=2",
+           "--lr_scheduler.decay_ratio=0",
+           "--parallelism.pipeline_parallel_degree=" + std::to_string(pp),
            "--parallelism.pipeline_parallel_schedule=" + schedule});
   Qwen3Config model = config.model.resolve();
-  ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, 32, 2);
+  ParallelLayout layout = ParallelLayout::resolve(config.parallelism, model, 32, pp);
   auto options = pipelineOptions(config, model, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
   DeviceGrid grid(layout.axisNames(), layout.shape());
   Checkpoint checkpoint = Checkpoint::open(fixture);
@@ -181,6 +184,11 @@ TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
 TEST(PipelineTraining, OneF1BOverTwoRanksEqualsTransformers) { expectFixtureRun("1F1B"); }
 
 TEST(PipelineTraining, GPipeOverTwoRanksEqualsTransformers) { expectFixtureRun("GPipe"); }
+
+// Four stages on four ranks (mpi-collectives-4-ranks runs it): the tied
+// table's gradient is summed between ranks 0 and 3 alone, past two ranks
+// that hold neither end.
+TEST(PipelineOverFourRanks, GPipeEqualsTransformers) { expectFixtureRun("GPipe", kFixture, 4); }
 
 TEST(PipelineTraining, MoeFixtureOverTwoRanksEqualsTransformers) {
   expectFixtureRun("1F1B", std::string(KILN_TEST_DATA_DIR) + "/qwen3-moe-tiny");
