@@ -168,9 +168,10 @@ double PipelineTraining::runSchedules(const Tensor &tokens, bool forwards, Tenso
   }
   // Every rank walks the shared parameters in one (key) order.
   int tag = 0;
-  for (const auto &[key, holders] : grads ? shared_ : decltype(shared_)())
-    (*grads)[key] = sumOverPipelineRanks(std::move((*grads)[key]), holders, pipelineRank_, grid_,
-                                         ppAxis_, tag++);
+  if (grads)
+    for (const auto &[key, holders] : shared_)
+      (*grads)[key] = sumOverPipelineRanks(std::move((*grads)[key]), holders, pipelineRank_, grid_,
+                                           ppAxis_, tag++);
   // The loss is the last stage's; its rank shares it, and the replicas
   // their means.
   std::vector<int16_t> axes = {ppAxis_};
