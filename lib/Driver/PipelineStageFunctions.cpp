@@ -1,18 +1,25 @@
 //===- PipelineStageFunctions.cpp - A microbatch's stage functions --------===//
 
 #include "kiln/Driver/PipelineStageFunctions.h"
+#include "kiln/Config/PipelineSchedule.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Pipeline/KilnPipeline.h"
+#include "kiln/Planner/Precision.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <fmt/format.h>
+
+#include <optional>
 
 namespace kiln {
 
@@ -48,35 +55,79 @@ mlir::func::FuncOp stageFunction(mlir::ModuleOp module, int64_t stage, llvm::Str
   return fn;
 }
 
-std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numStages) {
+std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numStages,
+                                            const PrecisionPolicy *precision) {
   std::vector<StageFootprint> footprints(numStages);
   for (int64_t s = 0; s < numStages; ++s) {
     mlir::func::FuncOp forward = stageFunction(module, s, "forward"),
                        backward = stageFunction(module, s, "backward");
+    std::optional<ValuePrecision> forwardWidths, backwardWidths;
+    if (precision)
+      forwardWidths.emplace(forward, *precision), backwardWidths.emplace(backward, *precision);
+    auto bytes = [](const std::optional<ValuePrecision> &widths, mlir::Value value) {
+      return widths ? widths->bytes(value) : bytesOf(value.getType());
+    };
     mlir::Operation *ret = forward.getBody().front().getTerminator();
     // A view (a reshape) of a kept value shares its bytes: count each buffer once.
     llvm::DenseSet<mlir::Value> buffers;
     for (unsigned i = 0; i < forward.getNumResults(); ++i) {
-      int64_t bytes = bytesOf(forward.getResultTypes()[i]);
+      mlir::Value result = ret->getOperand(i);
       if (forward.getResultAttr(i, kTransferAttr))
-        footprints[s].sentBytes += bytes;
+        footprints[s].sentBytes += bytes(forwardWidths, result);
       if (!forward.getResultAttr(i, kResidualAttr))
         continue;
-      mlir::Value root = ret->getOperand(i);
+      mlir::Value root = result;
       while (auto view = root.getDefiningOp<mlir::ViewLikeOpInterface>())
         root = view.getViewSource();
       if (buffers.insert(root).second)
-        footprints[s].residualBytes += bytes;
+        footprints[s].residualBytes += bytes(forwardWidths, result);
     }
     // A received activation the backward reads is kept until it runs, too.
-    for (unsigned i = 0; i < backward.getNumArguments(); ++i)
-      if (backward.getArgAttr(i, kTransferAttr))
-        footprints[s].residualBytes += bytesOf(backward.getArgumentTypes()[i]);
-    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-      if (auto key = forward.getArgAttrOfType<mlir::StringAttr>(i, kParamAttr))
-        footprints[s].parameterBytes[key.str()] = bytesOf(forward.getArgumentTypes()[i]);
+    for (mlir::BlockArgument arg : backward.getArguments())
+      if (backward.getArgAttr(arg.getArgNumber(), kTransferAttr))
+        footprints[s].residualBytes += bytes(backwardWidths, arg);
+    for (mlir::BlockArgument arg : forward.getArguments())
+      if (auto key = forward.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), kParamAttr))
+        footprints[s].parameterBytes[key.str()] = bytes(forwardWidths, arg);
   }
   return footprints;
+}
+
+std::map<std::string, ParameterUsers> pipelineRanksUsing(mlir::ModuleOp module, int64_t numStages,
+                                                         int64_t pp) {
+  std::map<std::string, ParameterUsers> users;
+  for (int64_t s = 0; s < numStages; ++s) {
+    mlir::func::FuncOp backward = stageFunction(module, s, "backward");
+    for (unsigned i = 0; i < backward.getNumResults(); ++i)
+      if (auto key = backward.getResultAttrOfType<mlir::StringAttr>(i, kGradAttr)) {
+        ParameterUsers &u = users[key.str()];
+        u.ranks.insert(pipelineRankOf(s, pp));
+        u.type = backward.getResultTypes()[i];
+      }
+  }
+  return users;
+}
+
+mlir::func::FuncOp addPipelineUpdate(mlir::ModuleOp module, const KilnPipelineOptions &options,
+                                     int64_t microbatches, int64_t pp, int64_t pipelineRank,
+                                     llvm::ArrayRef<int64_t> gridShape,
+                                     llvm::ArrayRef<std::string> axisNames,
+                                     llvm::ArrayRef<int64_t> replicaAxes) {
+  mlir::MLIRContext &context = *module.getContext();
+  context.loadDialect<mlir::shard::ShardDialect>();
+  mlir::OpBuilder b(module.getBodyRegion());
+  mlir::shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
+                              b.getDenseI64ArrayAttr(gridShape));
+  llvm::SmallVector<llvm::StringRef> axes(axisNames.begin(), axisNames.end());
+  module->setAttr(kGridAxesAttr, b.getStrArrayAttr(axes));
+  mlir::PassManager pm(&context);
+  buildPipelineUpdatePipeline(pm, options, microbatches, pp, pipelineRank, replicaAxes);
+  succeedOrFail(context, "pipeline rank " + std::to_string(pipelineRank) + "'s update",
+                [&] { return pm.run(module); });
+  auto update = module.lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!update)
+    fail("pipeline rank {}'s update: no @train_step", pipelineRank);
+  return update;
 }
 
 } // namespace kiln

@@ -7,18 +7,10 @@
 #include "kiln/Driver/PipelineStageExecutor.h"
 #include "kiln/Driver/PipelineStageFunctions.h"
 #include "kiln/Driver/Training.h"
-#include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
-
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/Pass/PassManager.h"
-
-#include <set>
 
 namespace kiln {
 
@@ -28,27 +20,6 @@ Tensor scalar(float value) {
   Tensor t(DType::F32, {});
   *t.mutableData<float>() = value;
   return t;
-}
-
-struct Users {
-  std::set<int64_t> ranks;
-  mlir::Type type;
-};
-
-/// The pipeline ranks whose stages use each parameter (stage s on rank
-/// s mod pp), and its type, from the stages' backwards.
-std::map<std::string, Users> ranksUsing(mlir::ModuleOp module, int64_t numStages, int64_t pp) {
-  std::map<std::string, Users> users;
-  for (int64_t s = 0; s < numStages; ++s) {
-    mlir::func::FuncOp backward = stageFunction(module, s, "backward");
-    for (unsigned i = 0; i < backward.getNumResults(); ++i)
-      if (auto key = backward.getResultAttrOfType<mlir::StringAttr>(i, kGradAttr)) {
-        Users &u = users[key.str()];
-        u.ranks.insert(s % pp);
-        u.type = backward.getResultTypes()[i];
-      }
-  }
-  return users;
 }
 
 } // namespace
@@ -81,20 +52,10 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
   execution_.worldSize = int(layout.worldSize());
 
   module_ = captureStageFunctions(context_, model, layout, seq, options);
-  // The update's all-reduce runs on the run's grid.
-  context_.loadDialect<mlir::shard::ShardDialect>();
-  mlir::OpBuilder b(module_->getBodyRegion());
-  mlir::shard::GridOp::create(b, module_->getLoc(), b.getStringAttr("grid"),
-                              b.getDenseI64ArrayAttr(grid.shape()));
-  llvm::SmallVector<llvm::StringRef> axes(grid.axisNames().begin(), grid.axisNames().end());
-  (*module_)->setAttr(kGridAxesAttr, b.getStrArrayAttr(axes));
-  mlir::PassManager pm(&context_);
-  buildPipelineUpdatePipeline(pm, options, schedule_.microbatches * accumulation_ * replicas_,
-                              layout.pp, pipelineRank_,
+  // The update's all-reduces run on the run's grid.
+  update_ = addPipelineUpdate(*module_, options, schedule_.microbatches * accumulation_ * replicas_,
+                              layout.pp, pipelineRank_, grid.shape(), grid.axisNames(),
                               std::vector<int64_t>(replicaAxes_.begin(), replicaAxes_.end()));
-  succeedOrFail(context_, "pipeline rank " + std::to_string(pipelineRank_) + "'s update",
-                [&] { return pm.run(*module_); });
-  update_ = module_->lookupSymbol<mlir::func::FuncOp>("train_step");
 
   sig_ = *Signature::get(update_);
   const Signature &sig = sig_;
@@ -109,7 +70,7 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
   Tensor step(DType::I64, {});
   state_[*sig.argument(kStateAttr, kStepState)] = step;
 
-  for (auto &[key, users] : ranksUsing(*module_, numStages_, layout.pp)) {
+  for (auto &[key, users] : pipelineRanksUsing(*module_, numStages_, layout.pp)) {
     owners_[key] = {*users.ranks.begin(), users.type};
     if (users.ranks.size() > 1 && users.ranks.count(pipelineRank_))
       shared_[key] = std::vector<int64_t>(users.ranks.begin(), users.ranks.end());

@@ -2,6 +2,7 @@
 
 #include "kiln/Driver/Planning.h"
 #include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Driver/PipelinePlanning.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Runtime/CpuPeak.h"
 #include "kiln/Runtime/SgemmTiming.h"
@@ -36,6 +37,9 @@ MachineProbe thisMachine() {
 
 StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes,
                          mlir::TimingScope *timing) {
+  PlannedRun planned = resolvePlannedRun(config, target, nodes);
+  if (planned.layout.pp > 1)
+    return planPipelinedRun(planned, target, timing);
   CapturedRun run = captureForPlanning(config, target, nodes, timing);
   return planStep(run.step, target, run.setting, timing);
 }
@@ -67,6 +71,11 @@ PlannedRun resolvePlannedRun(const TrainConfig &config, const TargetProfile &tar
 CapturedRun captureForPlanning(const TrainConfig &config, const TargetProfile &target,
                                int64_t nodes, mlir::TimingScope *timing) {
   auto [train, model, layout, setting] = resolvePlannedRun(config, target, nodes);
+  // One program per rank class: a pipeline has several (planPipelinedRun).
+  if (layout.pp > 1)
+    fail("plan: parallelism.pipeline_parallel_degree={}: pipelined runs are planned by kiln "
+         "plan alone, not yet by --fit, --validate or --search",
+         layout.pp);
   int64_t seq = train.training.seqLen;
   CaptureOptions shape;
   shape.seq = seq;
@@ -98,15 +107,12 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   int64_t microbatches = config.training.microbatches(layout.dataParallelDegree());
   setting.tokensPerStep = config.training.globalBatch(layout.dataParallelDegree()) * seq;
   setting.nodes = nodes;
-  setting.layout = fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}{}", layout.dpReplicate,
-                               layout.dpShard, layout.tp,
-                               layout.expertsSummary().empty()
-                                   ? ""
-                                   : " (" + layout.expertsSummary() + ")",
-                               layout.sequenceParallel ? " (sequence parallel)" : "",
-                               microbatches > 1
-                                   ? fmt::format(", {} microbatches accumulated", microbatches)
-                                   : "");
+  setting.layout = fmt::format(
+      "{}dp_replicate {} x dp_shard {} x tp {}{}{}{}",
+      layout.pp > 1 ? fmt::format("pp {} x ", layout.pp) : "", layout.dpReplicate, layout.dpShard,
+      layout.tp, layout.expertsSummary().empty() ? "" : " (" + layout.expertsSummary() + ")",
+      layout.sequenceParallel ? " (sequence parallel)" : "",
+      microbatches > 1 ? fmt::format(", {} microbatches accumulated", microbatches) : "");
   return setting;
 }
 

@@ -188,6 +188,17 @@ CollectiveTime collectiveTime(const Collective &c, const GroupPlacement &placeme
   return t;
 }
 
+double sendSeconds(int64_t bytes, const GroupPlacement &placement, const TargetProfile &target) {
+  if (bytes == 0)
+    return 0;
+  Collective send;
+  send.kind = CollectiveKind::AllGather; // any kind: one flat-ring step
+  send.groupSize = 2;
+  send.messageBytes = send.bytesSent = bytes;
+  send.steps = 1;
+  return flatRingSeconds(send, placement, GroupLinks::of(placement, target));
+}
+
 double collectiveSeconds(const Collective &c, const GroupPlacement &placement,
                          const TargetProfile &target) {
   return collectiveTime(c, placement, target).seconds;

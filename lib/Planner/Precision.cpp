@@ -64,6 +64,11 @@ int64_t ValuePrecision::elementBytes(Value value) const {
       return policy_.masterBytes;
     if (fn && fn.getArgAttr(arg.getArgNumber(), kStateAttr))
       return policy_.optimizerBytes;
+    // A pipeline stage's activations and cotangents from another stage, and
+    // what its forward kept for its backward: computed values.
+    for (llvm::StringRef role : {kTransferAttr, kCotangentAttr, kResidualAttr})
+      if (fn && fn.getArgAttr(arg.getArgNumber(), role))
+        return policy_.computeBytes;
     return irBytes;
   }
   if (reduced_.contains(value))

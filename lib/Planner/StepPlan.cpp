@@ -113,7 +113,7 @@ nlohmann::json planToJson(const StepPlan &plan) {
   for (const auto &[module, bytes] : plan.memory.peakByModule)
     byModule[module] = bytes;
   const PlanSetting &s = plan.setting;
-  return json{
+  json out{
       {"model", s.model},
       {"target", plan.target.name},
       {"nodes", s.nodes},
@@ -145,6 +145,24 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"usd_per_million_tokens", plan.usdPerMillionTokens},
       {"collectives", collectives},
   };
+  if (const std::optional<PipelineFigures> &p = plan.pipeline)
+    out["pipeline"] = {{"schedule", p->schedule},
+                       {"degree", p->degree},
+                       {"stages_per_rank", p->stagesPerRank},
+                       {"microbatches", p->microbatches},
+                       {"schedule_runs", p->scheduleRuns},
+                       {"forward_seconds", p->forwardSeconds},
+                       {"backward_seconds", p->backwardSeconds},
+                       {"transfer_bytes", p->transferBytes},
+                       {"transfer_seconds", p->transferSeconds},
+                       {"makespan_seconds", p->makespanSeconds},
+                       {"bubble_fraction", p->bubbleFraction},
+                       {"update_seconds", p->updateSeconds},
+                       {"compute_seconds", p->computeSeconds},
+                       {"flops", p->flops},
+                       {"peak_bytes", p->peakBytes},
+                       {"largest_rank", p->largestRank}};
+  return out;
 }
 
 namespace {
@@ -159,6 +177,12 @@ std::string bar(int64_t bytes, int64_t capacity, int width = 40) {
 
 std::string seconds(double s) {
   return s >= 1 ? fmt::format("{:.3f} s", s) : fmt::format("{:.2f} ms", s * 1e3);
+}
+
+/// A transfer's size: bytes below a MiB, MiB above.
+std::string formatBytes(int64_t bytes) {
+  return bytes < (int64_t(1) << 20) ? fmt::format("{} bytes", bytes)
+                                    : fmt::format("{:.2f} MiB", double(bytes) / double(1 << 20));
 }
 } // namespace
 
@@ -192,8 +216,8 @@ std::string formatPlanMemory(const StepPlan &plan) {
   out += fmt::format("  activations saved for the backward: {}\n",
                      formatGib(plan.memory.savedActivationBytes));
   if (!plan.fits) {
-    out += fmt::format("  over by {}; largest buffers at the peak:\n",
-                       formatGib(plan.deviceBytes - t.memoryBytes));
+    out += fmt::format("  over by {}{}\n", formatGib(plan.deviceBytes - t.memoryBytes),
+                       plan.memory.topContributors.empty() ? "" : "; largest buffers at the peak:");
     for (const MemoryPlan::Contributor &c : plan.memory.topContributors)
       out += fmt::format("    {:>10}  {:<18} {}\n", formatGib(c.bytes), memoryCategoryName(c.category),
                          c.what);
@@ -214,6 +238,23 @@ std::string formatPlan(const StepPlan &plan) {
                      seconds(plan.schedule.computeSeconds),
                      seconds(plan.schedule.communicationSeconds),
                      seconds(plan.exposedCommunicationSeconds));
+  if (const std::optional<PipelineFigures> &p = plan.pipeline) {
+    out += fmt::format("  pipeline: {} run{} of {} x {} microbatches over {} stages; a run takes "
+                       "{}, {:.1f}% of it bubble; transfers of {} take {} each\n",
+                       p->scheduleRuns, p->scheduleRuns == 1 ? "" : "s", p->schedule,
+                       p->microbatches, p->degree * p->stagesPerRank, seconds(p->makespanSeconds),
+                       100 * p->bubbleFraction, formatBytes(p->transferBytes),
+                       seconds(p->transferSeconds));
+    for (size_t s = 0; s < p->forwardSeconds.size(); ++s)
+      out += fmt::format("    stage {} on pp rank {}: forward {}, backward {} per microbatch\n", s,
+                         s % size_t(p->degree), seconds(p->forwardSeconds[s]),
+                         seconds(p->backwardSeconds[s]));
+    for (size_t r = 0; r < p->updateSeconds.size(); ++r)
+      out += fmt::format("    pp rank {}: compute {}, update {}, memory {}{}\n", r,
+                         seconds(p->computeSeconds[r]), seconds(p->updateSeconds[r]),
+                         formatGib(devicePeakBytes(p->peakBytes[r], t)),
+                         int64_t(r) == p->largestRank ? " (the largest: memory above)" : "");
+  }
   if (plan.schedule.recomputeFlops > 0)
     out += fmt::format("  of the compute, activation checkpointing recomputes {} ({:.4g} FLOPs "
                        "per rank)\n",

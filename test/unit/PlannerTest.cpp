@@ -194,6 +194,22 @@ TEST(PlannerTest, RingTimeIsTheAlphaBetaFormula) {
   EXPECT_EQ(collectiveTime(small, twoNodes, slow).algorithm, CollectiveAlgorithm::TwoLevel);
 }
 
+TEST(PlannerTest, APipelineSendIsOneStepOverThePairsLink) {
+  // 8 MiB between neighbouring pipeline ranks in a node (grid [2, 4]: the
+  // pair 4 apart), one rank per device: 1 us + 8 MiB / (10 GB/s x 0.5); on
+  // two nodes of 4 ranks the pair crosses the network: 10 us + 8 MiB /
+  // (1 GB/s x 1/4 x 0.5), the node's network shared by its 4 ranks.
+  const double bytes = double(8 << 20);
+  TargetProfile t = profile(8);
+  GroupPlacement inNode = placeGroup({2, 4}, {0}, t);
+  EXPECT_DOUBLE_EQ(sendSeconds(8 << 20, inNode, t), 1e-6 + bytes / 5e9);
+  TargetProfile four = profile(4);
+  GroupPlacement across = placeGroup({2, 4}, {0}, four);
+  EXPECT_EQ(across.nodes, 2);
+  EXPECT_DOUBLE_EQ(sendSeconds(8 << 20, across, four), 1e-5 + bytes / (1e9 * 0.25 * 0.5));
+  EXPECT_EQ(sendSeconds(0, across, four), 0);
+}
+
 TEST(PlannerTest, RanksOfADeviceShareItsLinks) {
   // 16 ranks, 4 per device, grid [1, 4, 4]: a dp_shard group (stride 4) has
   // one rank on each device, so the device's 4 concurrent groups each get a

@@ -17,9 +17,12 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <map>
+#include <set>
 #include <string>
 
 namespace kiln {
+
+struct PrecisionPolicy;
 
 /// `@loss_stage<s>`, `_forward` and `_backward` of every stage of `layout`
 /// for a microbatch of `layout.microbatchSize` rows of `seq` tokens, after
@@ -41,11 +44,36 @@ mlir::func::FuncOp stageFunction(mlir::ModuleOp module, int64_t stage, llvm::Str
 /// received activations the backward reads), at the captured types; and
 /// the bytes of each parameter it reads, by HF key (a tied table in both
 /// its stages).
+/// With `precision`, each at the width the target keeps it in
+/// (ValuePrecision).
 struct StageFootprint {
   int64_t sentBytes = 0, residualBytes = 0;
   std::map<std::string, int64_t> parameterBytes;
 };
-std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numStages);
+std::vector<StageFootprint> stageFootprints(mlir::ModuleOp module, int64_t numStages,
+                                            const PrecisionPolicy *precision = nullptr);
+
+/// The pipeline ranks whose stages use each parameter (stage s on rank
+/// s mod `pp`, from the stages' backwards' kiln.grad results) and its type,
+/// by HF key: a tied table has two.
+struct ParameterUsers {
+  std::set<int64_t> ranks;
+  mlir::Type type;
+};
+std::map<std::string, ParameterUsers> pipelineRanksUsing(mlir::ModuleOp module, int64_t numStages,
+                                                         int64_t pp);
+
+/// Adds pipeline rank `pipelineRank`'s update to `module` (holding the
+/// stage functions) as @train_step (buildPipelineUpdatePipeline), on the
+/// run's grid `gridShape` with axes `axisNames` (pp first): its gradient
+/// norm all-reduced over pp, its gradients over `replicaAxes`, the mean
+/// over `microbatches` (every microbatch of every schedule run and
+/// replica). Throws kiln::Error with the diagnostics if a pass fails.
+mlir::func::FuncOp addPipelineUpdate(mlir::ModuleOp module, const KilnPipelineOptions &options,
+                                     int64_t microbatches, int64_t pp, int64_t pipelineRank,
+                                     llvm::ArrayRef<int64_t> gridShape,
+                                     llvm::ArrayRef<std::string> axisNames,
+                                     llvm::ArrayRef<int64_t> replicaAxes);
 
 } // namespace kiln
 

@@ -75,6 +75,11 @@ CollectiveTime collectiveTime(const Collective &c, const GroupPlacement &placeme
 double collectiveSeconds(const Collective &c, const GroupPlacement &placement,
                          const TargetProfile &target);
 
+/// A point-to-point send of `bytes` between the two ranks of a group placed
+/// as `placement` (a pipeline's activation or cotangent to the next or
+/// previous stage): one latency and the bytes over the slowest link the pair
+/// crosses, as a ring step of two members takes them.
+double sendSeconds(int64_t bytes, const GroupPlacement &placement, const TargetProfile &target);
 /// The ring time itself: steps · latency + bytesSent / bandwidth.
 double ringSeconds(int64_t steps, int64_t bytesSent, double latencySeconds, double bandwidth);
 

@@ -34,6 +34,8 @@ public:
   /// Bytes per element of `value`:
   ///   non-float tensors keep their IR width;
   ///   kiln.param arguments: master; kiln.state arguments: optimizer;
+  ///   a pipeline stage's kiln.transfer, kiln.cotangent and kiln.residual
+  ///     arguments: compute;
   ///   gradientValues (FSDP2 casts a gradient to the reduce precision
   ///     before its reduce-scatter): reduce;
   ///   a result that may take over an operand's buffer (AdamW's new

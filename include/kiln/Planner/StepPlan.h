@@ -19,8 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -47,6 +49,31 @@ struct CollectiveTotals {
   int64_t bytesSent = 0; ///< per rank
   double seconds = 0;    ///< on the communication stream
   int64_t twoLevel = 0;  ///< of count, those run by the two-level algorithm
+};
+
+/// A step under pipeline parallelism (StepPlan::pipeline): the schedule's
+/// run timed from its stage programs, and what each pipeline rank holds.
+struct PipelineFigures {
+  std::string schedule; ///< "1F1B"
+  int64_t degree = 1, stagesPerRank = 1;
+  /// Microbatches of one schedule run, and the runs of a step (its
+  /// gradient accumulation).
+  int64_t microbatches = 1, scheduleRuns = 1;
+  /// Per stage, one microbatch's forward and backward (their planned steps).
+  std::vector<double> forwardSeconds, backwardSeconds;
+  /// The largest activation or cotangent a stage sends, and its time.
+  int64_t transferBytes = 0;
+  double transferSeconds = 0;
+  double makespanSeconds = 0; ///< one schedule run
+  double bubbleFraction = 0;  ///< of one schedule run (simulate)
+  /// Per pipeline rank: its update (with the gradient norm over pp and the
+  /// tied gradients summed between ranks), its compute over the step (its
+  /// stages' forwards and backwards and its update) and its peak memory.
+  std::vector<double> updateSeconds, computeSeconds;
+  std::vector<double> flops; ///< per pipeline rank over the step
+  std::vector<int64_t> peakBytes;
+  /// The pipeline rank whose memory the plan reports (the largest).
+  int64_t largestRank = 0;
 };
 
 struct StepPlan {
@@ -76,6 +103,9 @@ struct StepPlan {
   double usdPerMillionTokens = 0;
   /// (kind, axes) -> totals, e.g. ("all_gather", "dp_shard").
   std::map<std::pair<std::string, std::string>, CollectiveTotals> collectives;
+  /// Set under pipeline parallelism: memory and collectives are then the
+  /// largest pipeline rank's, the schedule its update's.
+  std::optional<PipelineFigures> pipeline;
 };
 
 /// A rank's memory as the device sees it: the live peak `peakBytes` with the
