@@ -92,6 +92,7 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
       simulate(schedule, figures.forwardSeconds, figures.backwardSeconds, figures.transferSeconds);
   figures.makespanSeconds = timeline.makespan;
   figures.bubbleFraction = timeline.bubbleFraction;
+  figures.timeline = timeline;
   std::vector<int64_t> held = peakHeldBytes(schedule, residualBytes);
 
   // Each pipeline rank's update, on a copy of the stage functions; the

@@ -274,6 +274,12 @@ StepPlan planThisRun(Trainer &trainer) {
   const MpiWorld &world = MpiWorld::get();
   int64_t nodes = std::max(1, world.size() / world.localSize());
   TargetProfile target = cpuTargetForRanks(world.localSize());
+  if (trainer.layout().pp > 1) {
+    // The pipeline's stage programs and updates, as kiln plan plans them.
+    TrainConfig config = trainer.config();
+    config.parallelism.worldSize = trainer.layout().worldSize();
+    return planTrainingRun(config, target, nodes);
+  }
   return planStep(trainer.module().lookupSymbol<mlir::func::FuncOp>("train_step"), target,
                   planSetting(trainer.config(), trainer.model(), trainer.layout(), nodes));
 }
@@ -290,9 +296,14 @@ void printPlannedVsMeasured(const StepPlan &plan, std::vector<double> seconds,
   auto error = [](double planned, double measured) {
     return fmt::format("{:+.1f}%", 100 * (planned / measured - 1));
   };
-  std::string memory = fmt::format("{} vs {} ({})", megabytes(plan.memory.peakBytes),
-                                   megabytes(measuredPeak),
-                                   error(double(plan.memory.peakBytes), double(measuredPeak)));
+  // A pipelined step's peak spans several programs and the tensors held
+  // between them: the executor measures no one peak of it.
+  std::string memory =
+      plan.pipeline
+          ? fmt::format("{} planned for pp rank {}, not measured under pipeline parallelism",
+                        megabytes(plan.memory.peakBytes), plan.pipeline->largestRank)
+          : fmt::format("{} vs {} ({})", megabytes(plan.memory.peakBytes), megabytes(measuredPeak),
+                        error(double(plan.memory.peakBytes), double(measuredPeak)));
   fmt::print("planned vs measured: step {:.4f} s vs {:.4f} s ({}; the fastest of {} step{}, "
              "median {:.4f} s), peak memory {}\n",
              plan.stepSeconds, fastest, error(plan.stepSeconds, fastest), seconds.size(),
@@ -513,14 +524,12 @@ int runTrainingJob(const TrainConfig &config) {
                layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
                layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
                wordOf(layout.reshardAfterForward), trainer.globalBatchSize());
-  // kiln plan does not plan pipeline stages yet: a pipelined run has no plan
-  // to print or to compare with its steps.
-  std::optional<StepPlan> cpuPlan;
-  if (layout.pp == 1) {
+  // The plan of this run on this machine, compared with its steps at the
+  // end (a pipelined run's: its stage programs and schedule).
+  if (layout.pp == 1)
     printPlan(trainer);
-    cpuPlan = planThisRun(trainer);
-    fmt::print("{}", formatPlan(*cpuPlan));
-  }
+  std::optional<StepPlan> cpuPlan = planThisRun(trainer);
+  fmt::print("{}", formatPlan(*cpuPlan));
 
   if (!config.debug.saveGrads.empty()) {
     TensorMap grads = trainer.gradients(data.train(first));

@@ -13,8 +13,70 @@
 
 namespace kiln {
 
+namespace {
+
+using nlohmann::json;
+
+/// A pipelined step: a process per pipeline rank, its stages' forwards and
+/// backwards of every schedule run, then its update, on a compute thread;
+/// its sends on a communication thread.
+json pipelineEvents(const StepPlan &plan) {
+  const PipelineFigures &p = *plan.pipeline;
+  json events = json::array();
+  for (int64_t rank = 0; rank < p.degree; ++rank) {
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"args", {{"name", fmt::format("pp rank {}", rank)}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 0},
+                      {"args", {{"name", "compute"}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 1},
+                      {"args", {{"name", "sends"}}}});
+    for (int64_t run = 0; run < p.scheduleRuns; ++run) {
+      double offset = double(run) * p.makespanSeconds;
+      for (const TimedAction &t : p.timeline.ranks[rank]) {
+        bool send = t.action.kind == PipelineActionKind::SendActivation ||
+                    t.action.kind == PipelineActionKind::SendGradient;
+        if (!t.action.isCompute() && !send)
+          continue;
+        events.push_back({{"name", t.action.str()},
+                          {"cat", send ? "communication" : "compute"},
+                          {"ph", "X"},
+                          {"pid", rank},
+                          {"tid", send ? 1 : 0},
+                          {"ts", (offset + t.start) * 1e6},
+                          {"dur", (send ? p.transferSeconds : t.end - t.start) * 1e6},
+                          {"args",
+                           {{"stage", t.action.stage},
+                            {"microbatch", t.action.microbatch},
+                            {"schedule_run", run}}}});
+      }
+    }
+    events.push_back({{"name", "update"},
+                      {"cat", "compute"},
+                      {"ph", "X"},
+                      {"pid", rank},
+                      {"tid", 0},
+                      {"ts", double(p.scheduleRuns) * p.makespanSeconds * 1e6},
+                      {"dur", p.updateSeconds[rank] * 1e6}});
+  }
+  return events;
+}
+
+} // namespace
+
 void writeChromeTrace(const StepPlan &plan, const std::string &path) {
-  using nlohmann::json;
+  if (plan.pipeline) {
+    json trace = {{"traceEvents", pipelineEvents(plan)}, {"displayTimeUnit", "ms"}};
+    writeFileAtomic(path, trace.dump() + "\n");
+    return;
+  }
   json events = json::array();
   std::string process = fmt::format("{} ranks of {} x{} (one rank class)", plan.worldSize,
                                     plan.target.name, plan.setting.nodes);

@@ -8,6 +8,7 @@
 #include "kiln/Driver/Training.h"
 #include "kiln/Frontend/Capture.h"
 #include "kiln/Planner/Collective.h"
+#include "kiln/Planner/PipelineTimelineSvg.h"
 #include "kiln/Planner/ProgramCost.h"
 #include "kiln/Support/CommandLine.h"
 #include "kiln/Support/Error.h"
@@ -187,8 +188,16 @@ int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const Par
     writeFileAtomic(fmt::format("{}/rank-{}.mlir", folder, r), header + functions);
   }
   writeFileAtomic(folder + "/summary.txt", summary);
-  fmt::print("{}wrote {} per-rank schedules and stage functions to {}\n", summary,
-             layout.worldSize(), folder);
+  // The schedule drawn with a backward taking two forwards (docs/parallelism.md).
+  writeFileAtomic(folder + "/timeline.svg",
+                  pipelineTimelineSvg(schedule, timeline,
+                                      fmt::format("{} on {} pipeline ranks, {} microbatches "
+                                                  "(backward = 2 x forward)",
+                                                  wordOf(schedule.kind), schedule.degree,
+                                                  schedule.microbatches)));
+  fmt::print("{}wrote {} per-rank schedules and stage functions, and the schedule's timeline "
+             "(timeline.svg), to {}\n",
+             summary, layout.worldSize(), folder);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #ifndef KILN_PLANNER_STEPPLAN_H
 #define KILN_PLANNER_STEPPLAN_H
 
+#include "kiln/Config/PipelineSchedule.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Planner/StepSchedule.h"
 #include "kiln/Planner/TargetProfile.h"
@@ -74,6 +75,8 @@ struct PipelineFigures {
   std::vector<int64_t> peakBytes;
   /// The pipeline rank whose memory the plan reports (the largest).
   int64_t largestRank = 0;
+  /// One schedule run as simulated: each rank's actions in time.
+  PipelineTimeline timeline;
 };
 
 struct StepPlan {
@@ -147,7 +150,10 @@ std::string formatPlanMemory(const StepPlan &plan);
 
 /// A Chrome / Perfetto trace of the predicted step: a compute and a
 /// communication track for the rank class (every rank runs the same program
-/// on its own shards). Written to a temporary name, then renamed.
+/// on its own shards); a pipelined step (StepPlan::pipeline): a process per
+/// pipeline rank with its forwards and backwards of every schedule run and
+/// its update, and a track of its sends. Written to a temporary name, then
+/// renamed.
 void writeChromeTrace(const StepPlan &plan, const std::string &path);
 
 } // namespace kiln
