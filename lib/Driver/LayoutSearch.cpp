@@ -74,10 +74,11 @@ std::string describeCheckpointing(const CheckpointingChoice &choice) {
 }
 
 std::string SearchCandidate::describe() const {
-  return fmt::format("dp_replicate {} x dp_shard {} x tp {}{}{}, {}, local batch {}",
-                     dpReplicate, dpShard, tp, sequenceParallel ? " (sp)" : "",
-                     ep > 1 ? fmt::format(", ep {}", ep) : "",
-                     describeCheckpointing(checkpointing), localBatchSize);
+  return fmt::format("{}dp_replicate {} x dp_shard {} x tp {}{}{}, {}, local batch {}",
+                     pp > 1 ? fmt::format("pp {} ({}) x ", pp, wordOf(schedule)) : "", dpReplicate,
+                     dpShard, tp, sequenceParallel ? " (sp)" : "",
+                     ep > 1 ? fmt::format(", ep {}", ep) : "", describeCheckpointing(checkpointing),
+                     localBatchSize);
 }
 
 TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
@@ -87,6 +88,8 @@ TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
   config.parallelism.tensorParallelDegree = tp;
   config.parallelism.expertParallelDegree = ep;
   config.parallelism.enableSequenceParallel = sequenceParallel;
+  config.parallelism.pipelineParallelDegree = pp;
+  config.parallelism.pipelineParallelSchedule = schedule;
   config.activationCheckpoint = checkpointing;
   config.training.localBatchSize = localBatchSize;
   return config;
@@ -132,6 +135,26 @@ std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_
   return out;
 }
 
+/// Pipeline layouts of `world` ranks: pp 2, 4, ... up to `maxPipeline`
+/// dividing it, under 1F1B and Interleaved1F1B (GPipe takes 1F1B's time
+/// and holds more), replicas of the pipeline over the rest.
+std::vector<SearchCandidate> pipelineLayouts(int64_t world, int64_t maxPipeline) {
+  std::vector<SearchCandidate> out;
+  for (int64_t pp = 2; pp <= std::min(world, maxPipeline); pp *= 2) {
+    if (world % pp)
+      continue;
+    for (PipelineScheduleKind schedule :
+         {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved1F1B}) {
+      SearchCandidate c;
+      c.pp = pp;
+      c.schedule = schedule;
+      c.dpReplicate = world / pp;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 /// Plans one candidate on the target's world. The result has no plan when
 /// the layout rules refuse it, and says why not when it does not fit: by how
 /// much, and its largest buffer.
@@ -143,7 +166,8 @@ SearchResult planCandidate(const SearchCandidate &candidate, const TrainConfig &
   try {
     TrainConfig config = candidate.apply(base);
     config.parallelism.worldSize = 0; // the target's world
-    if (options.scaleFromLayers)
+    // A pipeline's stages are not the repeating layers scaling assumes.
+    if (options.scaleFromLayers && candidate.pp == 1)
       result.plan = planScaledFromLayers(config, target, nodes, options.timing);
     if (!result.plan)
       result.plan = planTrainingRun(config, target, nodes, options.timing);
@@ -183,7 +207,8 @@ struct LayoutOutcome {
 /// element held as a master weight and two moments.
 int64_t parameterStateLowerBound(int64_t parameters, const SearchCandidate &layout,
                                  const TargetProfile &target) {
-  int64_t shards = layout.dpShard * layout.tp;
+  // The largest pipeline stage holds at least 1/pp of them.
+  int64_t shards = layout.dpShard * layout.tp * layout.pp;
   int64_t elements = (parameters + shards - 1) / shards;
   return elements * (target.precision.masterBytes + 2 * target.precision.optimizerBytes);
 }
@@ -204,6 +229,9 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   std::vector<SearchCandidate> all =
       layouts(target.ranksPerNode * nodes, target.ranksPerNode, nodes, experts,
               options.maxExpertParallel);
+  for (const SearchCandidate &c :
+       pipelineLayouts(target.ranksPerNode * nodes, options.maxPipelineParallel))
+    all.push_back(c);
   auto better = [&](const SearchResult &a, const SearchResult &b) {
     return options.objective == SearchObjective::TokensPerSecond
                ? a.value(options.objective) > b.value(options.objective)
@@ -247,9 +275,10 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
       pruned.candidate.checkpointing = options.checkpointing.front();
       pruned.whyNot = fmt::format(
           "parameters and optimizer state alone need at least {} per rank ({} parameters over "
-          "dp_shard {} x tp {} ranks), over the {} of a rank: not planned",
-          formatGib(bound), model.parameterCount(), layout.dpShard,
-          layout.tp, formatGib(target.memoryBytes));
+          "{}dp_shard {} x tp {} ranks), over the {} of a rank: not planned",
+          formatGib(bound), model.parameterCount(),
+          layout.pp > 1 ? fmt::format("pp {} x ", layout.pp) : "", layout.dpShard, layout.tp,
+          formatGib(target.memoryBytes));
       out.refused.push_back(std::move(pruned));
       out.pruned = 1;
       report(nullptr, true);
@@ -257,7 +286,9 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
     }
     bool layoutRefused = false;
     for (const CheckpointingChoice &checkpointing : options.checkpointing) {
-      for (int64_t batch = 1; batch <= options.maxLocalBatchSize && !layoutRefused; batch *= 2) {
+      // A pipeline's schedules need a microbatch per rank at least.
+      for (int64_t batch = layout.pp; batch <= options.maxLocalBatchSize && !layoutRefused;
+           batch *= 2) {
         // A fixed global batch (training.global_batch_size) takes the local
         // batches whose microbatches divide it; the rest accumulate.
         int64_t global = base.training.globalBatchSize;
@@ -407,6 +438,10 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
               {"fits", r.fits()}};
     if (c.checkpointing.mode == CheckpointMode::Selective)
       j["activation_checkpoint"]["selective_ac_option"] = c.checkpointing.selectiveAcOption;
+    if (c.pp > 1) {
+      j["pp"] = c.pp;
+      j["pipeline_schedule"] = wordOf(c.schedule);
+    }
     if (!r.fits())
       j["why_not"] = r.whyNot;
     if (r.plan) {

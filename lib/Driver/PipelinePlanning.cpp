@@ -2,10 +2,12 @@
 
 #include "kiln/Driver/PipelinePlanning.h"
 #include "kiln/Config/PipelineSchedule.h"
+#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Driver/PipelineConfig.h"
 #include "kiln/Driver/PipelineStageFunctions.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Planner/Collective.h"
+#include "kiln/Planner/StepSchedule.h"
 #include "kiln/Support/Error.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -26,6 +28,21 @@ GroupPlacement neighbourPlacement(const ParallelLayout &layout, const TargetProf
   if (placeGroup(layout.shape(), {0}, target).nodes > 1)
     return GroupPlacement{2, 1, 1};
   return placeGroup({2, stride}, {0}, target);
+}
+
+/// A backward's gradients summed into its rank's over the microbatches (as
+/// PipelineStageExecutor sums them): per gradient an elementwise add that
+/// reads the sum and the gradient and writes the sum, at the reduce width.
+double accumulationSeconds(mlir::func::FuncOp backward, const TargetProfile &target) {
+  double seconds = 0;
+  for (unsigned i = 0; i < backward.getNumResults(); ++i)
+    if (backward.getResultAttr(i, kGradAttr)) {
+      int64_t elements =
+          mlir::cast<mlir::RankedTensorType>(backward.getResultTypes()[i]).getNumElements();
+      seconds += rooflineSeconds(double(elements), 3 * elements * target.precision.reduceBytes,
+                                 OpClass::Vector, target);
+    }
+  return seconds;
 }
 
 void addTotals(CollectiveTotals &into, const CollectiveTotals &add, int64_t times = 1) {
@@ -73,12 +90,14 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
 
   // Each stage's forward and backward of one microbatch.
   std::vector<StepPlan> forwards, backwards;
+  std::vector<double> accumulate;
   for (int64_t s = 0; s < numStages; ++s) {
     forwards.push_back(planStep(stageFunction(*module, s, "forward"), target, run.setting, timing));
     backwards.push_back(
         planStep(stageFunction(*module, s, "backward"), target, run.setting, timing));
     figures.forwardSeconds.push_back(forwards.back().stepSeconds);
-    figures.backwardSeconds.push_back(backwards.back().stepSeconds);
+    accumulate.push_back(accumulationSeconds(stageFunction(*module, s, "backward"), target));
+    figures.backwardSeconds.push_back(backwards.back().stepSeconds + accumulate.back());
   }
   std::vector<StageFootprint> footprints = stageFootprints(*module, numStages, &target.precision);
   std::vector<int64_t> residualBytes;
@@ -132,6 +151,8 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
                                                                        : nullptr;
       if (stage) {
         computeSeconds[r] += double(runs) * stage->schedule.computeSeconds;
+        if (a.kind == PipelineActionKind::Backward)
+          computeSeconds[r] += double(runs) * accumulate[a.stage];
         flops[r] += double(runs) * stage->schedule.flops;
         recompute += double(runs) * stage->schedule.recomputeSeconds;
         recomputeFlops += double(runs) * stage->schedule.recomputeFlops;

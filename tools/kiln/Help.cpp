@@ -21,7 +21,8 @@ struct CommandHelp {
 /// Each command's usage, in the order `kiln --help` lists them (a command
 /// with two forms has two entries).
 const CommandHelp kCommands[] = {
-    {"capture", true, R"(  capture --model <dir|flavor> [--batch B] [--seq S] [-o out.mlir] [--summary]
+    {"capture", true,
+     R"(  capture --model <dir|flavor> [--batch B] [--seq S] [-o out.mlir] [--summary]
           [--train-step [--config run.json] [--section.key=value ...]
            [--rank R | --dump-ranks DIR]]
           capture a Qwen3 model as kiln dialect IR (@forward and @loss; with
@@ -30,7 +31,8 @@ const CommandHelp kCommands[] = {
   capture --list-flavors
           list the built-in Qwen3 flavors with their parameter counts
 )"},
-    {"compile", true, R"(  compile --config <run.json> [--model <dir|flavor>] [--target trn2|trn1|cpu] -o DIR
+    {"compile", true,
+     R"(  compile --config <run.json> [--model <dir|flavor>] [--target trn2|trn1|cpu] -o DIR
           [--allow-oversize] [--section.key=value ...]
           the per-rank training step as XLA HLO for neuronx-cc (model.hlo.pb,
           model.hlo.txt, model.hlo.mlir, manifest.json, compile.sh); see
@@ -55,11 +57,12 @@ const CommandHelp kCommands[] = {
           capture the whole training step (forward, loss, backward, AdamW) and
           train on CPU; torchtitan-style config sections, see docs/cli.md
 )"},
-    {"plan", true, R"(  plan    --target <name|profile.json> [--config run.json] [--model <dir|flavor>]
+    {"plan", true,
+     R"(  plan    --target <name|profile.json> [--config run.json] [--model <dir|flavor>]
           [--section.key=value ...] [--nodes N] [--json] [--trace trace.json] [--timing]
           [--search [--search-by=tokens_per_second|usd_per_million_tokens]
            [--search-top N] [--search-max-local-batch B] [--search-ac LIST]
-           [--search-whole-model]]
+           [--search-max-pp P] [--search-whole-model]]
   plan    --validate [--published runs.json] [--json]
   plan    --fit <target> --fit-factors LIST [--published runs.json] [-o profile.json] [--json]
           memory per rank, step time, MFU and cost of the run's per-rank
@@ -67,7 +70,8 @@ const CommandHelp kCommands[] = {
           --validate: every published run planned against its figures;
           --fit: a target's efficiency factors fitted to its published runs
 )"},
-    {"calibrate-cpu", true, R"(  calibrate-cpu --config <run.json> [--steps N] [--section.key=value ...]
+    {"calibrate-cpu", true,
+     R"(  calibrate-cpu --config <run.json> [--steps N] [--section.key=value ...]
           time every op of N training steps on this machine and fit the cpu
           profile's efficiency factors to them (docs/planner.md)
 )"},
@@ -77,7 +81,8 @@ const CommandHelp kCommands[] = {
     {"ckpt", false, R"(  ckpt diff <checkpoint-a> <checkpoint-b>
           missing/unexpected keys and per-tensor max-abs difference
 )"},
-    {"check-kernel", false, R"(  check-kernel <name> [--shape dim=N,...] [--dtype f32|bf16] [--seed N]
+    {"check-kernel", false,
+     R"(  check-kernel <name> [--shape dim=N,...] [--dtype f32|bf16] [--seed N]
   check-kernel --all
           a substitutable kernel's CPU implementation against the ops it
           replaces, forward and backward; exit 1 above its tolerance

@@ -85,13 +85,17 @@ int runPlan(const std::vector<std::string> &allArgs) {
   std::optional<std::string> searchBy = options.value("search-by");
   int64_t top = options.integer("search-top", kUnset);
   int64_t maxBatch = options.integer("search-max-local-batch", kUnset);
+  int64_t maxPipeline = options.integer("search-max-pp", kUnset);
   std::optional<std::string> searchAc = options.value("search-ac");
   bool timing = options.flag("timing");
   bool wholeModel = options.flag("search-whole-model");
   options.finish();
-  if (!search && (searchBy || top != kUnset || maxBatch != kUnset || searchAc || wholeModel))
-    fail("plan: --search-by, --search-top, --search-max-local-batch, --search-ac and "
-         "--search-whole-model apply to --search");
+  if (!search && (searchBy || top != kUnset || maxBatch != kUnset || maxPipeline != kUnset ||
+                  searchAc || wholeModel))
+    fail("plan: --search-by, --search-top, --search-max-local-batch, --search-max-pp, "
+         "--search-ac and --search-whole-model apply to --search");
+  if (maxPipeline != kUnset && maxPipeline < 2)
+    fail("plan: --search-max-pp must be at least 2, got {}", maxPipeline);
   if (search && trace)
     fail("plan: --trace writes one plan's timeline; it does not apply to --search");
   if (top == kUnset)
@@ -129,15 +133,13 @@ int runPlan(const std::vector<std::string> &allArgs) {
   auto start = std::chrono::steady_clock::now();
   TrainConfig config = TrainConfig::load(configPath.value_or(""), overrides);
   TargetProfile target = loadTargetProfile(targetName, thisMachine());
-  if (search && config.parallelism.pipelineParallelDegree > 1)
-    fail("plan: --search does not try pipeline layouts yet; plan "
-         "parallelism.pipeline_parallel_degree={} without --search",
-         config.parallelism.pipelineParallelDegree);
   if (search) {
     SearchOptions searchOptions;
     searchOptions.objective = parseSearchObjective(searchBy.value_or("tokens_per_second"));
     if (maxBatch != kUnset)
       searchOptions.maxLocalBatchSize = maxBatch;
+    if (maxPipeline != kUnset)
+      searchOptions.maxPipelineParallel = maxPipeline;
     if (searchAc)
       searchOptions.checkpointing = parseSearchCheckpointing(*searchAc);
     // Its state on stderr: on a terminal in place, else a line every 10 s.

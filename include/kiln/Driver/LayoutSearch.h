@@ -49,11 +49,15 @@ std::string describeCheckpointing(const CheckpointingChoice &choice);
 /// One point of the search: the settings it gives the run config.
 struct SearchCandidate {
   int64_t dpReplicate = 1, dpShard = 1, tp = 1, ep = 1;
+  /// Pipeline ranks and their schedule (pp 1: none).
+  int64_t pp = 1;
+  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
   bool sequenceParallel = false;
   CheckpointingChoice checkpointing;
   int64_t localBatchSize = 1;
 
-  /// "dp_replicate 1 x dp_shard 64 x tp 1, AC full, local batch 2"
+  /// "dp_replicate 1 x dp_shard 64 x tp 1, AC full, local batch 2";
+  /// "pp 4 (1F1B) x dp_replicate 16 x ..." with a pipeline
   std::string describe() const;
   /// `base` with this candidate's parallelism, checkpointing and batch.
   TrainConfig apply(const TrainConfig &base) const;
@@ -92,6 +96,12 @@ struct SearchOptions {
   /// Kiln's expert parallelism all-gathers each rank's tokens over the
   /// group, which moves no more than an all-to-all while ep <= top-k.
   int64_t maxExpertParallel = 8;
+  /// Also pipeline layouts (kiln plan --search-pipeline): pp 2, 4, 8, ...
+  /// up to this (0: none), each under 1F1B and Interleaved1F1B, the rest of
+  /// the world replicas of the pipeline (FSDP, TP and EP inside a stage are
+  /// not built yet); their local batches start at pp (a microbatch of one
+  /// row per stage).
+  int64_t maxPipelineParallel = 0;
   /// Tried for every layout, in this order.
   std::vector<CheckpointingChoice> checkpointing = parseSearchCheckpointing("none,selective,full");
   /// Called after each candidate is planned (kiln plan's progress line).
