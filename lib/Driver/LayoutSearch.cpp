@@ -273,6 +273,7 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
       SearchResult pruned;
       pruned.candidate = layout;
       pruned.candidate.checkpointing = options.checkpointing.front();
+      pruned.candidate.localBatchSize = layout.pp; // a pipeline's smallest
       pruned.whyNot = fmt::format(
           "parameters and optimizer state alone need at least {} per rank ({} parameters over "
           "{}dp_shard {} x tp {} ranks), over the {} of a rank: not planned",

@@ -82,14 +82,33 @@ PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
   TensorMap grads;
   double loss = runSchedules(tokens, false, &grads);
 
-  std::vector<Tensor> args = state_;
-  for (const Signature::Slot &g : sig.grads()) {
-    auto it = grads.find(g.name);
-    if (it == grads.end())
+  for (const Signature::Slot &g : sig.grads())
+    if (!grads.count(g.name))
       fail("pipeline rank {}: its stages computed no gradient of '{}'", pipelineRank_, g.name);
-    args[g.index] = it->second;
+  // The state moves in, so AdamW overwrites the weights and moments in place.
+  std::vector<Tensor> args = std::move(state_);
+  state_.clear();
+  for (const Signature::Slot &g : sig.grads())
+    args[g.index] = std::move(grads[g.name]);
+  std::vector<Tensor> results, unused;
+  try {
+    results = runFunction(update_, std::move(args), nullptr, execution_, &unused);
+  } catch (const Error &) {
+    // Failed before overwriting any of the state: keep it (as the Trainer
+    // does), else it is gone (stateLost()).
+    bool intact = true;
+    for (const Signature::Slot &slot : sig.params())
+      intact &= unused[slot.index].defined();
+    for (const Signature::Slot &slot : sig.state())
+      intact &= unused[slot.index].defined();
+    if (intact) {
+      for (const Signature::Slot &g : sig.grads())
+        unused[g.index] = Tensor();
+      state_ = std::move(unused);
+    }
+    throw;
   }
-  std::vector<Tensor> results = runFunction(update_, std::move(args), nullptr, execution_);
+  state_.resize(update_.getNumArguments());
 
   for (const Signature::Slot &p : sig.params()) {
     state_[p.index] = results[*sig.result(kParamAttr, p.name)];

@@ -594,8 +594,17 @@ StepMetrics Trainer::step(const Tensor &tokens) {
 StepMetrics Trainer::pipelinedStep(const Tensor &tokens) {
   std::map<std::string, int64_t> sentBefore = grid_->bytesSent();
   auto start = std::chrono::steady_clock::now();
-  // A failure leaves the state as it was: the update runs last, on copies.
-  PipelineTraining::StepResult r = pipelined_->step(tokens);
+  PipelineTraining::StepResult r;
+  try {
+    r = pipelined_->step(tokens);
+  } catch (const Error &e) {
+    // The update runs last and in place: only its own failure can take the
+    // state with it.
+    if (pipelined_->stateLost())
+      lostState_ = fmt::format("step {} failed after updating the weights in place: {}",
+                               updates_ + 1, e.what());
+    throw;
+  }
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   StepMetrics m;
   m.step = ++updates_;
@@ -682,6 +691,7 @@ func::FuncOp Trainer::rankLoss() {
 // microbatches' (each has as many positions).
 double Trainer::evaluate(const std::vector<Tensor> &batches) {
   if (pipelined_) {
+    checkState();
     for (const Tensor &tokens : batches)
       checkTokens(tokens);
     return pipelined_->evaluate(batches);
@@ -720,6 +730,7 @@ double Trainer::evaluate(const std::vector<Tensor> &batches) {
 
 TensorMap Trainer::gradients(const Tensor &tokens) {
   if (pipelined_) {
+    checkState();
     checkTokens(tokens);
     return unstackTensors(pipelined_->gradients(tokens));
   }

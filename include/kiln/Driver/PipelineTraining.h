@@ -56,8 +56,12 @@ public:
   /// One update on `tokens` [accumulation x replicas x localBatch, seq + 1],
   /// the schedule run on this replica's localBatch rows of each of the
   /// accumulation parts in turn; every rank of the grid calls it with the
-  /// same tokens.
+  /// same tokens. The update takes the weights and moments in and
+  /// overwrites them: if it fails after overwriting some, the state is gone
+  /// (stateLost()); a failure before keeps it.
   StepResult step(const Tensor &tokens);
+  /// Whether a failed step's update took the state with it.
+  bool stateLost() const { return state_.empty(); }
 
   /// The mean loss of `batches` (each [accumulation x localBatch, seq + 1],
   /// the mean of its microbatches' losses) at the current weights: the
