@@ -74,11 +74,12 @@ std::string describeCheckpointing(const CheckpointingChoice &choice) {
 }
 
 std::string SearchCandidate::describe() const {
-  return fmt::format("{}dp_replicate {} x dp_shard {} x tp {}{}{}, {}, local batch {}",
+  return fmt::format("{}dp_replicate {} x dp_shard {} x tp {}{}{}, {}, local batch {}{}",
                      pp > 1 ? fmt::format("pp {} ({}) x ", pp, wordOf(schedule)) : "", dpReplicate,
                      dpShard, tp, sequenceParallel ? " (sp)" : "",
                      ep > 1 ? fmt::format(", ep {}", ep) : "", describeCheckpointing(checkpointing),
-                     localBatchSize);
+                     localBatchSize,
+                     pp > 1 ? fmt::format(" in microbatches of {}", microbatchSize) : "");
 }
 
 TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
@@ -90,6 +91,7 @@ TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
   config.parallelism.enableSequenceParallel = sequenceParallel;
   config.parallelism.pipelineParallelDegree = pp;
   config.parallelism.pipelineParallelSchedule = schedule;
+  config.parallelism.pipelineParallelMicrobatchSize = microbatchSize;
   config.activationCheckpoint = checkpointing;
   config.training.localBatchSize = localBatchSize;
   return config;
@@ -288,6 +290,7 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
     bool layoutRefused = false;
     for (const CheckpointingChoice &checkpointing : options.checkpointing) {
       // A pipeline's schedules need a microbatch per rank at least.
+      bool stop = false;
       for (int64_t batch = layout.pp; batch <= options.maxLocalBatchSize && !layoutRefused;
            batch *= 2) {
         // A fixed global batch (training.global_batch_size) takes the local
@@ -295,24 +298,33 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
         int64_t global = base.training.globalBatchSize;
         if (global != -1 && global % (batch * layout.dpReplicate * layout.dpShard))
           continue;
-        SearchCandidate candidate = layout;
-        candidate.checkpointing = checkpointing;
-        candidate.localBatchSize = batch;
-        ++out.planned;
-        SearchResult result = planCandidate(candidate, base, target, nodes, options);
-        report(&result, false);
-        if (!result.plan) {
-          // The layout rules refuse it: no batch size or checkpointing
-          // changes that.
-          out.refused.push_back(std::move(result));
-          layoutRefused = true;
+        // A pipeline's microbatches of 1, 2, ... rows, at least one per
+        // pipeline rank; one microbatch of the whole batch without one.
+        for (int64_t rows = layout.pp > 1 ? 1 : batch; batch / rows >= layout.pp; rows *= 2) {
+          SearchCandidate candidate = layout;
+          candidate.checkpointing = checkpointing;
+          candidate.localBatchSize = batch;
+          candidate.microbatchSize = layout.pp > 1 ? rows : 1;
+          ++out.planned;
+          SearchResult result = planCandidate(candidate, base, target, nodes, options);
+          report(&result, false);
+          if (!result.plan) {
+            // The layout rules refuse it: no batch size or checkpointing
+            // changes that.
+            out.refused.push_back(std::move(result));
+            layoutRefused = true;
+            break;
+          }
+          if (!result.fits()) {
+            out.notFitting.push_back(std::move(result));
+            // Larger microbatches and batches need more memory still.
+            stop = rows == (layout.pp > 1 ? 1 : batch);
+            break;
+          }
+          out.fitting.push_back(std::move(result));
+        }
+        if (layoutRefused || stop)
           break;
-        }
-        if (!result.fits()) {
-          out.notFitting.push_back(std::move(result));
-          break; // a larger batch needs more memory still
-        }
-        out.fitting.push_back(std::move(result));
       }
     }
     report(nullptr, true);
@@ -442,6 +454,7 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
     if (c.pp > 1) {
       j["pp"] = c.pp;
       j["pipeline_schedule"] = wordOf(c.schedule);
+      j["pipeline_microbatch_size"] = c.microbatchSize;
     }
     if (!r.fits())
       j["why_not"] = r.whyNot;

@@ -52,12 +52,14 @@ struct SearchCandidate {
   /// Pipeline ranks and their schedule (pp 1: none).
   int64_t pp = 1;
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  int64_t microbatchSize = 1; ///< rows of a pipeline's microbatch
   bool sequenceParallel = false;
   CheckpointingChoice checkpointing;
   int64_t localBatchSize = 1;
 
   /// "dp_replicate 1 x dp_shard 64 x tp 1, AC full, local batch 2";
-  /// "pp 4 (1F1B) x dp_replicate 16 x ..." with a pipeline
+  /// "pp 4 (1F1B) x dp_replicate 16 x ..., local batch 8 in microbatches
+  /// of 2" with a pipeline
   std::string describe() const;
   /// `base` with this candidate's parallelism, checkpointing and batch.
   TrainConfig apply(const TrainConfig &base) const;
@@ -99,8 +101,8 @@ struct SearchOptions {
   /// Also pipeline layouts (kiln plan --search-pipeline): pp 2, 4, 8, ...
   /// up to this (0: none), each under 1F1B and Interleaved1F1B, the rest of
   /// the world replicas of the pipeline (FSDP, TP and EP inside a stage are
-  /// not built yet); their local batches start at pp (a microbatch of one
-  /// row per stage).
+  /// not built yet); their local batches start at pp, each split into
+  /// microbatches of 1, 2, ... rows, at least pp of them.
   int64_t maxPipelineParallel = 0;
   /// Tried for every layout, in this order.
   std::vector<CheckpointingChoice> checkpointing = parseSearchCheckpointing("none,selective,full");
