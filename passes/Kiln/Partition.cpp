@@ -278,6 +278,9 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
                                      b.getFunctionType(argTypes, resultTypes));
     rank.setAllArgAttrs(fn.getAllArgAttrs());
     rank.setAllResultAttrs(fn.getAllResultAttrs());
+    // What the function is beyond its signature (a pipeline stage's number).
+    if (Attribute stage = fn->getAttr(kStageAttr))
+      rank->setAttr(kStageAttr, stage);
     Block *entry = rank.addEntryBlock();
     b.setInsertionPointToStart(entry);
 

@@ -191,6 +191,8 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   };
   struct Layout {
     SmallVector<StoredParam> params;
+    /// Data inputs and a pipeline stage's activations from other stages:
+    /// split on their batch dimension.
     SmallVector<Signature::Slot> inputs;
   };
 
@@ -203,6 +205,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       return failure();
     Layout layout;
     layout.inputs.assign(base->inputs().begin(), base->inputs().end());
+    layout.inputs.append(base->activations().begin(), base->activations().end());
     if (base->state().empty()) {
       for (const Signature::Slot &p : base->params())
         layout.params.push_back({p.name, p.index, {{p.index, std::nullopt}}});
@@ -361,6 +364,15 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   void chooseTargets(Block &body, Annotation &a) {
     // Partial gradients resolve into the layout their update needs.
     // Each microbatch's gradient takes it too, before it is accumulated.
+    // A pipeline stage's gradients (kiln.grad results) resolve into their
+    // parameter's storage, as the stage's rank updates it.
+    func::FuncOp fn = cast<func::FuncOp>(body.getParentOp());
+    Operation *ret = body.getTerminator();
+    for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+      if (auto key = fn.getResultAttrOfType<StringAttr>(i, kGradAttr))
+        for (unsigned arg = 0, n = fn.getNumArguments(); arg < n; ++arg)
+          if (fn.getArgAttrOfType<StringAttr>(arg, kParamAttr) == key)
+            a.target[ret->getOperand(i)] = a.storage.lookup(fn.getArgument(arg));
     for (auto adamw : body.getOps<AdamWOp>()) {
       Sharding stored = a.storage.lookup(adamw.getParam());
       for (Value grad = adamw.getGrad();;) {
@@ -579,14 +591,21 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     return s;
   }
 
-  /// Results: updated state as stored, outputs whole.
+  /// Results: updated state as stored, outputs whole; a pipeline stage's
+  /// gradients as their parameter is stored, the activations and cotangents
+  /// it sends split on their batch dimension as it received them.
   void annotateResults(func::FuncOp fn, const Layout &sig, Annotation &a) {
     MLIRContext *context = fn.getContext();
-    for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
-      fn.setResultAttr(
-          i, kShardingAttr,
-          Sharding::replicated(cast<RankedTensorType>(fn.getResultTypes()[i]).getRank())
-              .toAttr(context, axisNames));
+    Operation *ret = fn.getBody().front().getTerminator();
+    for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i) {
+      Sharding s = Sharding::replicated(cast<RankedTensorType>(fn.getResultTypes()[i]).getRank());
+      auto target = a.target.find(ret->getOperand(i));
+      if (fn.getResultAttr(i, kGradAttr) && target != a.target.end())
+        s = target->second;
+      else if (fn.getResultAttr(i, kTransferAttr) || fn.getResultAttr(i, kCotangentAttr))
+        s.dims[0] = nonTrivial({kDpReplicate, kDpShard, epAxis()});
+      fn.setResultAttr(i, kShardingAttr, s.toAttr(context, axisNames));
+    }
     for (const StoredParam &p : sig.params)
       for (auto [arg, result] : p.stored)
         if (result)

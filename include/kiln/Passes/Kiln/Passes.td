@@ -310,6 +310,10 @@ def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
     dp-shard, replication over dp-replicate and tensor parallelism over tp
     by the styles of `tp-plan`, expert parallelism over ep (the stacked
     experts split over ep, their tokens gathered over it); see Shard.cpp.
+    A pipeline stage's `@loss_stage<s>_grad` shards the same way: its
+    kiln.transfer and kiln.cotangent arguments and results split on their
+    batch dimension as data inputs are, its kiln.grad results stored as
+    their parameters (reduce-scattered).
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,

@@ -39,10 +39,17 @@ FailureOr<Signature> Signature::get(func::FuncOp fn) {
         s.arguments_[roleKey(role, name.getValue())] = i;
       tagged = true;
     }
+    for (StringLiteral role : {kTransferAttr, kCotangentAttr, kResidualAttr})
+      if (auto number = fn.getArgAttrOfType<IntegerAttr>(i, role)) {
+        s.activations_.push_back({i, (role + " " + Twine(number.getInt())).str(), 0});
+        tagged = true;
+      }
     if (!tagged)
       return fn.emitError() << "@" << fn.getName() << ": argument #" << i
                             << " has no role: tag it '" << kParamAttr << "', '" << kStateAttr
-                            << "', '" << kInputAttr << "' or '" << kGradAttr << "'";
+                            << "', '" << kInputAttr << "' or '" << kGradAttr
+                            << "' (or, in a pipeline stage, '" << kTransferAttr << "', '"
+                            << kCotangentAttr << "' or '" << kResidualAttr << "')";
   }
   for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
     for (StringLiteral role : {kParamAttr, kStateAttr, kGradAttr, kOutputAttr})

@@ -20,7 +20,8 @@ namespace kiln {
 
 /// A function's arguments and results by role. Every argument must have a
 /// role (kiln.param, kiln.state, kiln.input or kiln.grad, a gradient a
-/// pipeline rank's update takes); results without one are allowed (e.g.
+/// pipeline rank's update takes, or a pipeline stage's kiln.transfer,
+/// kiln.cotangent or kiln.residual); results without one are allowed (e.g.
 /// @forward's logits).
 class Signature {
 public:
@@ -43,6 +44,10 @@ public:
   llvm::ArrayRef<Slot> state() const { return state_; }
   /// Arguments tagged kiln.grad (HF keys), in argument order.
   llvm::ArrayRef<Slot> grads() const { return grads_; }
+  /// A pipeline stage's arguments from another stage or its own forward
+  /// (kiln.transfer, kiln.cotangent, kiln.residual = N), in argument order;
+  /// each named "<role> N".
+  llvm::ArrayRef<Slot> activations() const { return activations_; }
 
   /// Index of the argument tagged `role` = `name` (kParamAttr, ...); of a
   /// data input, its microbatch 0.
@@ -54,7 +59,7 @@ public:
 
 private:
   mlir::func::FuncOp fn_;
-  llvm::SmallVector<Slot> params_, inputs_, state_, grads_;
+  llvm::SmallVector<Slot> params_, inputs_, state_, grads_, activations_;
   llvm::StringMap<unsigned> arguments_, results_; ///< "role\0name" -> index
 };
 
