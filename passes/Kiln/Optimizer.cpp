@@ -14,6 +14,8 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace kiln {
 #define GEN_PASS_DEF_OPTIMIZER
@@ -374,6 +376,11 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     };
     SmallVector<Param> params;
     llvm::StringSet<> seen;
+    // Gradients stored split (FSDP inside a stage): a rank's squares are of
+    // its shards, summed over their axes as well as over pp. Every gradient
+    // must then be split over the same axes (one all-reduce of one sum).
+    SmallVector<std::string> axisNames = gridAxisNames(module);
+    std::optional<std::set<int16_t>> splitAxes;
     for (auto &[stage, fn] : backwards) {
       if (stage % pipelineDegree != pipelineRank)
         continue;
@@ -388,6 +395,19 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
           if (forward.getArgAttrOfType<StringAttr>(a, kParamAttr) == key)
             owner = moduleOf(forward.getArgument(a));
         params.push_back({key.str(), fn.getResultTypes()[i], owner});
+        std::set<int16_t> axes;
+        if (auto sharding = fn.getResultAttrOfType<ShardingAttr>(i, kShardingAttr))
+          for (ArrayAttr dim : sharding.getDims().getAsRange<ArrayAttr>())
+            for (StringAttr axis : dim.getAsRange<StringAttr>())
+              if (auto it = llvm::find(axisNames, axis.getValue()); it != axisNames.end())
+                axes.insert(int16_t(it - axisNames.begin()));
+        if (!splitAxes)
+          splitAxes = axes;
+        else if (*splitAxes != axes)
+          return fn.emitError() << "kiln-optimizer: the gradient of '" << key.getValue()
+                                << "' is split over other grid axes than the stage's first "
+                                   "gradient: the norm over gradients split differently (TP "
+                                   "inside a stage) is not built";
       }
     }
 
@@ -442,7 +462,10 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
                                  fqn)
                   .getResult()
             : GlobalNormOp::create(b, loc, owned, fqn, b.getUnitAttr()).getResult();
-    squares = shard::AllReduceOp::create(b, loc, squares, grid, ArrayRef<int16_t>{kPipelineAxis},
+    std::set<int16_t> normAxes = splitAxes.value_or(std::set<int16_t>());
+    normAxes.insert(kPipelineAxis);
+    squares = shard::AllReduceOp::create(b, loc, squares, grid,
+                                         SmallVector<int16_t>(normAxes.begin(), normAxes.end()),
                                          shard::ReductionKind::Sum);
     Value norm = mean(b, loc, SqrtOp::create(b, loc, squares, fqn), kGradNormOutput);
     StepResults results;

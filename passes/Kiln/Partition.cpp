@@ -41,25 +41,34 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!fn) {
-      module.emitError() << "kiln-partition: no function @" << funcName;
+    SmallVector<func::FuncOp> fns;
+    if (stages) {
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
+          fns.push_back(fn);
+    } else if (auto fn = module.lookupSymbol<func::FuncOp>(funcName)) {
+      fns.push_back(fn);
+    }
+    if (fns.empty()) {
+      module.emitError() << "kiln-partition: no function @" << funcName
+                         << (stages ? " (stages=1: no pipeline stage's @..._grad)" : "");
       return signalPassFailure();
     }
     axisNames = gridAxisNames(module);
     grid = module.lookupSymbol<shard::GridOp>("grid");
-    bool annotated = fn.getNumArguments() > 0 && fn.getArgAttr(0, kShardingAttr) &&
-                     llvm::all_of(fn.getBody().front().without_terminator(), [](Operation &op) {
-                       return op.hasAttr(kLoopShardingAttr);
-                     });
-    if (axisNames.empty() || !grid || !annotated) {
-      fn.emitError() << "kiln-partition: @" << funcName
-                     << " is not annotated for partitioning (run kiln-shard first; a "
-                        "partitioned program cannot be partitioned again)";
-      return signalPassFailure();
+    for (func::FuncOp fn : fns) {
+      bool annotated = fn.getNumArguments() > 0 && fn.getArgAttr(0, kShardingAttr) &&
+                       llvm::all_of(fn.getBody().front().without_terminator(),
+                                    [](Operation &op) { return op.hasAttr(kLoopShardingAttr); });
+      if (axisNames.empty() || !grid || !annotated) {
+        fn.emitError() << "kiln-partition: @" << fn.getSymName()
+                       << " is not annotated for partitioning (run kiln-shard first; a "
+                          "partitioned program cannot be partitioned again)";
+        return signalPassFailure();
+      }
+      if (failed(partition(fn)))
+        return signalPassFailure();
     }
-    if (failed(partition(fn)))
-      return signalPassFailure();
   }
 
   //===--------------------------------------------------------------------===//

@@ -58,8 +58,6 @@ using namespace kiln;
 
 namespace {
 
-constexpr int16_t kDpReplicate = 0, kDpShard = 1;
-
 struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   using ShardBase::ShardBase;
 
@@ -70,8 +68,8 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
                          << kGridAxesAttr << "')";
       return signalPassFailure();
     }
-    if (dpReplicate < 1 || dpShard < 1 || tp < 1 || ep < 1) {
-      module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp and ep must be >= 1";
+    if (dpReplicate < 1 || dpShard < 1 || tp < 1 || ep < 1 || pp < 1) {
+      module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp, ep and pp must be >= 1";
       return signalPassFailure();
     }
     if (dpShard % ep) {
@@ -85,16 +83,35 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       names = {"dp_replicate", "dp_shard", "ep", "tp"};
       gridShape = {dpReplicate, dpShard / ep, ep, tp};
     }
+    if (pp > 1) {
+      names.insert(names.begin(), "pp");
+      gridShape.insert(gridShape.begin(), pp);
+    }
     if (failed(parsePlan(module)))
       return signalPassFailure();
-    auto fn = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!fn) {
+    SmallVector<func::FuncOp> fns;
+    if (stages) {
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
+          fns.push_back(fn);
+      if (fns.empty()) {
+        module.emitError() << "kiln-shard: stages=1 but no pipeline stage's @..._grad (run "
+                              "kiln-autodiff pipeline-stages first)";
+        return signalPassFailure();
+      }
+    } else if (auto fn = module.lookupSymbol<func::FuncOp>(funcName)) {
+      fns.push_back(fn);
+    } else {
       module.emitError() << "kiln-shard: no function @" << funcName;
       return signalPassFailure();
     }
-    FailureOr<Layout> layout = layoutOf(fn);
-    if (failed(layout))
-      return signalPassFailure();
+    SmallVector<Layout> layouts;
+    for (func::FuncOp fn : fns) {
+      FailureOr<Layout> layout = layoutOf(fn);
+      if (failed(layout))
+        return signalPassFailure();
+      layouts.push_back(std::move(*layout));
+    }
 
     OpBuilder b(module.getBodyRegion());
     shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
@@ -105,8 +122,9 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     module->setAttr(kGridAxesAttr, b.getArrayAttr(nameAttrs));
     axisNames = gridAxisNames(module);
 
-    if (failed(annotate(fn, *layout)))
-      return signalPassFailure();
+    for (auto [fn, layout] : llvm::zip(fns, layouts))
+      if (failed(annotate(fn, layout)))
+        return signalPassFailure();
   }
 
   enum class Style { Replicated, Colwise, Rowwise };
@@ -258,8 +276,12 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   }
 
   /// The grid axes: ep only under expert parallelism, then tp.
-  int16_t epAxis() const { return ep > 1 ? 2 : -1; }
-  int16_t tpAxis() const { return ep > 1 ? 3 : 2; }
+  /// The grid's axes: [pp,] dp_replicate, dp_shard, [ep,] tp.
+  int16_t firstAxis() const { return pp > 1 ? 1 : 0; }
+  int16_t dpReplicateAxis() const { return firstAxis(); }
+  int16_t dpShardAxis() const { return firstAxis() + 1; }
+  int16_t epAxis() const { return ep > 1 ? firstAxis() + 2 : -1; }
+  int16_t tpAxis() const { return firstAxis() + (ep > 1 ? 3 : 2); }
 
   /// Storage of every parameter (and its AdamW moments), and how compute
   /// ops read it: its tensor-parallel layout (colwise: the output features
@@ -270,8 +292,8 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     Block &body = fn.getBody().front();
     for (BlockArgument arg : body.getArguments())
       a.storage[arg] = Sharding::replicated(rankOf(arg));
-    GridAxes fsdp = nonTrivial({kDpShard, epAxis()}), tpAxes = nonTrivial({tpAxis()}),
-             epAxes = nonTrivial({epAxis()}), expertFsdp = nonTrivial({kDpShard});
+    GridAxes fsdp = nonTrivial({dpShardAxis(), epAxis()}), tpAxes = nonTrivial({tpAxis()}),
+             epAxes = nonTrivial({epAxis()}), expertFsdp = nonTrivial({dpShardAxis()});
     for (const StoredParam &p : sig.params) {
       Value param = body.getArgument(p.arg);
       Sharding tpLayout = Sharding::replicated(rankOf(param));
@@ -346,7 +368,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   /// Data inputs split on their batch dimension over every data-parallel
   /// axis.
   LogicalResult placeInputs(func::FuncOp fn, const Layout &sig, Annotation &a) {
-    GridAxes batch = nonTrivial({kDpReplicate, kDpShard, epAxis()});
+    GridAxes batch = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
     for (const Signature::Slot &input : sig.inputs) {
       Value arg = fn.getArgument(input.index);
       int64_t rows = cast<RankedTensorType>(arg.getType()).getDimSize(0);
@@ -392,7 +414,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         if (!isa<BlockArgument>(embedding.getIds()) || rankOf(embedding.getResult()) != 3)
           continue;
         Sharding s = Sharding::replicated(3);
-        s.dims[0] = nonTrivial({kDpReplicate, kDpShard, epAxis()});
+        s.dims[0] = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
         s.dims[1] = nonTrivial({tpAxis()});
         a.target[embedding.getResult()] = s;
       }
@@ -603,7 +625,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       if (fn.getResultAttr(i, kGradAttr) && target != a.target.end())
         s = target->second;
       else if (fn.getResultAttr(i, kTransferAttr) || fn.getResultAttr(i, kCotangentAttr))
-        s.dims[0] = nonTrivial({kDpReplicate, kDpShard, epAxis()});
+        s.dims[0] = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
       fn.setResultAttr(i, kShardingAttr, s.toAttr(context, axisNames));
     }
     for (const StoredParam &p : sig.params)

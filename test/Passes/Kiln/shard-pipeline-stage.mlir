@@ -11,6 +11,14 @@
 // RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-shard="func=loss_stage0_grad dp-shard=2" --kiln-partition=func=loss_stage0_grad | FileCheck %s --check-prefix=STAGE0
 // RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-shard="func=loss_stage1_grad dp-shard=2" --kiln-partition=func=loss_stage1_grad | FileCheck %s --check-prefix=STAGE1
 // RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-shard="func=loss_stage1_grad dp-shard=2" --kiln-partition=func=loss_stage1_grad --kiln-stage-forward-backward | FileCheck %s --check-prefix=SPLIT
+// Every stage at once on the run's grid: stages=1 shards and partitions each
+// @loss_stage<s>_grad, pp=2 puts the pipeline's axis first, unused by the
+// stages (each pipeline rank's collectives stay among its own ranks), and
+// the pipeline update's gradient norm sums each rank's shards' squares
+// over dp_shard as well as over pp.
+// RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-shard="stages=1 pp=2 dp-shard=2" --kiln-partition=stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=2 pipeline-rank=1 microbatches=2" | FileCheck %s --check-prefix=ALL
+// RUN: not kiln-opt %s --kiln-shard=stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES
+// RUN: not kiln-opt %s --kiln-partition=stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES2
 
 // pipeline-split.mlir's tied toy at 2 rows, one for each dp_shard rank.
 func.func @loss(%ids: tensor<2x2xi64> {kiln.input = "input_ids"},
@@ -82,3 +90,19 @@ func.func @loss(%ids: tensor<2x2xi64> {kiln.input = "input_ids"},
 // SPLIT: shard.reduce_scatter {{.*}} : tensor<8x4xf32> -> tensor<4x4xf32>
 // SPLIT-NOT: shard.
 // SPLIT: return
+
+// ALL: module attributes {kiln.grid_axes = ["pp", "dp_replicate", "dp_shard", "tp"]}
+// ALL: shard.grid @grid(shape = 2x1x2x1)
+// ALL-LABEL: func.func @loss_stage0_forward(
+// ALL: shard.all_gather {{.*}} grid_axes = [2] gather_axis = 0 : tensor<4x4xf32> -> tensor<8x4xf32>
+// ALL-LABEL: func.func @loss_stage1_backward(
+// ALL: shard.reduce_scatter {{.*}} grid_axes = [2] scatter_axis = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+// Rank 1 updates the shards it holds: the table (its first stage is rank
+// 0's, so its squares are rank 0's), the layer's and the norm's.
+// ALL-LABEL: func.func @train_step(
+// ALL-SAME: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight"}, %{{.*}}: tensor<2x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight"}, %{{.*}}: tensor<2xf32> {kiln.param = "model.norm.weight"}
+// ALL: %[[SQ:.*]] = kiln.global_norm %{{.*}}, %{{.*}} {fqn = "optimizer.grad_norm", squared} : (tensor<2x4xf32>, tensor<2xf32>) -> tensor<f32>
+// ALL: shard.all_reduce %[[SQ]] on @grid grid_axes = [0, 2]
+
+// NOSTAGES: error: kiln-shard: stages=1 but no pipeline stage's @..._grad (run kiln-autodiff pipeline-stages first)
+// NOSTAGES2: error: kiln-partition: no function @train_step (stages=1: no pipeline stage's @..._grad)

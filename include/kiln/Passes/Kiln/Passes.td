@@ -231,7 +231,10 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     stages' ranks), so the 1/N is applied as above. The norm is over every
     stage: each rank squares the gradients of the parameters whose first
     stage it runs and the sums are all-reduced over the grid axis `pp` (a
-    grid [P] with that one axis is made when the module has none). With
+    grid [P] with that one axis is made when the module has none) and, for
+    stages partitioned with their gradients stored split (FSDP inside a
+    stage: kiln.sharding on the backwards' kiln.grad results), over the
+    axes they are split on, which must be the same for every gradient. With
     `data-parallel-axes`, replicas of the pipeline on those grid axes
     (dp_replicate) train on their own rows: each gradient is first summed
     over them by an all-reduce, and `microbatches` counts every replica's. The loss
@@ -324,6 +327,13 @@ def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
            "expert_parallel_degree: ranks of dp-shard the experts are split over">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "enable_sequence_parallel (when tp > 1)">,
+    Option<"pp", "pp", "int64_t", "1",
+           "pipeline_parallel_degree: a leading grid axis 'pp' that no op of a stage uses "
+           "(each pipeline rank's collectives stay among its own ranks; kiln-optimizer's "
+           "pipeline update reduces over it)">,
+    Option<"stages", "stages", "bool", "false",
+           "Shard every pipeline stage's forward-and-backward (kiln.stage, @..._grad) "
+           "instead of @<func>">,
     ListOption<"tpPlan", "tp-plan", "std::string",
                "Tensor-parallel styles by module glob: 'layers.*.attention.wq=colwise' "
                "(colwise: weight dim 0 over tp, rowwise: dim 1); other parameters are "
@@ -346,6 +356,9 @@ def Partition : Pass<"kiln-partition", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,
+    Option<"stages", "stages", "bool", "false",
+           "Partition every pipeline stage's forward-and-backward (kiln.stage, @..._grad) "
+           "instead of @<func>">,
     Option<"reshardAfterForward", "reshard-after-forward", "::kiln::ReshardAfterForward",
            "::kiln::ReshardAfterForward::Default",
            "default, always or never (torchtitan's fsdp_reshard_after_forward)">,
