@@ -10,10 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DifferentiatedStages.h"
+#include "kiln/Config/SelectiveAcOption.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Passes/Kiln/Passes.h"
-#include "kiln/Config/SelectiveAcOption.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -87,9 +88,7 @@ struct ActivationCheckpointPass
       return;
     SmallVector<func::FuncOp> functions;
     if (pipelineStages) {
-      for (auto fn : module.getOps<func::FuncOp>())
-        if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
-          functions.push_back(fn);
+      functions = differentiatedStages(module);
       if (functions.empty()) {
         module.emitError() << "kiln-activation-checkpoint: pipeline-stages, but no function is "
                               "a differentiated stage (run kiln-autodiff pipeline-stages first)";

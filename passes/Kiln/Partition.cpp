@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DifferentiatedStages.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
@@ -43,9 +44,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> fns;
     if (stages) {
-      for (auto fn : module.getOps<func::FuncOp>())
-        if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
-          fns.push_back(fn);
+      fns = differentiatedStages(module);
     } else if (auto fn = module.lookupSymbol<func::FuncOp>(funcName)) {
       fns.push_back(fn);
     }

@@ -38,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DifferentiatedStages.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/ParameterUses.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
@@ -91,9 +92,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       return signalPassFailure();
     SmallVector<func::FuncOp> fns;
     if (stages) {
-      for (auto fn : module.getOps<func::FuncOp>())
-        if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
-          fns.push_back(fn);
+      fns = differentiatedStages(module);
       if (fns.empty()) {
         module.emitError() << "kiln-shard: stages=1 but no pipeline stage's @..._grad (run "
                               "kiln-autodiff pipeline-stages first)";

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DifferentiatedStages.h"
 #include "ParameterOps.h"
 
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
@@ -166,10 +167,7 @@ struct StageForwardBackwardPass
     : public kiln::impl::StageForwardBackwardBase<StageForwardBackwardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> grads;
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (fn->hasAttr(kStageAttr) && fn.getSymName().ends_with("_grad"))
-        grads.push_back(fn);
+    SmallVector<func::FuncOp> grads = differentiatedStages(module);
     if (grads.empty()) {
       module.emitError() << "kiln-stage-forward-backward: no differentiated stage (a '"
                          << kStageAttr << "' function named ..._grad: run kiln-autodiff "
