@@ -58,22 +58,27 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
                           mlir::TimingScope *timing) {
   const TrainConfig &train = run.config;
   const ParallelLayout &layout = run.layout;
-  // As kiln train: replicas of the pipeline, nothing partitioned inside a stage.
-  for (auto [name, degree] :
-       {std::pair<const char *, int64_t>{"data_parallel_shard_degree", layout.dpShard},
-        {"tensor_parallel_degree", layout.tp},
-        {"expert_parallel_degree", layout.ep}})
+  // FSDP inside a stage is planned (the stages partitioned on the run's
+  // grid); TP and EP inside one are not built yet.
+  for (auto [name, degree] : {std::pair<const char *, int64_t>{"tensor_parallel_degree", layout.tp},
+                              {"expert_parallel_degree", layout.ep}})
     if (degree > 1)
-      fail("plan: parallelism.pipeline_parallel_degree={} with parallelism.{}={}: FSDP, TP and "
-           "EP inside a pipeline stage are not built yet (replicas of the pipeline are "
-           "data_parallel_replicate_degree)",
+      fail("plan: parallelism.pipeline_parallel_degree={} with parallelism.{}={}: TP and EP "
+           "inside a pipeline stage are not built yet (FSDP is: "
+           "data_parallel_shard_degree)",
            layout.pp, name, degree);
+  const bool partitioned = layout.dpShard > 1;
   const int64_t pp = layout.pp;
   PipelineSchedule schedule = layout.pipelineSchedule(train.training.localBatchSize);
   const int64_t runs = train.training.microbatches(layout.dataParallelDegree());
   const int64_t numStages = schedule.numStages();
 
-  std::unique_ptr<KilnPipelineOptions> options = pipelineOptions(train, run.model, nullptr);
+  // A stage's layout: the run's without its pipeline axis (buildPipeline-
+  // StagesPipeline puts pp in the grid).
+  ParallelLayout inner = layout;
+  inner.pp = 1;
+  std::unique_ptr<KilnPipelineOptions> options =
+      pipelineOptions(train, run.model, partitioned ? &inner : nullptr);
   // As planTrainingRun: the float32 program, sized at the target's precision.
   options->paramDtype = PrecisionDtype::Float32;
   options->timing = timing;
@@ -118,10 +123,13 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
   // gradients of a parameter several ranks use (a tied table) are summed
   // between them first, each sending its own to the other at once.
   std::map<std::string, ParameterUsers> users = pipelineRanksUsing(*module, numStages, pp);
+  // Replicas of an unpartitioned pipeline sum their gradients in the
+  // update; partitioned stages reduce them over every data-parallel axis in
+  // their backwards, each microbatch's loss the mean over all its rows.
   std::vector<int64_t> replicaAxes;
-  if (layout.dpReplicate > 1)
+  if (layout.dpReplicate > 1 && !partitioned)
     replicaAxes.push_back(1); // [pp, dp_replicate, ...]
-  const int64_t replicas = layout.dpReplicate;
+  const int64_t replicas = partitioned ? 1 : layout.dpReplicate;
   StepPlan largest;
   std::vector<double> computeSeconds(pp, 0), flops(pp, 0);
   for (int64_t r = 0; r < pp; ++r) {
@@ -144,6 +152,8 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
 
     // The rank's compute and sends over the step.
     CollectiveTotals sends;
+    // The stages' own collectives (FSDP's gathers and scatters), every run.
+    std::map<std::pair<std::string, std::string>, CollectiveTotals> stageCollectives;
     double recompute = 0, recomputeFlops = 0;
     for (const PipelineAction &a : schedule.ranks[r]) {
       const StepPlan *stage = a.kind == PipelineActionKind::Forward    ? &forwards[a.stage]
@@ -156,6 +166,8 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
         flops[r] += double(runs) * stage->schedule.flops;
         recompute += double(runs) * stage->schedule.recomputeSeconds;
         recomputeFlops += double(runs) * stage->schedule.recomputeFlops;
+        for (const auto &[key, totals] : stage->collectives)
+          addTotals(stageCollectives[key], totals, runs);
       } else if (a.kind == PipelineActionKind::SendActivation ||
                  a.kind == PipelineActionKind::SendGradient) {
         sends.count += runs;
@@ -198,6 +210,8 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
       figures.largestRank = r;
       rank.memory = memory;
       rank.collectives[{"send", "pp"}] = sends;
+      for (const auto &[key, totals] : stageCollectives)
+        addTotals(rank.collectives[key], totals);
       rank.schedule.recomputeSeconds += recompute;
       rank.schedule.recomputeFlops += recomputeFlops;
       largest = std::move(rank);

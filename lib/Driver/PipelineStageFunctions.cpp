@@ -27,13 +27,16 @@ mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &conte
                                                         const Qwen3Config &model,
                                                         const ParallelLayout &layout, int64_t seq,
                                                         const KilnPipelineOptions &options) {
-  auto module = captureTrainingStep(context, model, {layout.microbatchSize, seq}, options,
-                                    LoweringStage::Forward);
+  // Partitioned stages (FSDP inside a stage) take every data-parallel
+  // rank's microbatch, as a per-rank step takes every rank's batch.
+  bool partitioned = options.worldSize() > 1;
+  int64_t rows = layout.microbatchSize * (partitioned ? layout.dataParallelDegree() : 1);
+  auto module = captureTrainingStep(context, model, {rows, seq}, options, LoweringStage::Forward);
   mlir::PassManager pm(&context);
   std::vector<std::string> starts;
   for (int64_t s = 1; s < layout.stages.numStages(); ++s)
     starts.push_back(layout.stages.modules[s].front());
-  buildPipelineStagesPipeline(pm, options, starts);
+  buildPipelineStagesPipeline(pm, options, starts, layout.pp);
   succeedOrFail(context, "pipeline stage functions", [&] { return pm.run(*module); });
   return module;
 }
@@ -115,11 +118,14 @@ mlir::func::FuncOp addPipelineUpdate(mlir::ModuleOp module, const KilnPipelineOp
                                      llvm::ArrayRef<int64_t> replicaAxes) {
   mlir::MLIRContext &context = *module.getContext();
   context.loadDialect<mlir::shard::ShardDialect>();
-  mlir::OpBuilder b(module.getBodyRegion());
-  mlir::shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
-                              b.getDenseI64ArrayAttr(gridShape));
-  llvm::SmallVector<llvm::StringRef> axes(axisNames.begin(), axisNames.end());
-  module->setAttr(kGridAxesAttr, b.getStrArrayAttr(axes));
+  // Partitioned stages already sit on the run's grid.
+  if (!module->hasAttr(kGridAxesAttr)) {
+    mlir::OpBuilder b(module.getBodyRegion());
+    mlir::shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"),
+                                b.getDenseI64ArrayAttr(gridShape));
+    llvm::SmallVector<llvm::StringRef> axes(axisNames.begin(), axisNames.end());
+    module->setAttr(kGridAxesAttr, b.getStrArrayAttr(axes));
+  }
   mlir::PassManager pm(&context);
   buildPipelineUpdatePipeline(pm, options, microbatches, pp, pipelineRank, replicaAxes);
   succeedOrFail(context, "pipeline rank " + std::to_string(pipelineRank) + "'s update",

@@ -28,15 +28,22 @@
 #include <limits>
 #include <mutex>
 
+#include <algorithm>
+
 using namespace mlir;
 
 namespace kiln {
 
-void buildPartitionPipeline(OpPassManager &pm, const KilnPipelineOptions &o, StringRef funcName) {
-  if (o.worldSize() == 1)
-    return;
+namespace {
+/// kiln-shard and kiln-partition of `funcName`, or with `pipelineDegree` of
+/// every pipeline stage on a grid led by pp.
+void addPartition(OpPassManager &pm, const KilnPipelineOptions &o, StringRef funcName,
+                  int64_t pipelineDegree) {
+  bool stages = pipelineDegree > 0;
   ShardOptions shard;
   shard.funcName = funcName.str();
+  shard.stages = stages;
+  shard.pp = std::max<int64_t>(1, pipelineDegree);
   shard.dpReplicate = o.dpReplicate;
   shard.dpShard = o.dpShard;
   shard.tp = o.tp;
@@ -46,8 +53,15 @@ void buildPartitionPipeline(OpPassManager &pm, const KilnPipelineOptions &o, Str
   pm.addPass(createShard(shard));
   PartitionOptions partition;
   partition.funcName = funcName.str();
+  partition.stages = stages;
   partition.reshardAfterForward = o.reshardAfterForward;
   pm.addPass(createPartition(partition));
+}
+} // namespace
+
+void buildPartitionPipeline(OpPassManager &pm, const KilnPipelineOptions &o, StringRef funcName) {
+  if (o.worldSize() > 1)
+    addPartition(pm, o, funcName, 0);
 }
 
 namespace {
@@ -193,7 +207,7 @@ void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
 } // namespace
 
 void buildPipelineStagesPipeline(OpPassManager &pm, const KilnPipelineOptions &options,
-                                 llvm::ArrayRef<std::string> stageStarts) {
+                                 llvm::ArrayRef<std::string> stageStarts, int64_t pipelineDegree) {
   addMixedPrecision(pm, options);
   PipelineSplitOptions split;
   split.stageStarts.assign(stageStarts.begin(), stageStarts.end());
@@ -203,6 +217,8 @@ void buildPipelineStagesPipeline(OpPassManager &pm, const KilnPipelineOptions &o
   pm.addPass(createAutodiff(stages));
   if (options.checkpointMode != CheckpointMode::None)
     pm.addPass(createActivationCheckpoint(checkpointOptions(options, true)));
+  if (options.worldSize() > 1)
+    addPartition(pm, options, "", std::max<int64_t>(1, pipelineDegree));
   pm.addPass(createStageForwardBackward());
 }
 

@@ -27,8 +27,10 @@ struct PrecisionPolicy;
 /// `@loss_stage<s>`, `_forward` and `_backward` of every stage of `layout`
 /// for a microbatch of `layout.microbatchSize` rows of `seq` tokens, after
 /// the Forward part of the pipeline and buildPipelineStagesPipeline under
-/// `options` (bf16 casts included). Throws kiln::Error with the diagnostics
-/// if a pass fails.
+/// `options` (bf16 casts included). With a layout of several ranks in
+/// `options` (FSDP inside a stage) the stages are partitioned on the run's
+/// grid for a microbatch of that many rows on every data-parallel rank.
+/// Throws kiln::Error with the diagnostics if a pass fails.
 mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &context,
                                                         const Qwen3Config &model,
                                                         const ParallelLayout &layout, int64_t seq,

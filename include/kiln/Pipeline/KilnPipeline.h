@@ -176,9 +176,13 @@ void buildPartitionPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &
 /// Pipeline parallelism's stage functions from a Forward-stage @loss: its
 /// mixed-precision casts (as the PerRank step's), kiln-pipeline-split at
 /// `stageStarts` (the first module of each stage after the first) and
-/// kiln-autodiff of each stage into its forward and backward.
+/// kiln-autodiff of each stage into its forward and backward. With a layout
+/// of several ranks in `options` (a pipeline rank's: FSDP inside a stage),
+/// every stage is sharded and partitioned first on the grid [pp,
+/// dp_replicate, dp_shard, tp] of `pipelineDegree` pipeline ranks.
 void buildPipelineStagesPipeline(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
-                                 llvm::ArrayRef<std::string> stageStarts);
+                                 llvm::ArrayRef<std::string> stageStarts,
+                                 int64_t pipelineDegree = 1);
 
 /// Pipeline rank `pipelineRank`'s update (of `pipelineDegree`) after
 /// buildPipelineStagesPipeline: kiln-optimizer with the run's AdamW,
