@@ -562,8 +562,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
     }
   } catch (const Error &e) {
     if (state_.empty())
-      lostState_ = fmt::format("step {} failed after updating the weights in place: {}",
-                               updates_ + 1, e.what());
+      markStateLost(e.what());
     throw;
   }
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
@@ -601,8 +600,7 @@ StepMetrics Trainer::pipelinedStep(const Tensor &tokens) {
     // The update runs last and in place: only its own failure can take the
     // state with it.
     if (pipelined_->stateLost())
-      lostState_ = fmt::format("step {} failed after updating the weights in place: {}",
-                               updates_ + 1, e.what());
+      markStateLost(e.what());
     throw;
   }
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
@@ -648,6 +646,11 @@ void Trainer::bindInputs(ArrayRef<Signature::Slot> inputs,
       fail("the captured step takes an input '{}' that token batches do not provide",
            input.name);
   }
+}
+
+void Trainer::markStateLost(const std::string &why) {
+  lostState_ =
+      fmt::format("step {} failed after updating the weights in place: {}", updates_ + 1, why);
 }
 
 void Trainer::checkState() const {

@@ -86,19 +86,14 @@ struct ActivationCheckpointPass
       return signalPassFailure();
     if (mode == CheckpointMode::None)
       return;
-    SmallVector<func::FuncOp> functions;
-    if (pipelineStages) {
-      functions = differentiatedStages(module);
-      if (functions.empty()) {
+    SmallVector<func::FuncOp> functions = stagesOrFunction(module, pipelineStages, funcName);
+    if (functions.empty()) {
+      if (pipelineStages)
         module.emitError() << "kiln-activation-checkpoint: pipeline-stages, but no function is "
                               "a differentiated stage (run kiln-autodiff pipeline-stages first)";
-        return signalPassFailure();
-      }
-    } else if (auto fn = module.lookupSymbol<func::FuncOp>(funcName)) {
-      functions.push_back(fn);
-    } else {
-      module.emitError() << "kiln-activation-checkpoint: no function @" << funcName
-                         << " (run kiln-autodiff first)";
+      else
+        module.emitError() << "kiln-activation-checkpoint: no function @" << funcName
+                           << " (run kiln-autodiff first)";
       return signalPassFailure();
     }
     for (func::FuncOp fn : functions)

@@ -13,4 +13,13 @@ llvm::SmallVector<mlir::func::FuncOp> differentiatedStages(mlir::ModuleOp module
   return stages;
 }
 
+llvm::SmallVector<mlir::func::FuncOp> stagesOrFunction(mlir::ModuleOp module, bool stages,
+                                                       llvm::StringRef funcName) {
+  if (stages)
+    return differentiatedStages(module);
+  if (auto fn = module.lookupSymbol<mlir::func::FuncOp>(funcName))
+    return {fn};
+  return {};
+}
+
 } // namespace kiln

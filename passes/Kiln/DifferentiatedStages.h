@@ -18,6 +18,12 @@ namespace kiln {
 /// `module`'s functions tagged kiln.stage and named ..._grad, in module order.
 llvm::SmallVector<mlir::func::FuncOp> differentiatedStages(mlir::ModuleOp module);
 
+/// What a pass that takes either one function or every stage works on:
+/// differentiatedStages with `stages`, else @`funcName`; empty when there
+/// is none (the pass says why).
+llvm::SmallVector<mlir::func::FuncOp> stagesOrFunction(mlir::ModuleOp module, bool stages,
+                                                       llvm::StringRef funcName);
+
 } // namespace kiln
 
 #endif // KILN_PASSES_KILN_DIFFERENTIATEDSTAGES_H

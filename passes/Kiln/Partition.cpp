@@ -42,12 +42,7 @@ struct PartitionPass : public kiln::impl::PartitionBase<PartitionPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> fns;
-    if (stages) {
-      fns = differentiatedStages(module);
-    } else if (auto fn = module.lookupSymbol<func::FuncOp>(funcName)) {
-      fns.push_back(fn);
-    }
+    SmallVector<func::FuncOp> fns = stagesOrFunction(module, stages, funcName);
     if (fns.empty()) {
       module.emitError() << "kiln-partition: no function @" << funcName
                          << (stages ? " (stages=1: no pipeline stage's @..._grad)" : "");

@@ -90,18 +90,13 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     }
     if (failed(parsePlan(module)))
       return signalPassFailure();
-    SmallVector<func::FuncOp> fns;
-    if (stages) {
-      fns = differentiatedStages(module);
-      if (fns.empty()) {
+    SmallVector<func::FuncOp> fns = stagesOrFunction(module, stages, funcName);
+    if (fns.empty()) {
+      if (stages)
         module.emitError() << "kiln-shard: stages=1 but no pipeline stage's @..._grad (run "
                               "kiln-autodiff pipeline-stages first)";
-        return signalPassFailure();
-      }
-    } else if (auto fn = module.lookupSymbol<func::FuncOp>(funcName)) {
-      fns.push_back(fn);
-    } else {
-      module.emitError() << "kiln-shard: no function @" << funcName;
+      else
+        module.emitError() << "kiln-shard: no function @" << funcName;
       return signalPassFailure();
     }
     SmallVector<Layout> layouts;

@@ -193,6 +193,9 @@ private:
   /// The whole weights by parameter key (experts stacked), gathered.
   TensorMap parameterState() const;
   void checkState() const;
+  /// Records that the step's update failed (`why`) after overwriting the
+  /// state in place: every later use of the state fails with it.
+  void markStateLost(const std::string &why);
   /// @loss partitioned for this rank (partitionLoss), built on first use;
   /// null on one rank.
   mlir::func::FuncOp rankLoss();
