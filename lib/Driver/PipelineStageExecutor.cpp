@@ -36,9 +36,10 @@ void addInto(TensorMap &sums, const std::string &key, const Tensor &value) {
 
 PipelineStageExecutor::PipelineStageExecutor(mlir::ModuleOp module, int64_t numStages,
                                              TensorMap parameters,
-                                             std::vector<InputsAndLabels> microbatches)
+                                             std::vector<InputsAndLabels> microbatches,
+                                             const ExecutionContext &execution)
     : module_(module), numStages_(numStages), parameters_(std::move(parameters)),
-      microbatches_(std::move(microbatches)) {}
+      microbatches_(std::move(microbatches)), execution_(execution) {}
 
 std::vector<int64_t> PipelineStageExecutor::transferNumbers(int64_t b) const {
   mlir::func::FuncOp fn = stageFunction(module_, b, "forward");
@@ -99,7 +100,7 @@ std::vector<Tensor> PipelineStageExecutor::forward(int64_t s, int64_t m,
     for (size_t i = 0; i < numbers.size(); ++i)
       kept.received[numbers[i]] = received.at(i);
   }
-  std::vector<Tensor> results = runFunction(fn, argumentsOf(fn, m, kept, {}));
+  std::vector<Tensor> results = runFunction(fn, argumentsOf(fn, m, kept, {}), nullptr, execution_);
   std::vector<Tensor> sent;
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     if (numberOf(fn, i, kTransferAttr, true) >= 0)
@@ -124,7 +125,8 @@ std::vector<Tensor> PipelineStageExecutor::backward(int64_t s, int64_t m,
     for (size_t i = 0; i < numbers.size(); ++i)
       cotangentOf[numbers[i]] = cotangents.at(i);
   }
-  std::vector<Tensor> results = runFunction(fn, argumentsOf(fn, m, kept, cotangentOf));
+  std::vector<Tensor> results =
+      runFunction(fn, argumentsOf(fn, m, kept, cotangentOf), nullptr, execution_);
   std::map<int64_t, Tensor> back;
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     if (auto key = fn.getResultAttrOfType<mlir::StringAttr>(i, kGradAttr))

@@ -8,6 +8,7 @@
 #include "kiln/Driver/CpuCompile.h"
 #include "kiln/Driver/PipelineTraining.h"
 #include "kiln/Driver/RankAgreement.h"
+#include "kiln/Driver/RankSlices.h"
 #include "kiln/Frontend/Qwen3Naming.h"
 
 #include "kiln/Planner/MemoryPlan.h"
@@ -120,22 +121,6 @@ Tensor scalarStep(int64_t value) {
 } // namespace
 
 namespace {
-/// The sharding of @train_step's argument `arg`, if it is split.
-std::optional<Sharding> argSharding(func::FuncOp fn, unsigned arg) {
-  Attribute attr = fn.getArgAttr(arg, kShardingAttr);
-  if (!attr)
-    return std::nullopt;
-  std::optional<Sharding> sharding;
-  succeedOrFail(*fn.getContext(), fmt::format("@{}: argument #{}", fn.getName().str(), arg), [&] {
-    FailureOr<Sharding> s =
-        Sharding::fromAttr(attr, cast<RankedTensorType>(fn.getArgumentTypes()[arg]).getRank(),
-                           gridAxisNames(fn), [&] { return fn.emitError(); });
-    if (succeeded(s))
-      sharding = *s;
-    return LogicalResult(s);
-  });
-  return sharding;
-}
 /// What every rank of a run must share before its first collective: the
 /// resolved run config (command-line overrides and a token file's shape
 /// applied), the model's config.json, the layout and the checkpoint resumed.
@@ -304,14 +289,18 @@ void Trainer::startPipelined(const std::string &resumeDir) {
   };
   refuse(c.compile.enable, "compile.enable");
   // The stage functions take one microbatch of the local batch; the
-  // schedule runs them.
-  pipeline_ = pipelineOptions(c, model_, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
+  // schedule runs them. With FSDP inside a stage they are partitioned for
+  // the run's layout without its pipeline axis.
+  ParallelLayout inner = layout_;
+  inner.pp = 1;
+  pipeline_ = pipelineOptions(c, model_, layout_.dpShard > 1 ? &inner : nullptr,
+                              PrecisionDtype::Float32, TargetName::Cpu);
   pipeline_->log = execution_.rank == 0;
   InitialWeights weights(c, model_, resumeDir);
   pipelined_ = std::make_unique<PipelineTraining>(
       model_, layout_, c.training.localBatchSize, microbatches(), c.training.seqLen, *pipeline_,
-      *grid_, 0, [&](const std::string &key, Type type) {
-        return weights.get(key, type, [](Tensor t) { return t; });
+      *grid_, 0, [&](const std::string &key, Type type, llvm::function_ref<Tensor(Tensor)> slice) {
+        return weights.get(key, type, slice);
       });
   loss_ = pipelined_->module().lookupSymbol<func::FuncOp>("loss");
   if (weights.checkpoint)
@@ -369,49 +358,14 @@ int64_t Trainer::globalBatchSize() const {
   return config_.training.globalBatch(layout_.dataParallelDegree());
 }
 
-
-/// Applies `step(tensor, axes, dim)` for every split dimension of @train_step
-/// argument `arg`.
-template <typename StepFn>
-Tensor Trainer::overSplitDims(Tensor t, unsigned arg, StepFn step) const {
-  const std::optional<Sharding> &s = argShardings_[arg];
-  if (!s || !grid_)
-    return t;
-  for (auto [d, axes] : llvm::enumerate(s->dims))
-    if (!axes.empty())
-      t = step(std::move(t), std::vector<int16_t>(axes.begin(), axes.end()), int64_t(d),
-               s->padding(d));
-  return t;
-}
-
-// Uneven FSDP shards (Sharding::paddedTo): each block of the split over all
-// but the last axis (the whole dimension, or a tp shard) is zero-padded at
-// its end, then the last axis splits it.
 Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
-  return overSplitDims(std::move(full), arg,
-                       [&](Tensor t, std::vector<int16_t> axes, int64_t d, int64_t padded) {
-                         if (!padded)
-                           return grid_->slice(t, axes, d);
-                         std::vector<int16_t> last{axes.back()};
-                         axes.pop_back();
-                         if (!axes.empty())
-                           t = grid_->slice(t, axes, d);
-                         t = kernels::padDim(t, d, padded / grid_->groupSize(axes));
-                         return grid_->slice(t, last, d);
-                       });
+  const std::optional<Sharding> &s = argShardings_[arg];
+  return s && grid_ ? rankSlice(*grid_, *s, std::move(full)) : full;
 }
 
 Tensor Trainer::gathered(Tensor local, unsigned arg) const {
-  return overSplitDims(std::move(local), arg,
-                       [&](Tensor t, std::vector<int16_t> axes, int64_t d, int64_t padded) {
-                         if (!padded)
-                           return grid_->allGather(t, axes, d);
-                         std::vector<int16_t> last{axes.back()};
-                         axes.pop_back();
-                         int64_t block = globalShapes_.at(arg)[d] / grid_->groupSize(axes);
-                         t = kernels::narrowDim(grid_->allGather(t, last, d), d, block);
-                         return axes.empty() ? t : grid_->allGather(t, axes, d);
-                       });
+  const std::optional<Sharding> &s = argShardings_[arg];
+  return s && grid_ ? wholeFromSlices(*grid_, *s, std::move(local), globalShapes_.at(arg)) : local;
 }
 
 bool Trainer::anyRank(bool value) const {

@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <fstream>
 #include <unistd.h>
@@ -75,10 +76,11 @@ void expectFixtureRun(const std::string &schedule, const std::string &fixture = 
   auto options = pipelineOptions(config, model, nullptr, PrecisionDtype::Float32, TargetName::Cpu);
   DeviceGrid grid(layout.axisNames(), layout.shape());
   Checkpoint checkpoint = Checkpoint::open(fixture);
-  PipelineTraining training(model, layout, 2, 1, 32, *options, grid, 0,
-                            [&](const std::string &key, mlir::Type type) {
-                              return bindParameter(checkpoint, key, type, "test");
-                            });
+  PipelineTraining training(
+      model, layout, 2, 1, 32, *options, grid, 0,
+      [&](const std::string &key, mlir::Type type, llvm::function_ref<Tensor(Tensor)> slice) {
+        return bindParameter(checkpoint, key, type, "test", slice);
+      });
   ASSERT_EQ(training.schedule().microbatches, 2);
 
   std::vector<FixtureStep> steps = fixtureSteps(fixture);
@@ -133,6 +135,26 @@ void expectWithin(const TensorMap &got, const std::string &file, double toleranc
   }
 }
 
+/// The dense fixture's expected.json run from its checkpoint under PP2,
+/// with `extra` options.
+TrainConfig fixtureRunConfig(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--model.hf_path=" + kFixture,
+                                   "--checkpoint.initial_load_path=" + kFixture,
+                                   "--checkpoint.initial_load_in_hf=true",
+                                   "--training.seq_len=32",
+                                   "--training.steps=5",
+                                   "--training.max_norm=1.0",
+                                   "--optimizer.lr=0.0008",
+                                   "--optimizer.betas=[0.9,0.95]",
+                                   "--optimizer.eps=1e-8",
+                                   "--optimizer.weight_decay=0.1",
+                                   "--lr_scheduler.warmup_steps=0",
+                                   "--lr_scheduler.decay_ratio=0",
+                                   "--parallelism.pipeline_parallel_degree=2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return TrainConfig::load("", args);
+}
+
 } // namespace
 
 // The Trainer runs a PipelineTraining when pipeline_parallel_degree > 1:
@@ -141,14 +163,7 @@ void expectWithin(const TensorMap &got, const std::string &file, double toleranc
 // (each tensor from the lowest rank holding it, on every rank) are the
 // fixture's, and the gathered weights hold every tensor of the checkpoint.
 TEST(PipelineTraining, TrainerGathersWhatThePipelineRanksHold) {
-  TrainConfig config = TrainConfig::load(
-      "", {"--model.hf_path=" + kFixture, "--checkpoint.initial_load_path=" + kFixture,
-           "--checkpoint.initial_load_in_hf=true", "--training.local_batch_size=2",
-           "--training.seq_len=32", "--training.steps=5", "--training.max_norm=1.0",
-           "--optimizer.lr=0.0008", "--optimizer.betas=[0.9,0.95]", "--optimizer.eps=1e-8",
-           "--optimizer.weight_decay=0.1", "--lr_scheduler.warmup_steps=0",
-           "--lr_scheduler.decay_ratio=0", "--parallelism.pipeline_parallel_degree=2"});
-  Trainer trainer(config);
+  Trainer trainer(fixtureRunConfig({"--training.local_batch_size=2"}));
   std::vector<FixtureStep> steps = fixtureSteps(kFixture);
   Tensor tokens = readTokenBatch(kFixture + "/tokens.json");
   EXPECT_NEAR(trainer.evaluate({tokens}), steps[0].loss, 1e-5);
@@ -196,4 +211,48 @@ TEST(PipelineTraining, MoeFixtureOverTwoRanksEqualsTransformers) {
 
 TEST(PipelineTraining, Interleaved1F1BOverTwoRanksEqualsTransformers) {
   expectFixtureRun("Interleaved1F1B");
+}
+
+// FSDP inside the stages (mpi-collectives-4-ranks runs it): pp 2 x dp_shard
+// 2, each pipeline rank's stages partitioned over its two data-parallel
+// ranks, each on its row of every microbatch (GPipe, one microbatch of the
+// fixture's two rows). The gradients gathered from the shards, every step,
+// the evaluation and the weights gathered after 5 steps are Transformers';
+// the moments restored from whole tensors are sliced back to each rank as
+// it held them.
+TEST(PipelineOverFourRanks, FsdpInsideTheStagesEqualsTransformers) {
+  Trainer trainer(fixtureRunConfig(
+      {"--training.local_batch_size=1", "--parallelism.pipeline_parallel_schedule=GPipe"}));
+  ASSERT_EQ(trainer.layout().dpShard, 2);
+  std::vector<FixtureStep> steps = fixtureSteps(kFixture);
+  Tensor tokens = readTokenBatch(kFixture + "/tokens.json");
+  EXPECT_NEAR(trainer.evaluate({tokens}), steps[0].loss, 1e-5);
+  expectWithin(trainer.gradients(tokens), "grads_step0.safetensors", 1e-6);
+  for (int k = 0; k < 5; ++k) {
+    StepMetrics r = trainer.step(tokens);
+    EXPECT_NEAR(r.loss, steps[k].loss, 1e-5) << "step " << k;
+    EXPECT_NEAR(r.gradNorm, steps[k].gradNorm, 1e-5) << "step " << k;
+  }
+  EXPECT_NEAR(trainer.evaluate({tokens}), steps[5].loss, 1e-5);
+  expectWithin(trainer.parameters(), "weights_after_5_steps.safetensors", 1e-5);
+
+  TensorMap state = trainer.optimizerState();
+  EXPECT_EQ(state.at(expAvgSqName("model.embed_tokens.weight")).shape(), Shape({512, 64}));
+  // Each rank writes the whole state with one moment changed, restores it
+  // and gathers it back: every element comes back where it was.
+  Tensor &changed = state.at(expAvgName("model.layers.2.mlp.down_proj.weight"));
+  for (int64_t i = 0; i < changed.numel(); ++i)
+    changed.mutableData<float>()[i] = float(i);
+  std::string path =
+      fmt::format("/tmp/kiln-pp-fsdp-state-{}-{}.safetensors", ::getpid(), MpiWorld::get().rank());
+  writeSafeTensors(path, state);
+  trainer.restoreOptimizerState(*SafeTensorsFile::open(path), 5);
+  std::remove(path.c_str());
+  TensorMap back = trainer.optimizerState();
+  ASSERT_EQ(back.size(), state.size());
+  for (const auto &[name, value] : state) {
+    const Tensor &got = back.at(name);
+    ASSERT_EQ(got.shape(), value.shape()) << name;
+    EXPECT_EQ(std::memcmp(got.rawData(), value.rawData(), value.nbytes()), 0) << name;
+  }
 }

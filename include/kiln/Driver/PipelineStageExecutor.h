@@ -10,6 +10,7 @@
 #ifndef KILN_DRIVER_PIPELINESTAGEEXECUTOR_H
 #define KILN_DRIVER_PIPELINESTAGEEXECUTOR_H
 
+#include "kiln/Backend/CPU/ExecutionContext.h"
 #include "kiln/Backend/CPU/PipelineRunner.h"
 #include "kiln/Runtime/SafeTensors.h"
 #include "kiln/Runtime/TokenBatch.h"
@@ -24,9 +25,13 @@ namespace kiln {
 class PipelineStageExecutor {
 public:
   /// `module` holds @loss_stage<s>_forward and _backward of every stage;
-  /// `parameters` (by HF key) at least those of the stages this rank runs.
+  /// `parameters` (by HF key) at least those of the stages this rank runs,
+  /// each as the stage functions take it (a rank's slice of partitioned
+  /// stages'), and `microbatches` likewise. The functions run in
+  /// `execution`, whose grid partitioned stages' collectives use.
   PipelineStageExecutor(mlir::ModuleOp module, int64_t numStages, TensorMap parameters,
-                        std::vector<InputsAndLabels> microbatches);
+                        std::vector<InputsAndLabels> microbatches,
+                        const ExecutionContext &execution = {});
 
   /// The calls runPipelineSchedule makes on this rank.
   PipelineStageCalls calls();
@@ -56,6 +61,7 @@ private:
   std::vector<InputsAndLabels> microbatches_;
   std::map<std::pair<int64_t, int64_t>, Kept> kept_;
   std::map<int64_t, float> losses_;
+  ExecutionContext execution_;
 };
 
 } // namespace kiln

@@ -6,7 +6,10 @@
 // for a parameter used on several ranks (a tied table), over those ranks;
 // then the rank's update (kiln-optimizer pipeline-degree), whose gradient
 // norm spans every stage. Each rank holds only its stages' parameters and
-// their AdamW moments.
+// their AdamW moments. With FSDP inside a stage (data_parallel_shard_degree
+// > 1) the stage functions are partitioned on the run's grid: each rank
+// holds its shard of them, and the stages gather and scatter over the
+// data-parallel axes among the ranks of one pipeline rank.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_PIPELINETRAINING_H
@@ -15,14 +18,17 @@
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Backend/CPU/Executor.h"
 #include "kiln/Config/PipelineSchedule.h"
+#include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Dialect/Kiln/IR/Signature.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Runtime/SafeTensors.h"
+#include "kiln/Runtime/TokenBatch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <functional>
 #include <map>
@@ -33,8 +39,10 @@ struct KilnPipelineOptions;
 
 class PipelineTraining {
 public:
-  /// A parameter's initial value by HF key, of its stage functions' type.
-  using ParameterSource = std::function<Tensor(const std::string &key, mlir::Type type)>;
+  /// A parameter's initial value by HF key: the whole parameter, of `type`,
+  /// through `slice` (this rank's part of it).
+  using ParameterSource = std::function<Tensor(const std::string &key, mlir::Type type,
+                                               llvm::function_ref<Tensor(Tensor)> slice)>;
 
   /// Captures `model`'s stage functions for `layout` (its pipeline stages,
   /// schedule and microbatch size; `localBatch` rows of `seq` tokens a
@@ -42,9 +50,11 @@ public:
   /// sums) and this rank's update under `options`, and loads this rank's
   /// parameters from `initial`. The ranks are `grid`, whose axis `ppAxis`
   /// (its first) is the pipeline's; replicas of the whole pipeline along
-  /// dp_replicate each train on their rows of every batch. Other axes must
-  /// have one rank for now (FSDP and TP inside a stage are not built yet):
-  /// throws kiln::Error naming them.
+  /// dp_replicate each train on their rows of every batch. With a layout
+  /// of several ranks in `options` (the run's without pp) the stages are
+  /// partitioned over dp_replicate and dp_shard instead, each rank of a
+  /// pipeline rank on its rows of every microbatch. TP and EP inside a
+  /// stage are not built yet: throws kiln::Error naming their axis.
   PipelineTraining(const Qwen3Config &model, const ParallelLayout &layout, int64_t localBatch,
                    int64_t accumulation, int64_t seq, const KilnPipelineOptions &options,
                    DeviceGrid &grid, int16_t ppAxis, const ParameterSource &initial);
@@ -99,6 +109,18 @@ private:
   /// `mine` (this rank's tensors by name: parameters, gradients, or with
   /// `optimizer` moments) whole on every rank, each from its lowest holder.
   TensorMap gatheredFrom(const TensorMap &mine, bool optimizer) const;
+  /// Run `run`'s microbatches as the stage functions take them: this
+  /// replica's (unpartitioned), or this rank's slice of each microbatch's
+  /// rows over every data-parallel rank (partitioned), from `pieces`, the
+  /// step's rows split into one piece per microbatch and row group.
+  std::vector<InputsAndLabels> runMicrobatches(const std::vector<InputsAndLabels> &pieces,
+                                               int64_t run) const;
+  /// This rank's slice of parameter `key`'s whole `value` (or its moments').
+  Tensor sliceOf(const std::string &key, Tensor value) const;
+  /// Opens, together on every rank, the grid groups the stage functions,
+  /// the update and the gathers use (DeviceGrid::openGroup): pipeline ranks
+  /// reach their first collectives at different points of the schedule.
+  void openGroups();
 
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
@@ -111,6 +133,14 @@ private:
   /// and this one's index.
   std::vector<int16_t> replicaAxes_;
   int64_t replicas_ = 1, replica_ = 0;
+  /// Whether the stages are partitioned (FSDP inside a stage), and the
+  /// data-parallel row groups each microbatch's rows split into: the
+  /// replicas, or every data-parallel rank of partitioned stages.
+  bool partitioned_ = false;
+  int64_t rowGroups_ = 1;
+  /// How partitioned stages split each parameter (and its moments) and
+  /// each data input, by HF key or input name; absent: whole.
+  std::map<std::string, Sharding> shardings_, inputShardings_;
   PipelineSchedule schedule_;
   ExecutionContext execution_;
   /// @train_step's arguments between steps (the gradient slots empty).
@@ -118,9 +148,13 @@ private:
   /// For each parameter of this rank used on other ranks too, by key: the
   /// pipeline ranks using it (ascending).
   std::map<std::string, std::vector<int64_t>> shared_;
-  /// Every stage's parameters by key: the lowest pipeline rank holding it
-  /// and its type.
-  std::map<std::string, std::pair<int64_t, mlir::Type>> owners_;
+  /// Every stage's parameters by key: the lowest pipeline rank holding it,
+  /// its type on a rank (a shard of partitioned stages') and whole.
+  struct Owner {
+    int64_t rank;
+    mlir::Type local, whole;
+  };
+  std::map<std::string, Owner> owners_;
 };
 
 } // namespace kiln

@@ -203,7 +203,6 @@ private:
   /// the whole value from this rank's slice (gathered from every rank).
   Tensor localSlice(Tensor full, unsigned arg) const;
   Tensor gathered(Tensor local, unsigned arg) const;
-  template <typename StepFn> Tensor overSplitDims(Tensor t, unsigned arg, StepFn step) const;
   /// Calls `fn(name, arg)` for each optimizer-state argument of @train_step.
   template <typename Fn> void forEachOptimizerState(Fn fn) const;
   /// Fills the input slots of `args`, each from its microbatch's rows.

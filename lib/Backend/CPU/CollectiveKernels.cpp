@@ -102,6 +102,21 @@ void attachAll(MLIRContext *context, shard::ShardDialect *) {
 
 } // namespace
 
+std::set<std::vector<int16_t>> collectiveGroups(Operation *root) {
+  std::set<std::vector<int16_t>> groups;
+  root->walk([&](Operation *op) {
+    if (auto c = dyn_cast<shard::AllGatherOp>(op))
+      groups.insert(axesOf(c.getGridAxes()));
+    else if (auto c = dyn_cast<shard::ReduceScatterOp>(op))
+      groups.insert(axesOf(c.getGridAxes()));
+    else if (auto c = dyn_cast<shard::AllReduceOp>(op))
+      groups.insert(axesOf(c.getGridAxes()));
+    else if (auto c = dyn_cast<shard::AllToAllOp>(op))
+      groups.insert(axesOf(c.getGridAxes()));
+  });
+  return groups;
+}
+
 void registerCollectiveKernels(DialectRegistry &registry) {
   registry.insert<shard::ShardDialect>();
   registry.addExtension(&attachAll);

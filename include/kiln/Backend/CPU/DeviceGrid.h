@@ -75,6 +75,12 @@ public:
   int64_t groupSize(const std::vector<int16_t> &axes) const;
   int64_t groupIndex(const std::vector<int16_t> &axes) const;
 
+  /// Opens the group over `axes` (a collective over the whole world, as
+  /// each group's first collective is): ranks that reach their groups' first
+  /// collectives at different points (pipeline ranks, one waiting for
+  /// another's activations) open them together first, in one order.
+  void openGroup(const std::vector<int16_t> &axes) { comm(axes); }
+
   /// Concatenates every group member's `local` along `dim`.
   Tensor allGather(const Tensor &local, const std::vector<int16_t> &axes, int64_t dim);
   /// Reduces `full` over the group and keeps this rank's block along `dim`.
