@@ -58,25 +58,23 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
                           mlir::TimingScope *timing) {
   const TrainConfig &train = run.config;
   const ParallelLayout &layout = run.layout;
-  // FSDP inside a stage is planned (the stages partitioned on the run's
-  // grid); TP and EP inside one are not built yet.
-  for (auto [name, degree] : {std::pair<const char *, int64_t>{"tensor_parallel_degree", layout.tp},
-                              {"expert_parallel_degree", layout.ep}})
-    if (degree > 1)
-      fail("plan: parallelism.pipeline_parallel_degree={} with parallelism.{}={}: TP and EP "
-           "inside a pipeline stage are not built yet (FSDP is: "
-           "data_parallel_shard_degree)",
-           layout.pp, name, degree);
-  const bool partitioned = layout.dpShard > 1;
+  // FSDP and TP inside a stage are planned (the stages partitioned on the
+  // run's grid); EP inside one is not built yet.
+  if (layout.ep > 1)
+    fail(
+        "plan: parallelism.pipeline_parallel_degree={} with parallelism.expert_parallel_degree={}: "
+        "EP inside a pipeline stage is not built yet (FSDP and TP are)",
+        layout.pp, layout.ep);
+  ParallelLayout inner = layout;
+  inner.pp = 1;
+  const bool partitioned = inner.worldSize() > 1;
   const int64_t pp = layout.pp;
   PipelineSchedule schedule = layout.pipelineSchedule(train.training.localBatchSize);
   const int64_t runs = train.training.microbatches(layout.dataParallelDegree());
   const int64_t numStages = schedule.numStages();
 
-  // A stage's layout: the run's without its pipeline axis (buildPipeline-
+  // A stage's layout is the run's without its pipeline axis (buildPipeline-
   // StagesPipeline puts pp in the grid).
-  ParallelLayout inner = layout;
-  inner.pp = 1;
   std::unique_ptr<KilnPipelineOptions> options =
       pipelineOptions(train, run.model, partitioned ? &inner : nullptr);
   // As planTrainingRun: the float32 program, sized at the target's precision.

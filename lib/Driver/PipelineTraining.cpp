@@ -50,24 +50,25 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
       accumulation_(accumulation), schedule_(layout.pipelineSchedule(localBatch)) {
   if (ppAxis != 0 || grid.shape().empty() || grid.shape()[0] != layout.pp)
     fail("pipeline training: the grid's first axis must be the pipeline's {} ranks", layout.pp);
-  // Partitioned stages (FSDP inside a stage) split every microbatch over
-  // the data-parallel axes; unpartitioned ones run whole, and replicas of
-  // the whole pipeline (dp_replicate) each take their rows.
+  // Partitioned stages (FSDP, HSDP, TP inside a stage) split every
+  // microbatch over the data-parallel axes; unpartitioned ones run whole,
+  // and replicas of the whole pipeline (dp_replicate) each take their rows.
   partitioned_ = options.worldSize() > 1;
   for (size_t a = 1; a < grid.shape().size(); ++a) {
     const std::string &name = grid.axisNames()[a];
-    if (grid.shape()[a] == 1 || (partitioned_ && name == "dp_shard"))
+    if (grid.shape()[a] == 1)
       continue;
-    if (name != "dp_replicate")
-      fail("pipeline training: grid axis '{}' has {} ranks, but stages do not yet partition "
-           "over it ({}TP and EP inside a stage are not built; replicas of the pipeline are "
-           "data_parallel_replicate_degree)",
-           name, grid.shape()[a],
-           name == "dp_shard" ? "FSDP inside a stage needs the stage functions partitioned for "
-                                "the run's layout; "
-                              : "");
+    if (name == "ep")
+      fail("pipeline training: grid axis 'ep' has {} ranks, but stages do not yet partition "
+           "over it (EP inside a stage is not built)",
+           grid.shape()[a]);
     if (partitioned_)
       continue;
+    if (name != "dp_replicate")
+      fail("pipeline training: grid axis '{}' has {} ranks, but the stage functions are not "
+           "partitioned (capture them with the run's layout without pp; replicas of whole "
+           "stages are data_parallel_replicate_degree)",
+           name, grid.shape()[a]);
     replicaAxes_.push_back(int16_t(a));
     replicas_ *= grid.shape()[a];
     replica_ = replica_ * grid.shape()[a] + grid.coordinates()[a];

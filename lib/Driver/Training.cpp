@@ -293,7 +293,7 @@ void Trainer::startPipelined(const std::string &resumeDir) {
   // the run's layout without its pipeline axis.
   ParallelLayout inner = layout_;
   inner.pp = 1;
-  pipeline_ = pipelineOptions(c, model_, layout_.dpShard > 1 ? &inner : nullptr,
+  pipeline_ = pipelineOptions(c, model_, inner.worldSize() > 1 ? &inner : nullptr,
                               PrecisionDtype::Float32, TargetName::Cpu);
   pipeline_->log = execution_.rank == 0;
   InitialWeights weights(c, model_, resumeDir);

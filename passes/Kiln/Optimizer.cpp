@@ -376,11 +376,30 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     };
     SmallVector<Param> params;
     llvm::StringSet<> seen;
-    // Gradients stored split (FSDP inside a stage): a rank's squares are of
-    // its shards, summed over their axes as well as over pp. Every gradient
-    // must then be split over the same axes (one all-reduce of one sum).
+    // Gradients stored split (FSDP, TP inside a stage): a rank's squares are
+    // of its shards, summed over the axes they are split over as well as
+    // over pp. Gradients split alike share one sum (one replicated over tp
+    // counts once), as kiln-partition splits a norm; every rank all-reduces
+    // a sum for every way any stage's gradients are split (0 where it has
+    // none), so all ranks meet in the same collectives.
     SmallVector<std::string> axisNames = gridAxisNames(module);
-    std::optional<std::set<int16_t>> splitAxes;
+    auto splitAxesOf = [&](func::FuncOp fn, unsigned i) {
+      std::set<int16_t> axes;
+      if (auto sharding = fn.getResultAttrOfType<ShardingAttr>(i, kShardingAttr))
+        for (ArrayAttr dim : sharding.getDims().getAsRange<ArrayAttr>())
+          for (StringAttr axis : dim.getAsRange<StringAttr>())
+            if (auto it = llvm::find(axisNames, axis.getValue()); it != axisNames.end())
+              axes.insert(int16_t(it - axisNames.begin()));
+      return axes;
+    };
+    std::map<std::set<int16_t>, SmallVector<Value>> squaresBySplit;
+    std::map<std::string, std::set<int16_t>> splitOf;
+    for (auto &[stage, fn] : backwards)
+      for (unsigned i = 0; i < fn.getNumResults(); ++i)
+        if (auto key = fn.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
+          squaresBySplit[splitAxesOf(fn, i)];
+          splitOf.try_emplace(key.str(), splitAxesOf(fn, i));
+        }
     for (auto &[stage, fn] : backwards) {
       if (stage % pipelineDegree != pipelineRank)
         continue;
@@ -395,19 +414,6 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
           if (forward.getArgAttrOfType<StringAttr>(a, kParamAttr) == key)
             owner = moduleOf(forward.getArgument(a));
         params.push_back({key.str(), fn.getResultTypes()[i], owner});
-        std::set<int16_t> axes;
-        if (auto sharding = fn.getResultAttrOfType<ShardingAttr>(i, kShardingAttr))
-          for (ArrayAttr dim : sharding.getDims().getAsRange<ArrayAttr>())
-            for (StringAttr axis : dim.getAsRange<StringAttr>())
-              if (auto it = llvm::find(axisNames, axis.getValue()); it != axisNames.end())
-                axes.insert(int16_t(it - axisNames.begin()));
-        if (!splitAxes)
-          splitAxes = axes;
-        else if (*splitAxes != axes)
-          return fn.emitError() << "kiln-optimizer: the gradient of '" << key.getValue()
-                                << "' is split over other grid axes than the stage's first "
-                                   "gradient: the norm over gradients split differently (TP "
-                                   "inside a stage) is not built";
       }
     }
 
@@ -438,7 +444,7 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     auto train = func::FuncOp::create(b, loc, trainFuncName, b.getFunctionType(args.types, {}));
     train.setAllArgAttrs(args.attrs);
     b.setInsertionPointToStart(train.addEntryBlock());
-    SmallVector<Value> grads, owned;
+    SmallVector<Value> grads;
     SmallVector<int16_t> replicas;
     for (int64_t axis : dataParallelAxes)
       replicas.push_back(int16_t(axis));
@@ -448,25 +454,30 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       if (!replicas.empty())
         grads.back() = shard::AllReduceOp::create(b, loc, grads.back(), grid, replicas,
                                                   shard::ReductionKind::Sum);
+      // A parameter on several ranks counts on the first.
       if (firstStage.lookup(p.key) % pipelineDegree == pipelineRank)
-        owned.push_back(grads.back());
+        squaresBySplit[splitOf.at(p.key)].push_back(grads.back());
     }
-    // A rank whose parameters all start on other ranks adds nothing, but
-    // still joins the all-reduce.
+    // A rank with no gradient split one way (its parameters all start on
+    // other ranks) adds 0, but still joins that way's all-reduce.
     StringAttr fqn = b.getStringAttr("optimizer.grad_norm");
-    Value squares =
-        owned.empty()
-            ? ConstantOp::create(b, loc,
-                                 SplatElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
-                                                        b.getF32FloatAttr(0.0f)),
-                                 fqn)
-                  .getResult()
-            : GlobalNormOp::create(b, loc, owned, fqn, b.getUnitAttr()).getResult();
-    std::set<int16_t> normAxes = splitAxes.value_or(std::set<int16_t>());
-    normAxes.insert(kPipelineAxis);
-    squares = shard::AllReduceOp::create(b, loc, squares, grid,
-                                         SmallVector<int16_t>(normAxes.begin(), normAxes.end()),
-                                         shard::ReductionKind::Sum);
+    Value squares;
+    for (auto &[split, group] : squaresBySplit) {
+      Value part =
+          group.empty()
+              ? ConstantOp::create(b, loc,
+                                   SplatElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
+                                                          b.getF32FloatAttr(0.0f)),
+                                   fqn)
+                    .getResult()
+              : GlobalNormOp::create(b, loc, group, fqn, b.getUnitAttr()).getResult();
+      std::set<int16_t> axes = split;
+      axes.insert(kPipelineAxis);
+      part = shard::AllReduceOp::create(b, loc, part, grid,
+                                        SmallVector<int16_t>(axes.begin(), axes.end()),
+                                        shard::ReductionKind::Sum);
+      squares = squares ? AddOp::create(b, loc, squares, part, fqn).getResult() : part;
+    }
     Value norm = mean(b, loc, SqrtOp::create(b, loc, squares, fqn), kGradNormOutput);
     StepResults results;
     SmallVector<std::string> modules;

@@ -49,6 +49,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/GlobPattern.h"
 
+#include <map>
+
 namespace kiln {
 #define GEN_PASS_DEF_SHARD
 #include "kiln/Passes/Kiln/Passes.h.inc"
@@ -119,6 +121,13 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     for (auto [fn, layout] : llvm::zip(fns, layouts))
       if (failed(annotate(fn, layout)))
         return signalPassFailure();
+    // Over every function sharded (a stage may lack a module another has).
+    for (PlanEntry &entry : plan)
+      if (!entry.used && tp > 1) {
+        module.emitError() << "kiln-shard: tp-plan entry '" << entry.text
+                           << "' matches no parameter's module";
+        return signalPassFailure();
+      }
   }
 
   enum class Style { Replicated, Colwise, Rowwise };
@@ -290,6 +299,18 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
              epAxes = nonTrivial({epAxis()}), expertFsdp = nonTrivial({dpShardAxis()});
     for (const StoredParam &p : sig.params) {
       Value param = body.getArgument(p.arg);
+      // A parameter several stages read (a tied table: the embedding in the
+      // first, the output in the last) splits as the first of them splits
+      // it, so every pipeline rank stores it alike and the gradients its
+      // stages return add up.
+      if (auto it = layoutByKey.find(p.key); it != layoutByKey.end()) {
+        a.compute[param] = it->second.first;
+        for (auto [index, result] : p.stored)
+          if (failed(storeSharded(fn, p.key, body.getArgument(index), it->second.first,
+                                  it->second.second ? expertFsdp : fsdp, a)))
+            return failure();
+        continue;
+      }
       Sharding tpLayout = Sharding::replicated(rankOf(param));
       Style style = styleOf(param);
       if (style != Style::Replicated) {
@@ -319,15 +340,12 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         tpLayout.dims[0] = epAxes;
       }
       a.compute[param] = tpLayout;
+      layoutByKey[p.key] = {tpLayout, experts};
       for (auto [index, result] : p.stored)
         if (failed(storeSharded(fn, p.key, body.getArgument(index), tpLayout,
                                 experts ? expertFsdp : fsdp, a)))
           return failure();
     }
-    for (PlanEntry &entry : plan)
-      if (!entry.used && tp > 1)
-        return fn.emitError() << "kiln-shard: tp-plan entry '" << entry.text
-                              << "' matches no parameter's module";
     return success();
   }
 
@@ -360,9 +378,9 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
   }
 
   /// Data inputs split on their batch dimension over every data-parallel
-  /// axis.
+  /// axis; a pipeline stage's activations too, and under sequence
+  /// parallelism on their sequence over tp as the residual stream is.
   LogicalResult placeInputs(func::FuncOp fn, const Layout &sig, Annotation &a) {
-    GridAxes batch = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
     for (const Signature::Slot &input : sig.inputs) {
       Value arg = fn.getArgument(input.index);
       int64_t rows = cast<RankedTensorType>(arg.getType()).getDimSize(0);
@@ -370,9 +388,27 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         return fn.emitError() << "kiln-shard: input '" << input.name << "' has " << rows
                               << " rows, not divisible by the data-parallel degree "
                               << int64_t(dpReplicate) * int64_t(dpShard);
-      a.storage[arg].dims[0] = batch;
+      a.storage[arg] =
+          activationLayout(arg.getType(), fn.getArgAttr(input.index, kTransferAttr) ||
+                                              fn.getArgAttr(input.index, kCotangentAttr));
     }
     return success();
+  }
+
+  /// A value of `type` split on its batch dimension over every data-parallel
+  /// axis; with `crossesStages` (what a pipeline stage sends or receives) and
+  /// sequence parallelism, a [batch, seq, hidden] one on its sequence over tp
+  /// too: the residual stream crosses stages as the stages hold it.
+  Sharding activationLayout(Type type, bool crossesStages) {
+    auto tensor = cast<RankedTensorType>(type);
+    Sharding s = Sharding::replicated(tensor.getRank());
+    if (tensor.getRank() == 0)
+      return s;
+    s.dims[0] = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
+    if (crossesStages && sequenceParallel && tp > 1 && tensor.getRank() == 3 &&
+        tensor.getDimSize(1) % tp == 0)
+      s.dims[1] = nonTrivial({tpAxis()});
+    return s;
   }
 
   /// The layouts chosen for values (Annotation::target) and wanted of them
@@ -619,7 +655,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       if (fn.getResultAttr(i, kGradAttr) && target != a.target.end())
         s = target->second;
       else if (fn.getResultAttr(i, kTransferAttr) || fn.getResultAttr(i, kCotangentAttr))
-        s.dims[0] = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
+        s = activationLayout(fn.getResultTypes()[i], true);
       fn.setResultAttr(i, kShardingAttr, s.toAttr(context, axisNames));
     }
     for (const StoredParam &p : sig.params)
@@ -633,6 +669,9 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
 
   SmallVector<std::string> axisNames;
   SmallVector<int64_t> gridShape;
+  /// Each parameter's tensor-parallel layout and whether it is an expert
+  /// stack, by HF key, as the first function sharded placed it.
+  std::map<std::string, std::pair<Sharding, bool>> layoutByKey;
 };
 
 } // namespace

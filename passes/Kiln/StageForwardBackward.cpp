@@ -102,8 +102,12 @@ void splitStageForwardBackward(func::FuncOp grad, ArrayRef<Operation *> forward,
       backwardOps.push_back(op);
   llvm::append_range(backwardOps, backward);
 
-  // kiln.saved says what the forward keeps for the backward: the residuals.
+  // kiln.saved says what the forward keeps for the backward: the residuals
+  // kiln ops make. A collective's (TP's all-reduce of a rowwise output) is
+  // kept too; the forward's kiln.residual results list every one.
   for (Operation *op : forward) {
+    if (!isa<KilnDialect>(op->getDialect()))
+      continue;
     SmallVector<int64_t> saved;
     for (OpResult result : op->getResults())
       if (residuals.contains(result))

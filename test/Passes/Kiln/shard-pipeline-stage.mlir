@@ -17,6 +17,13 @@
 // the pipeline update's gradient norm sums each rank's shards' squares
 // over dp_shard as well as over pp.
 // RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-shard="stages=1 pp=2 dp-shard=2" --kiln-partition=stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=2 pipeline-rank=1 microbatches=2" | FileCheck %s --check-prefix=ALL
+// TP with sequence parallelism inside the stages: the tied table splits
+// rowwise on its vocabulary in both stages, as the first (its embedding)
+// places it, so both pipeline ranks store it alike; what crosses stages is
+// the residual stream split on its sequence over tp, as the stages hold it;
+// and the update sums the squares of gradients split over tp (down_proj's)
+// over pp and tp, those replicated over tp (the norm's) over pp alone.
+// RUN: kiln-opt %s --kiln-pipeline-split=stage-starts=layers.1 --kiln-autodiff=pipeline-stages=1 --kiln-shard="stages=1 pp=2 tp=2 sequence-parallel=1 tp-plan=tok_embeddings=rowwise,layers.*.feed_forward.w2=rowwise" --kiln-partition=stages=1 --kiln-stage-forward-backward --kiln-optimizer="pipeline-degree=2 pipeline-rank=1 microbatches=2" | FileCheck %s --check-prefix=TP
 // RUN: not kiln-opt %s --kiln-shard=stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES
 // RUN: not kiln-opt %s --kiln-partition=stages=1 2>&1 | FileCheck %s --check-prefix=NOSTAGES2
 
@@ -106,3 +113,19 @@ func.func @loss(%ids: tensor<2x2xi64> {kiln.input = "input_ids"},
 
 // NOSTAGES: error: kiln-shard: stages=1 but no pipeline stage's @..._grad (run kiln-autodiff pipeline-stages first)
 // NOSTAGES2: error: kiln-partition: no function @train_step (stages=1: no pipeline stage's @..._grad)
+
+// TP-LABEL: func.func @loss_stage0_forward(
+// TP-SAME: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp"}, {}]>}
+// TP-SAME: -> (tensor<2x1x4xf32> {kiln.sharding = #kiln.sharding<[{}, {"tp"}, {}]>, kiln.transfer = 0 : i64}, tensor<2x1x4xf32> {kiln.sharding = #kiln.sharding<[{}, {"tp"}, {}]>, kiln.transfer = 1 : i64}
+// TP-LABEL: func.func @loss_stage1_forward(
+// TP-SAME: tensor<2x1x4xf32> {kiln.sharding = #kiln.sharding<[{}, {"tp"}, {}]>, kiln.transfer = 0 : i64}
+// TP-SAME: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp"}, {}]>}
+// TP-LABEL: func.func @train_step(
+// TP-SAME: %[[TABLE:[a-z0-9]+]]: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight"}
+// TP-SAME: %[[GW1:[a-z0-9]+]]: tensor<4x2xf32> {kiln.grad = "model.layers.1.mlp.down_proj.weight"}
+// TP-SAME: %[[GNORM:[a-z0-9]+]]: tensor<4xf32> {kiln.grad = "model.norm.weight"}
+// TP: %[[SQ0:.*]] = kiln.global_norm %[[GNORM]] {{.*}}squared
+// TP: %[[R0:.*]] = shard.all_reduce %[[SQ0]] on @grid grid_axes = [0] :
+// TP: %[[SQ1:.*]] = kiln.global_norm %[[GW1]] {{.*}}squared
+// TP: %[[R1:.*]] = shard.all_reduce %[[SQ1]] on @grid grid_axes = [0, 3] :
+// TP: kiln.add %[[R0]], %[[R1]]

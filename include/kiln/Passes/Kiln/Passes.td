@@ -232,9 +232,11 @@ def Optimizer : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     stage: each rank squares the gradients of the parameters whose first
     stage it runs and the sums are all-reduced over the grid axis `pp` (a
     grid [P] with that one axis is made when the module has none) and, for
-    stages partitioned with their gradients stored split (FSDP inside a
+    stages partitioned with their gradients stored split (FSDP, TP inside a
     stage: kiln.sharding on the backwards' kiln.grad results), over the
-    axes they are split on, which must be the same for every gradient. With
+    axes they are split on: gradients split alike share one sum and one
+    all-reduce, every rank making one for each way any stage's gradients
+    are split (a sum of 0 where it has none). With
     `data-parallel-axes`, replicas of the pipeline on those grid axes
     (dp_replicate) train on their own rows: each gradient is first summed
     over them by an all-reduce, and `microbatches` counts every replica's. The loss
@@ -315,8 +317,11 @@ def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
     experts split over ep, their tokens gathered over it); see Shard.cpp.
     A pipeline stage's `@loss_stage<s>_grad` shards the same way: its
     kiln.transfer and kiln.cotangent arguments and results split on their
-    batch dimension as data inputs are, its kiln.grad results stored as
-    their parameters (reduce-scattered).
+    batch dimension as data inputs are (and with sequence-parallel a
+    [batch, seq, hidden] one on its sequence over tp, as the stages hold
+    the residual stream), its kiln.grad results stored as their parameters
+    (reduce-scattered). A parameter several stages read (a tied table) is
+    split in all of them as the first places it.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"train_step\"", "The training step">,
