@@ -99,6 +99,7 @@ bench: build
 	bench/parallel.sh $(BUILD)
 	bench/compiled.sh $(BUILD)
 	bench/plan-search.sh $(BUILD)
+	bench/pipeline.sh $(BUILD)
 
 # Regenerates the dialect reference from ODS (the build generates it).
 docs: build

@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 #include "kiln/Backend/CPU/DeviceGrid.h"
+#include "kiln/Config/PipelineSchedule.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/PipelineStageFunctions.h"
@@ -117,10 +118,52 @@ std::string rankHeader(const ParallelLayout &layout, int64_t rank) {
   return text + " (every rank runs this program on its own slices)\n";
 }
 
+/// The options the stage functions of `layout` are captured under: with
+/// several ranks to a stage (FSDP, TP inside it), partitioned for the
+/// layout without its pipeline axis.
+std::unique_ptr<KilnPipelineOptions>
+stageOptions(const TrainConfig &train, const Qwen3Config &model, const ParallelLayout &layout) {
+  ParallelLayout inner = layout;
+  inner.pp = 1;
+  return pipelineOptions(train, model, inner.worldSize() > 1 ? &inner : nullptr);
+}
+
+/// Rank `rank`'s program under pipeline parallelism: the forward and
+/// backward of its pipeline rank's stages in `module` (captureStage-
+/// Functions), then that pipeline rank's update of one schedule run
+/// (@train_step), each rank of a partitioned stage running them on its own
+/// slices.
+std::string pipelineRankText(mlir::ModuleOp module, const ParallelLayout &layout,
+                             const PipelineSchedule &schedule, const KilnPipelineOptions &options,
+                             int64_t rank) {
+  int64_t pipelineRank = layout.pipelineRankOf(rank);
+  std::vector<int64_t> stages = layout.stages.stagesOf(pipelineRank);
+  std::string text = fmt::format("// rank {} of {}: pp rank {}, stages {}\n", rank,
+                                 layout.worldSize(), pipelineRank, fmt::join(stages, " "));
+  bool partitioned = options.worldSize() > 1;
+  if (partitioned)
+    text += rankHeader(layout, rank);
+  llvm::raw_string_ostream os(text);
+  for (int64_t s : stages)
+    for (const char *part : {"forward", "backward"})
+      stageFunction(module, s, part).print(os), os << "\n";
+  // Replicas of whole stages sum their gradients in the update.
+  std::vector<int64_t> replicaAxes;
+  if (!partitioned && layout.dpReplicate > 1)
+    replicaAxes.push_back(1); // [pp, dp_replicate, ...]
+  mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
+  addPipelineUpdate(*copy, options, schedule.microbatches * (partitioned ? 1 : layout.dpReplicate),
+                    layout.pp, pipelineRank, layout.shape(), layout.axisNames(), replicaAxes)
+      .print(os);
+  os << "\n";
+  return text;
+}
+
 /// `--dump-ranks` under pipeline parallelism: the stages, their parameters,
-/// what crosses them and what each keeps per microbatch, what each pipeline
-/// rank holds at its peak, each rank's schedule (its pipeline rank's
-/// actions) and its stages' forward and backward functions, into `folder`.
+/// what crosses them and what each keeps per microbatch (per rank of a
+/// partitioned stage), what each pipeline rank holds at its peak, each
+/// rank's schedule (its pipeline rank's actions) and program
+/// (pipelineRankText), into `folder`.
 int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const ParallelLayout &layout,
                  int64_t localBatchSize, int64_t seq, const KilnPipelineOptions &options,
                  const std::string &folder) {
@@ -133,6 +176,11 @@ int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const Par
                   layout.worldSize(), layout.pp, layout.dpReplicate, layout.dpShard, layout.tp,
                   layout.stages.numStages(), layout.stages.stagesPerRank, wordOf(schedule.kind),
                   schedule.microbatches, layout.microbatchSize);
+  if (options.worldSize() > 1)
+    summary.insert(summary.size() - 1,
+                   fmt::format("; each stage partitioned over its pipeline rank's {} ranks "
+                               "(the figures below are one rank's)",
+                               options.worldSize()));
   std::vector<int64_t> residualBytes;
   // Each pipeline rank's parameters (a tied table once per rank).
   std::vector<std::map<std::string, int64_t>> rankParameters(layout.pp);
@@ -180,12 +228,8 @@ int dumpPipeline(mlir::MLIRContext &context, const Qwen3Config &model, const Par
                                      layout.worldSize(), pipelineRank, fmt::join(stages, " "));
     writeFileAtomic(fmt::format("{}/rank-{}.schedule", folder, r),
                     header + schedule.str(pipelineRank));
-    std::string functions;
-    llvm::raw_string_ostream os(functions);
-    for (int64_t s : stages)
-      for (const char *part : {"forward", "backward"})
-        stageFunction(*module, s, part).print(os), os << "\n";
-    writeFileAtomic(fmt::format("{}/rank-{}.mlir", folder, r), header + functions);
+    writeFileAtomic(fmt::format("{}/rank-{}.mlir", folder, r),
+                    pipelineRankText(*module, layout, schedule, options, r));
   }
   writeFileAtomic(folder + "/summary.txt", summary);
   // The schedule drawn with a backward taking two forwards (docs/parallelism.md).
@@ -265,9 +309,22 @@ int runCapture(const std::vector<std::string> &allArgs) {
   if (trainStep || runConfig) {
     int64_t seq = capture.seq ? capture.seq : std::min<int64_t>(2048, config.maxPositionEmbeddings);
     layout = ParallelLayout::resolve(train.parallelism, config, seq, 1);
-    if (layout.pp > 1 && dumpRanks)
-      return dumpPipeline(context, config, layout, capture.batch, seq,
-                          *pipelineOptions(train, config, nullptr), *dumpRanks);
+    if (layout.pp > 1 && (dumpRanks || rankOption)) {
+      std::unique_ptr<KilnPipelineOptions> options = stageOptions(train, config, layout);
+      if (dumpRanks)
+        return dumpPipeline(context, config, layout, capture.batch, seq, *options, *dumpRanks);
+      int64_t rank = std::stoll(*rankOption);
+      if (rank < 0 || rank >= layout.worldSize())
+        fail("capture: --rank {} is outside the world of {} ranks", rank, layout.worldSize());
+      auto stages = captureStageFunctions(context, config, layout, seq, *options);
+      std::string text =
+          pipelineRankText(*stages, layout, layout.pipelineSchedule(capture.batch), *options, rank);
+      if (output)
+        writeFileAtomic(*output, text);
+      else
+        fmt::print("{}", text);
+      return 0;
+    }
     capture.batch *= layout.dataParallelDegree();
     module = captureTrainingStep(context, config, capture, *pipelineOptions(train, config, &layout));
   } else {
