@@ -137,22 +137,33 @@ std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_
   return out;
 }
 
-/// Pipeline layouts of `world` ranks: pp 2, 4, ... up to `maxPipeline`
-/// dividing it, under 1F1B and Interleaved1F1B (GPipe takes 1F1B's time
-/// and holds more), replicas of the pipeline over the rest.
-std::vector<SearchCandidate> pipelineLayouts(int64_t world, int64_t maxPipeline) {
+/// Pipeline layouts of `world` ranks on nodes of `ranksPerNode`: pp 2, 4,
+/// ... up to `maxPipeline` dividing it, under 1F1B and Interleaved1F1B
+/// (GPipe takes 1F1B's time and holds more); within a pipeline rank's
+/// world / pp ranks, replicas of whole stages or the stages partitioned as
+/// layouts() partitions a world (FSDP, HSDP, TP with and without SP; EP
+/// inside a stage is not built).
+std::vector<SearchCandidate> pipelineLayouts(int64_t world, int64_t ranksPerNode,
+                                             int64_t maxPipeline) {
   std::vector<SearchCandidate> out;
   for (int64_t pp = 2; pp <= std::min(world, maxPipeline); pp *= 2) {
     if (world % pp)
       continue;
+    int64_t inner = world / pp;
+    SearchCandidate replicas;
+    replicas.dpReplicate = inner;
+    std::vector<SearchCandidate> stages = {replicas};
+    if (inner > 1)
+      for (const SearchCandidate &c :
+           layouts(inner, ranksPerNode, std::max<int64_t>(1, inner / ranksPerNode), 0, 0))
+        stages.push_back(c);
     for (PipelineScheduleKind schedule :
-         {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved1F1B}) {
-      SearchCandidate c;
-      c.pp = pp;
-      c.schedule = schedule;
-      c.dpReplicate = world / pp;
-      out.push_back(c);
-    }
+         {PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved1F1B})
+      for (SearchCandidate c : stages) {
+        c.pp = pp;
+        c.schedule = schedule;
+        out.push_back(c);
+      }
   }
   return out;
 }
@@ -231,8 +242,8 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   std::vector<SearchCandidate> all =
       layouts(target.ranksPerNode * nodes, target.ranksPerNode, nodes, experts,
               options.maxExpertParallel);
-  for (const SearchCandidate &c :
-       pipelineLayouts(target.ranksPerNode * nodes, options.maxPipelineParallel))
+  for (const SearchCandidate &c : pipelineLayouts(target.ranksPerNode * nodes, target.ranksPerNode,
+                                                  options.maxPipelineParallel))
     all.push_back(c);
   auto better = [&](const SearchResult &a, const SearchResult &b) {
     return options.objective == SearchObjective::TokensPerSecond
