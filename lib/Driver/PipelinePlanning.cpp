@@ -58,13 +58,8 @@ StepPlan planPipelinedRun(const PlannedRun &run, const TargetProfile &target,
                           mlir::TimingScope *timing) {
   const TrainConfig &train = run.config;
   const ParallelLayout &layout = run.layout;
-  // FSDP and TP inside a stage are planned (the stages partitioned on the
-  // run's grid); EP inside one is not built yet.
-  if (layout.ep > 1)
-    fail(
-        "plan: parallelism.pipeline_parallel_degree={} with parallelism.expert_parallel_degree={}: "
-        "EP inside a pipeline stage is not built yet (FSDP and TP are)",
-        layout.pp, layout.ep);
+  // Several ranks to a stage (FSDP, HSDP, TP, EP inside it): the stages
+  // are planned partitioned on the run's grid.
   ParallelLayout inner = layout;
   inner.pp = 1;
   const bool partitioned = inner.worldSize() > 1;

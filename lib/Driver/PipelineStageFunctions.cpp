@@ -27,7 +27,7 @@ mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &conte
                                                         const Qwen3Config &model,
                                                         const ParallelLayout &layout, int64_t seq,
                                                         const KilnPipelineOptions &options) {
-  // Partitioned stages (FSDP inside a stage) take every data-parallel
+  // Partitioned stages (FSDP, TP, EP inside a stage) take every data-parallel
   // rank's microbatch, as a per-rank step takes every rank's batch.
   bool partitioned = options.worldSize() > 1;
   int64_t rows = layout.microbatchSize * (partitioned ? layout.dataParallelDegree() : 1);

@@ -50,19 +50,13 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
       accumulation_(accumulation), schedule_(layout.pipelineSchedule(localBatch)) {
   if (ppAxis != 0 || grid.shape().empty() || grid.shape()[0] != layout.pp)
     fail("pipeline training: the grid's first axis must be the pipeline's {} ranks", layout.pp);
-  // Partitioned stages (FSDP, HSDP, TP inside a stage) split every
+  // Partitioned stages (FSDP, HSDP, TP, EP inside a stage) split every
   // microbatch over the data-parallel axes; unpartitioned ones run whole,
   // and replicas of the whole pipeline (dp_replicate) each take their rows.
   partitioned_ = options.worldSize() > 1;
   for (size_t a = 1; a < grid.shape().size(); ++a) {
     const std::string &name = grid.axisNames()[a];
-    if (grid.shape()[a] == 1)
-      continue;
-    if (name == "ep")
-      fail("pipeline training: grid axis 'ep' has {} ranks, but stages do not yet partition "
-           "over it (EP inside a stage is not built)",
-           grid.shape()[a]);
-    if (partitioned_)
+    if (grid.shape()[a] == 1 || partitioned_)
       continue;
     if (name != "dp_replicate")
       fail("pipeline training: grid axis '{}' has {} ranks, but the stage functions are not "

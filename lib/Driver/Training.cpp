@@ -289,7 +289,7 @@ void Trainer::startPipelined(const std::string &resumeDir) {
   };
   refuse(c.compile.enable, "compile.enable");
   // The stage functions take one microbatch of the local batch; the
-  // schedule runs them. With FSDP inside a stage they are partitioned for
+  // schedule runs them. With FSDP, TP or EP inside a stage they are partitioned for
   // the run's layout without its pipeline axis.
   ParallelLayout inner = layout_;
   inner.pp = 1;

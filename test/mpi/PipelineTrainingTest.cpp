@@ -121,8 +121,9 @@ void expectFixtureRun(const std::string &schedule, const std::string &fixture = 
 
 /// `got` holds every tensor of the fixture's `file` and nothing else, each
 /// within `tolerance` of it.
-void expectWithin(const TensorMap &got, const std::string &file, double tolerance) {
-  auto want = SafeTensorsFile::open(kFixture + "/" + file);
+void expectWithin(const TensorMap &got, const std::string &file, double tolerance,
+                  const std::string &fixture = kFixture) {
+  auto want = SafeTensorsFile::open(fixture + "/" + file);
   EXPECT_EQ(got.size(), want->names().size()) << file;
   for (const std::string &key : want->names()) {
     ASSERT_TRUE(got.count(key)) << file << ": " << key;
@@ -135,11 +136,12 @@ void expectWithin(const TensorMap &got, const std::string &file, double toleranc
   }
 }
 
-/// The dense fixture's expected.json run from its checkpoint under PP2,
-/// with `extra` options.
-TrainConfig fixtureRunConfig(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--model.hf_path=" + kFixture,
-                                   "--checkpoint.initial_load_path=" + kFixture,
+/// `fixture`'s expected.json run from its checkpoint under PP2, with
+/// `extra` options.
+TrainConfig fixtureRunConfig(std::vector<std::string> extra,
+                             const std::string &fixture = kFixture) {
+  std::vector<std::string> args = {"--model.hf_path=" + fixture,
+                                   "--checkpoint.initial_load_path=" + fixture,
                                    "--checkpoint.initial_load_in_hf=true",
                                    "--training.seq_len=32",
                                    "--training.steps=5",
@@ -254,5 +256,31 @@ TEST(PipelineOverFourRanks, FsdpInsideTheStagesEqualsTransformers) {
     const Tensor &got = back.at(name);
     ASSERT_EQ(got.shape(), value.shape()) << name;
     EXPECT_EQ(std::memcmp(got.rawData(), value.rawData(), value.nbytes()), 0) << name;
+  }
+}
+
+// EP inside the stages (mpi-collectives-4-ranks runs it): the MoE fixture
+// at pp 2 x dp_shard 2 with its experts split over ep 2 of the dp_shard
+// ranks, under both dispatchers (the experts' tokens gathered over ep, or
+// sent by all-to-all), GPipe over the fixture's two rows: every step's loss
+// and gradient norm and the weights after 5 steps are Transformers'.
+TEST(PipelineOverFourRanks, ExpertsInsideTheStagesEqualTransformers) {
+  const std::string fixture = std::string(KILN_TEST_DATA_DIR) + "/qwen3-moe-tiny";
+  std::vector<FixtureStep> steps = fixtureSteps(fixture);
+  Tensor tokens = readTokenBatch(fixture + "/tokens.json");
+  for (const char *dispatch : {"all_gather", "all_to_all"}) {
+    SCOPED_TRACE(dispatch);
+    Trainer trainer(fixtureRunConfig({"--training.local_batch_size=1",
+                                      "--parallelism.pipeline_parallel_schedule=GPipe",
+                                      "--parallelism.expert_parallel_degree=2",
+                                      std::string("--parallelism.expert_dispatch=") + dispatch},
+                                     fixture));
+    ASSERT_EQ(trainer.layout().ep, 2);
+    for (int k = 0; k < 5; ++k) {
+      StepMetrics r = trainer.step(tokens);
+      EXPECT_NEAR(r.loss, steps[k].loss, 1e-5) << "step " << k;
+      EXPECT_NEAR(r.gradNorm, steps[k].gradNorm, 1e-5) << "step " << k;
+    }
+    expectWithin(trainer.parameters(), "weights_after_5_steps.safetensors", 1e-5, fixture);
   }
 }

@@ -28,7 +28,7 @@ struct PrecisionPolicy;
 /// for a microbatch of `layout.microbatchSize` rows of `seq` tokens, after
 /// the Forward part of the pipeline and buildPipelineStagesPipeline under
 /// `options` (bf16 casts included). With a layout of several ranks in
-/// `options` (FSDP inside a stage) the stages are partitioned on the run's
+/// `options` (FSDP, TP, EP inside a stage) the stages are partitioned on the run's
 /// grid for a microbatch of that many rows on every data-parallel rank.
 /// Throws kiln::Error with the diagnostics if a pass fails.
 mlir::OwningOpRef<mlir::ModuleOp> captureStageFunctions(mlir::MLIRContext &context,

@@ -6,10 +6,10 @@
 // for a parameter used on several ranks (a tied table), over those ranks;
 // then the rank's update (kiln-optimizer pipeline-degree), whose gradient
 // norm spans every stage. Each rank holds only its stages' parameters and
-// their AdamW moments. With FSDP inside a stage (data_parallel_shard_degree
-// > 1) the stage functions are partitioned on the run's grid: each rank
-// holds its shard of them, and the stages gather and scatter over the
-// data-parallel axes among the ranks of one pipeline rank.
+// their AdamW moments. With several ranks to a stage (FSDP, HSDP, TP, EP
+// inside it) the stage functions are partitioned on the run's grid: each
+// rank holds its shard of them, and the stages' collectives run among the
+// ranks of one pipeline rank.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_PIPELINETRAINING_H
@@ -52,9 +52,10 @@ public:
   /// (its first) is the pipeline's; replicas of the whole pipeline along
   /// dp_replicate each train on their rows of every batch. With a layout
   /// of several ranks in `options` (the run's without pp) the stages are
-  /// partitioned over dp_replicate and dp_shard instead, each rank of a
-  /// pipeline rank on its rows of every microbatch. TP and EP inside a
-  /// stage are not built yet: throws kiln::Error naming their axis.
+  /// partitioned over every axis but pp instead, each data-parallel rank of
+  /// a pipeline rank on its rows of every microbatch. Throws kiln::Error
+  /// naming the axis when another than dp_replicate has several ranks and
+  /// the stages are not partitioned.
   PipelineTraining(const Qwen3Config &model, const ParallelLayout &layout, int64_t localBatch,
                    int64_t accumulation, int64_t seq, const KilnPipelineOptions &options,
                    DeviceGrid &grid, int16_t ppAxis, const ParameterSource &initial);
@@ -133,7 +134,7 @@ private:
   /// and this one's index.
   std::vector<int16_t> replicaAxes_;
   int64_t replicas_ = 1, replica_ = 0;
-  /// Whether the stages are partitioned (FSDP inside a stage), and the
+  /// Whether the stages are partitioned (several ranks to a stage), and the
   /// data-parallel row groups each microbatch's rows split into: the
   /// replicas, or every data-parallel rank of partitioned stages.
   bool partitioned_ = false;
