@@ -65,10 +65,18 @@ json describeParameters(func::FuncOp step, func::FuncOp loss, ArrayRef<int64_t> 
     auto type = cast<RankedTensorType>(step.getArgumentTypes()[i]);
     json p{{"parameter", i}, {"shape", type.getShape()}};
     std::string name;
-    for (StringRef role : {kParamAttr, kStateAttr, kInputAttr})
+    for (StringRef role : {kParamAttr, kStateAttr, kInputAttr, kGradAttr})
       if (auto s = step.getArgAttrOfType<StringAttr>(i, role)) {
-        p["role"] = role.drop_front(5).str(); // "param", "state", "input"
+        p["role"] = role.drop_front(5).str(); // "param", "state", "input", "grad"
         p["name"] = name = s.str();
+      }
+    // A pipeline stage's activations, numbered: what it received
+    // ("transfer"), kept from its forward ("residual"), or the cotangent of
+    // what it sent.
+    for (StringRef role : {kTransferAttr, kResidualAttr, kCotangentAttr})
+      if (auto n = step.getArgAttrOfType<IntegerAttr>(i, role)) {
+        p["role"] = role.drop_front(5).str();
+        p["number"] = n.getInt();
       }
     if (auto microbatch = step.getArgAttrOfType<IntegerAttr>(i, kMicrobatchAttr))
       p["microbatch"] = microbatch.getInt();
@@ -120,9 +128,12 @@ json describeOutputs(func::FuncOp step) {
   json outputs = json::array();
   for (unsigned i = 0; i < step.getNumResults(); ++i) {
     json o{{"index", i}};
-    for (StringRef role : {kParamAttr, kStateAttr, kOutputAttr})
+    for (StringRef role : {kParamAttr, kStateAttr, kOutputAttr, kGradAttr})
       if (auto s = step.getResultAttrOfType<StringAttr>(i, role))
         o[role.drop_front(5).str()] = s.str();
+    for (StringRef role : {kTransferAttr, kResidualAttr, kCotangentAttr})
+      if (auto n = step.getResultAttrOfType<IntegerAttr>(i, role))
+        o[role.drop_front(5).str()] = n.getInt();
     outputs.push_back(o);
   }
   return outputs;

@@ -12,9 +12,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Driver/NeuronCompile.h"
-#include "kiln/Driver/NeuronManifest.h"
-#include "kiln/Driver/CompileArtifacts.h"
-#include "kiln/Driver/CompiledStep.h"
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/HloStats.h"
 #include "kiln/Backend/Neuron/NeuronConformance.h"
@@ -22,18 +19,22 @@
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
+#include "kiln/Driver/CompileArtifacts.h"
+#include "kiln/Driver/CompiledStep.h"
+#include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/NeuronPipelineCompile.h"
 #include "kiln/Driver/ParallelLayout.h"
+#include "kiln/Driver/Planning.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Pipeline/KilnPipeline.h"
-#include "kiln/Driver/Planning.h"
 #include "kiln/Planner/StepPlan.h"
 #include "kiln/Planner/TargetProfile.h"
-#include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/AtomicDirectory.h"
+#include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
-#include "kiln/Support/Seconds.h"
 #include "kiln/Support/FileLock.h"
 #include "kiln/Support/Json.h"
+#include "kiln/Support/Seconds.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -52,31 +53,6 @@ using json = nlohmann::json;
 
 namespace kiln {
 namespace {
-
-/// What only the exported module says about the entry: each parameter's
-/// dtype (s64 inputs are s32 there) and NEFF name, the rank parameter
-/// kiln-lower-to-hlo appended (fed each rank's global id), and each
-/// output's NEFF name.
-void describeEntry(const xla::HloModuleProto &proto, json &params, json &outputs) {
-  const auto &shapes = proto.host_program_shape().parameters();
-  if (shapes.size() != int(params.size()) + 1)
-    fail("compile: the HLO entry has {} parameters, expected {} and the rank", shapes.size(),
-         params.size());
-  params.push_back({{"parameter", params.size()},
-                    {"role", kRankParameter.str()},
-                    {"name", kRankParameter.str()},
-                    {"shape", json::array()},
-                    {"whole_shape", json::array()},
-                    {"split", json::array()}});
-  std::vector<std::string> inputNames = neuron::neffInputNames(proto);
-  for (size_t i = 0; i < params.size(); ++i) {
-    params[i]["dtype"] = manifestDtype(shapes[int(i)].element_type());
-    params[i]["neff_name"] = i < inputNames.size() ? inputNames[i] : "";
-  }
-  std::vector<std::string> outputNames = neuron::neffOutputNames(proto);
-  for (size_t i = 0; i < outputs.size(); ++i)
-    outputs[i]["neff_name"] = i < outputNames.size() ? outputNames[i] : "";
-}
 
 json describeKernels(func::FuncOp step) {
   json kernels = json::array();
@@ -118,7 +94,9 @@ std::string neuronxHead(TargetName target, int64_t lnc) {
 constexpr const char *kNeuronxTail = "--auto-cast=none --logfile neuronx-cc.log --output model.neff";
 constexpr const char *kLlmTraining = "--distribution-strategy llm-training";
 
-std::string compileScript(const TrainConfig &config, size_t communicators) {
+} // namespace
+
+std::string neuronCompileScript(const TrainConfig &config, size_t communicators) {
   return fmt::format(R"sh(#!/bin/sh
 # Compiles model.hlo.pb (written by kiln compile) into one SPMD NEFF that every
 # rank of the {0} grid loads, each fed its own rank id as the 'rank' parameter.
@@ -153,6 +131,8 @@ done
                      config.target.neuronMaxCommunicators,
                      neuronxHead(*config.target.name, config.target.lnc), kNeuronxTail);
 }
+
+namespace {
 
 std::string readme(const TrainConfig &config, const ParallelLayout &layout) {
   return fmt::format(R"(Kiln's Neuron artifacts of one training step (kiln compile)
@@ -244,9 +224,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
                  world);
   };
   // torchtitan's default on a Neuron target: bf16 parameters and matmuls.
-  std::unique_ptr<KilnPipelineOptions> options =
-      pipelineOptions(config, model, &layout, PrecisionDtype::BFloat16);
-  PrecisionDtype paramDtype = options->paramDtype;
+  PrecisionDtype paramDtype = config.training.paramDtypeOr(PrecisionDtype::BFloat16);
 
   // The run planned on a rank of the target as kiln plan plans it (the same
   // figures, which --search ranked by): a module that cannot run there is
@@ -277,6 +255,15 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
          "that fit)\n{}",
          model.name, rankSaid, formatGib(stepPlan->deviceBytes), formatPlanMemory(*stepPlan));
   double planSeconds = secondsSince(t);
+
+  // Under pipeline parallelism: one module per stage program (as NxD
+  // compiles one graph per stage), each rank's update and the schedule.
+  if (layout.pp > 1) {
+    compilePipelineForNeuron(config, model, layout, outDir);
+    return;
+  }
+  std::unique_ptr<KilnPipelineOptions> options =
+      pipelineOptions(config, model, &layout, PrecisionDtype::BFloat16);
 
   MLIRContext context;
   OwningOpRef<ModuleOp> module = captureTrainingStep(
@@ -421,7 +408,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
       writeFileAtomic(dir + "/model.hlo.mlir", mlirText);
       writeFileAtomic(dir + "/manifest.json", manifest.dump(2) + "\n");
       writeFileAtomic(dir + "/compile.sh",
-                      compileScript(config, stats.replicaGroupLists.size()));
+                      neuronCompileScript(config, stats.replicaGroupLists.size()));
       ::chmod((dir + "/compile.sh").c_str(), 0755);
       writeFileAtomic(dir + "/README.txt", readme(config, layout));
       if (config.debug.killDuringCompile)

@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <optional>
+
 using json = nlohmann::json;
 
 namespace kiln {
@@ -35,7 +38,43 @@ void compareNames(const json &entries, const std::vector<std::string> &names, co
 
 } // namespace
 
+namespace {
+
+/// The manifest of a pipelined run's folder, if DIR is one.
+std::optional<json> pipelinedManifest(const std::string &dir) {
+  std::string path = dir + "/manifest.json";
+  if (!std::filesystem::exists(path))
+    return std::nullopt;
+  json manifest = parseJson(readFile(path), path);
+  if (!manifest.is_object() || !manifest.contains("pipeline"))
+    return std::nullopt;
+  if (!manifest.contains("modules") || !manifest["modules"].is_array())
+    fail("check-hlo: {}: a pipelined run's manifest needs 'modules', the list of its module "
+         "folders",
+         path);
+  return manifest;
+}
+
+} // namespace
+
+void refusePipelinedEvaluation(const std::string &dir) {
+  if (pipelinedManifest(dir))
+    fail("check-hlo: {} holds a pipelined run's modules (one per stage program): evaluating "
+         "them against the CPU runtime is not built yet; --neuron checks each module's "
+         "conformance",
+         dir);
+}
+
 bool checkNeuronConformance(const std::string &dir) {
+  if (std::optional<json> pipelined = pipelinedManifest(dir)) {
+    bool ok = true;
+    for (const json &name : (*pipelined)["modules"]) {
+      if (!name.is_string())
+        fail("check-hlo: {}/manifest.json: 'modules' lists a non-string", dir);
+      ok &= checkNeuronConformance(dir + "/" + name.get<std::string>());
+    }
+    return ok;
+  }
   std::string protoPath = dir + "/model.hlo.pb", manifestPath = dir + "/manifest.json";
   xla::HloModuleProto module;
   if (!module.ParseFromString(readFile(protoPath)))

@@ -136,14 +136,7 @@ void buildPerRankPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
 
 /// The per-rank @train_step -> the hlo module.
 void buildHloPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
-  LowerToHloOptions lower;
-  lower.cpuKernels = o.cpuKernelCalls;
-  pm.addPass(createLowerToHlo(lower));
-  if (o.paramDtype != PrecisionDtype::Float32)
-    pm.addPass(createHloSinkConverts());
-  pm.addPass(createHloNarrowInt64());
-  // Identical instructions (a parameter's two converts, shared iotas) once.
-  pm.addPass(createCSEPass());
+  buildHloLowering(pm, o, "train_step");
 }
 
 /// The hlo @train_step -> linalg on tensors (compiled mode).
@@ -205,6 +198,18 @@ void buildLlvmPipeline(OpPassManager &pm, const KilnPipelineOptions &o) {
 }
 
 } // namespace
+
+void buildHloLowering(OpPassManager &pm, const KilnPipelineOptions &o, StringRef funcName) {
+  LowerToHloOptions lower;
+  lower.funcName = funcName.str();
+  lower.cpuKernels = o.cpuKernelCalls;
+  pm.addPass(createLowerToHlo(lower));
+  if (o.paramDtype != PrecisionDtype::Float32)
+    pm.addPass(createHloSinkConverts());
+  pm.addPass(createHloNarrowInt64());
+  // Identical instructions (a parameter's two converts, shared iotas) once.
+  pm.addPass(createCSEPass());
+}
 
 void buildPipelineStagesPipeline(OpPassManager &pm, const KilnPipelineOptions &options,
                                  llvm::ArrayRef<std::string> stageStarts, int64_t pipelineDegree) {

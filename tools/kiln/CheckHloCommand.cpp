@@ -52,6 +52,7 @@ int runCheckHlo(const std::vector<std::string> &args) {
       fail("check-hlo: --neuron checks DIR alone; it takes no run options");
     return checkNeuronConformance(*dir) ? 0 : 1;
   }
+  refusePipelinedEvaluation(*dir);
   if (model) {
     overrides.push_back("--model.flavor=\"\"");
     overrides.push_back("--model.hf_path=" + *model);

@@ -26,15 +26,17 @@ namespace kiln {
 /// removes what killed compiles left beside it.
 void lockOutputFolder(const std::string &outDir, std::optional<FileLock> &lock);
 
-/// Each argument of the kiln-level @train_step `step`: its role, name
-/// (parameter key, state or input), microbatch, per-rank shape, whole shape
-/// (a parameter's from the global @loss) and split over the grid's axes.
+/// Each argument of the kiln-level @train_step `step` (or a pipeline
+/// stage's forward or backward): its role, name (parameter key, state,
+/// input, gradient) or number (a stage's transfer, residual, cotangent),
+/// microbatch, per-rank shape, whole shape (a parameter's from the global
+/// @loss) and split over the grid's axes.
 nlohmann::json describeParameters(mlir::func::FuncOp step, mlir::func::FuncOp loss,
                                   llvm::ArrayRef<int64_t> grid,
                                   llvm::ArrayRef<std::string> axisNames);
 
-/// Each result of `step`: its index and role (param, state, output) with
-/// its name.
+/// Each result of `step`: its index and role (param, state, output, grad)
+/// with its name, or (transfer, residual, cotangent) with its number.
 nlohmann::json describeOutputs(mlir::func::FuncOp step);
 
 } // namespace kiln

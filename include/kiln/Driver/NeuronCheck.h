@@ -36,8 +36,13 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
 /// (NeuronConformance.h), with the world size and communicator limit of
 /// DIR/manifest.json, and the manifest against the module (each parameter
 /// and output named as the module names it, one rank parameter); prints one
-/// line per rule and returns false if any is broken.
+/// line per rule and returns false if any is broken. A pipelined run's
+/// folder (its manifest's "pipeline") is checked module by module.
 bool checkNeuronConformance(const std::string &dir);
+
+/// Throws kiln::Error when DIR holds a pipelined run's modules (one per
+/// stage program): evaluating them against the CPU runtime is not built.
+void refusePipelinedEvaluation(const std::string &dir);
 
 } // namespace kiln
 

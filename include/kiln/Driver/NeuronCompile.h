@@ -43,6 +43,11 @@ void compileForNeuron(const TrainConfig &config, const std::string &outDir,
 /// trn1.32xlarge (a rank is one NeuronCore-v2).
 TargetProfile neuronRankProfile(const TrainConfig::Target &target);
 
+/// compile.sh of one module: neuronx-cc for the config's target and LNC,
+/// with -O1, --no-llm-training and --verify-hlo as options; the module uses
+/// `communicators` distinct replica-group lists.
+std::string neuronCompileScript(const TrainConfig &config, size_t communicators);
+
 /// The neuronx-cc command line compile.sh runs for `target` ("trn2",
 /// "trn1") and logical NeuronCore config `lnc`.
 std::string neuronxCommand(TargetName target, int64_t lnc);

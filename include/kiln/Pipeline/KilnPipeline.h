@@ -194,6 +194,13 @@ void buildPipelineUpdatePipeline(mlir::OpPassManager &pm, const KilnPipelineOpti
                                  int64_t microbatches, int64_t pipelineDegree, int64_t pipelineRank,
                                  llvm::ArrayRef<int64_t> replicaAxes = {});
 
+/// The Hlo step for function `funcName` of a per-rank module (a pipeline
+/// stage's forward or backward, or @train_step as buildKilnPipeline lowers
+/// it): kiln-lower-to-hlo, kiln-hlo-sink-converts (bf16),
+/// kiln-hlo-narrow-int64 and cse.
+void buildHloLowering(mlir::OpPassManager &pm, const KilnPipelineOptions &options,
+                      llvm::StringRef funcName);
+
 /// Registers every Kiln pass and the pipelines kiln-opt offers, each taking
 /// KilnPipelineOptions: `kiln-training` (Captured to PerRank), `kiln-to-hlo`
 /// (Captured to Hlo), `kiln-per-rank-to-hlo` (PerRank to Hlo), and compiled mode's

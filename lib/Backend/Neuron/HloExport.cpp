@@ -372,7 +372,9 @@ LogicalResult Exporter::exportOp(Operation *op, xla::HloComputationProto *entry)
 /// The name an argument or result has in the manifest (a Hugging Face key,
 /// an optimizer state, an input, the rank; an output), "" without one. A
 /// data input of an accumulating step names its microbatch
-/// ("input_ids.microbatch1"): NEFF names are unique.
+/// ("input_ids.microbatch1"): NEFF names are unique. A pipeline stage's
+/// gradients are "grad.<key>", what crosses or stays "transfer<N>",
+/// "residual<N>", "cotangent<N>".
 std::string tensorName(DictionaryAttr attrs) {
   if (!attrs)
     return "";
@@ -382,6 +384,11 @@ std::string tensorName(DictionaryAttr attrs) {
         return s.str() + ".microbatch" + std::to_string(microbatch.getInt());
       return s.str();
     }
+  if (auto key = attrs.getAs<StringAttr>("kiln.grad"))
+    return "grad." + key.str();
+  for (const char *role : {"transfer", "residual", "cotangent"})
+    if (auto n = attrs.getAs<IntegerAttr>(std::string("kiln.") + role))
+      return role + std::to_string(n.getInt());
   return "";
 }
 
