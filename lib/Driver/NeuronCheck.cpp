@@ -8,13 +8,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Driver/NeuronCheck.h"
-#include "kiln/Driver/NeuronManifest.h"
-#include "kiln/Driver/CompiledStep.h"
-#include "kiln/Driver/HloKernelCall.h"
 #include "kiln/Backend/Neuron/HloEvaluator.h"
-#include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
-#include "kiln/Driver/Training.h"
 #include "kiln/CustomKernels/Registry.h"
+#include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
+#include "kiln/Driver/CompiledStep.h"
+#include "kiln/Driver/CpuReferenceStep.h"
+#include "kiln/Driver/HloKernelCall.h"
+#include "kiln/Driver/HloRankArrays.h"
+#include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/Training.h"
 #include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
@@ -36,146 +38,6 @@ namespace kiln {
 namespace {
 
 using neuron::HloArray;
-
-HloArray arrayOf(const Tensor &t) {
-  HloArray a;
-  a.dims.assign(t.shape().begin(), t.shape().end());
-  a.values.resize(size_t(t.numel()));
-  if (t.dtype() == DType::I64) {
-    a.type = xla::S64;
-    for (int64_t i = 0; i < t.numel(); ++i)
-      a.values[i] = double(t.data<int64_t>()[i]);
-  } else if (t.dtype() == DType::I32) {
-    a.type = xla::S32;
-    for (int64_t i = 0; i < t.numel(); ++i)
-      a.values[i] = double(t.data<int32_t>()[i]);
-  } else {
-    Tensor f = t.to(DType::F32);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      a.values[i] = f.data<float>()[i];
-  }
-  return a;
-}
-
-Tensor tensorOf(const HloArray &a) {
-  Shape shape(a.dims.begin(), a.dims.end());
-  if (a.type == xla::S64 || a.type == xla::S32) {
-    Tensor t(a.type == xla::S64 ? DType::I64 : DType::I32, shape);
-    for (int64_t i = 0; i < a.size(); ++i) {
-      if (a.type == xla::S64)
-        t.mutableData<int64_t>()[i] = int64_t(a.values[i]);
-      else
-        t.mutableData<int32_t>()[i] = int32_t(a.values[i]);
-    }
-    return t;
-  }
-  Tensor t(DType::F32, shape);
-  for (int64_t i = 0; i < a.size(); ++i)
-    t.mutableData<float>()[i] = float(a.values[i]);
-  return t;
-}
-
-/// Custom calls run the CPU implementation of the kernel their
-/// backend_config names (HloKernelCall).
-neuron::HloCustomCall kernelCalls(mlir::MLIRContext &context) {
-  return [&context](const xla::HloInstructionProto &inst,
-                    const std::vector<const HloArray *> &in) {
-    HloKernelCall call =
-        HloKernelCall::parse("check-hlo: " + inst.name(), inst.backend_config(), context);
-    std::vector<Tensor> operands;
-    for (const HloArray *a : in)
-      operands.push_back(tensorOf(*a));
-    std::vector<HloArray> out;
-    for (const Tensor &t : call.run(std::move(operands)))
-      out.push_back(arrayOf(t));
-    return out;
-  };
-}
-
-HloArray zeros(const std::vector<int64_t> &dims, xla::PrimitiveType type) {
-  HloArray a;
-  a.type = type;
-  a.dims = dims;
-  a.values.assign(size_t(a.size()), 0.0);
-  return a;
-}
-
-/// Calls fn(outIndexFlat, inIndexFlat) for the block of `part` dims at
-/// `offset` within `whole` dims.
-template <typename Fn>
-void forBlock(const std::vector<int64_t> &whole, const std::vector<int64_t> &part,
-              const std::vector<int64_t> &offset, Fn fn) {
-  std::vector<int64_t> idx(part.size(), 0), strides(whole.size(), 1);
-  for (int64_t d = int64_t(whole.size()) - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * whole[d + 1];
-  int64_t n = 1;
-  for (int64_t p : part)
-    n *= p;
-  for (int64_t flat = 0; flat < n; ++flat) {
-    int64_t o = 0;
-    bool inside = true;
-    for (size_t d = 0; d < idx.size(); ++d) {
-      int64_t at = offset[d] + idx[d];
-      inside &= at < whole[d];
-      o += at * strides[d];
-    }
-    fn(flat, inside ? o : -1);
-    for (int64_t d = int64_t(part.size()) - 1; d >= 0; --d) {
-      if (++idx[d] < part[d])
-        break;
-      idx[d] = 0;
-    }
-  }
-}
-
-/// Where rank `rank`'s block of a parameter starts in the whole tensor.
-std::vector<int64_t> blockOffset(const json &param, const std::vector<int64_t> &grid,
-                                 const std::vector<std::string> &axisNames, int64_t rank) {
-  std::vector<int64_t> offset(param["shape"].size(), 0);
-  for (const json &s : param["split"]) {
-    llvm::SmallVector<int16_t> axes;
-    for (const json &a : s["axes"])
-      axes.push_back(int16_t(std::find(axisNames.begin(), axisNames.end(), a.get<std::string>()) -
-                             axisNames.begin()));
-    offset[s["dim"].get<int64_t>()] =
-        hlo::gridGroupIndex(grid, axes, rank) * s["block"].get<int64_t>();
-  }
-  return offset;
-}
-
-HloArray sliceFor(const HloArray &whole, const json &param, const std::vector<int64_t> &grid,
-                  const std::vector<std::string> &axisNames, int64_t rank) {
-  HloArray part = zeros(param["shape"].get<std::vector<int64_t>>(), whole.type);
-  // Outside the whole tensor: the zero padding of an uneven shard.
-  forBlock(whole.dims, part.dims, blockOffset(param, grid, axisNames, rank),
-           [&](int64_t p, int64_t w) { part.values[p] = w < 0 ? 0.0 : whole.values[w]; });
-  return part;
-}
-
-double maxAbsDiff(const HloArray &a, const Tensor &b) {
-  Tensor f = b.to(DType::F32);
-  double m = 0;
-  for (int64_t i = 0; i < f.numel(); ++i)
-    m = std::max(m, std::fabs(a.values[i] - double(f.data<float>()[i])));
-  return m;
-}
-
-/// The tensor of parameter `key` in `params` (HF keys): a stacked key's
-/// members (a MoE layer's experts, kept one tensor each) stacked.
-Tensor paramByKey(const TensorMap &params, const std::string &key, int64_t members) {
-  auto at = [&](const std::string &k) -> const Tensor & {
-    auto it = params.find(k);
-    if (it == params.end())
-      fail("check-hlo: the manifest's parameter '{}' is not a parameter of the model", k);
-    return it->second;
-  };
-  if (!isStackedKey(key))
-    return at(key);
-  std::vector<Tensor> stack;
-  for (int64_t i = 0; i < members; ++i)
-    stack.push_back(at(stackMemberKey(key, i)));
-  return stackTensors(stack);
-}
 
 /// The arrays as one little-endian file (float32, or int32 for integer
 /// types) and their index entries (dtype, shape, byte offset).
@@ -282,27 +144,12 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   int64_t world = manifest["world_size"].get<int64_t>();
 
   // One step of the CPU runtime on one rank, on the whole batch.
-  TrainConfig cpu = config;
-  cpu.parallelism = TrainConfig::Parallelism{};
-  // The same accumulation, over microbatches of the whole microbatch rows.
+  // (validateManifest refused any other precision word.)
   int64_t microbatches = manifest["batch"].value("microbatches", int64_t(1));
-  cpu.training.globalBatchSize = manifest["batch"]["global"].get<int64_t>();
-  cpu.training.localBatchSize = cpu.training.globalBatchSize / microbatches;
-  cpu.training.seqLen = manifest["batch"]["seq_len"].get<int64_t>();
-  cpu.explicitKeys.insert("training.local_batch_size");
-  cpu.explicitKeys.insert("training.seq_len");
-  // The CPU runtime in the precision the module was compiled at.
-  // (validateManifest refused any other word.)
-  cpu.training.mixedPrecisionParam =
-      parseWord<PrecisionDtype>(manifest["mixed_precision"]["param"].get<std::string>());
-  if (cpu.data.tokensFile.empty())
-    fail("check-hlo: data.tokens_file must name the token batch to evaluate");
-  Tensor tokens = readTokenBatch(cpu.data.tokensFile);
-  std::vector<InputsAndLabels> io = splitMicrobatches(tokens, microbatches);
-  Trainer trainer(cpu);
-  TensorMap initial = trainer.parameters();
-  StepMetrics metrics = trainer.step(tokens);
-  TensorMap updated = trainer.parameters();
+  CpuReferenceStep reference = runCpuReferenceStep(config, manifest, microbatches);
+  const TensorMap &initial = reference.initial, &updated = reference.updated;
+  const StepMetrics &metrics = reference.metrics;
+  std::vector<InputsAndLabels> io = splitMicrobatches(reference.tokens, microbatches);
 
   // Every rank's arguments, as the manifest says to feed them.
   std::vector<std::vector<HloArray>> args(world);
@@ -357,13 +204,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
       continue;
     std::string key = o["param"].get<std::string>();
     const json &p = paramEntry.at(key);
-    HloArray whole = zeros(p["whole_shape"].get<std::vector<int64_t>>(), xla::F32);
-    for (int64_t r = 0; r < world; ++r)
-      forBlock(whole.dims, results[r][index].dims, blockOffset(p, grid, axisNames, r),
-               [&](int64_t part, int64_t w) {
-                 if (w >= 0)
-                   whole.values[w] = results[r][index].values[part];
-               });
+    HloArray whole = wholeFromBlocks(p, results, index, 0, world, grid, axisNames);
     double d = maxAbsDiff(whole, paramByKey(updated, key, whole.dims[0]));
     if (d >= worstWeight) {
       worstWeight = d;

@@ -57,13 +57,7 @@ std::optional<json> pipelinedManifest(const std::string &dir) {
 
 } // namespace
 
-void refusePipelinedEvaluation(const std::string &dir) {
-  if (pipelinedManifest(dir))
-    fail("check-hlo: {} holds a pipelined run's modules (one per stage program): evaluating "
-         "them against the CPU runtime is not built yet; --neuron checks each module's "
-         "conformance",
-         dir);
-}
+bool isPipelinedArtifacts(const std::string &dir) { return pipelinedManifest(dir).has_value(); }
 
 bool checkNeuronConformance(const std::string &dir) {
   if (std::optional<json> pipelined = pipelinedManifest(dir)) {

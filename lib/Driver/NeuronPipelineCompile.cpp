@@ -183,6 +183,11 @@ void compilePipelineForNeuron(const TrainConfig &config, const Qwen3Config &mode
                         {"lnc", config.target.lnc},
                         {"neuron_max_communicators", config.target.neuronMaxCommunicators}};
   manifest["world_size"] = layout.worldSize();
+  manifest["batch"] = {{"global", config.training.globalBatch(layout.dataParallelDegree())},
+                       {"per_data_parallel_rank", config.training.localBatchSize},
+                       {"seq_len", config.training.seqLen}};
+  manifest["mixed_precision"] = {{"param", wordOf(PrecisionDtype(options->paramDtype))},
+                                 {"reduce", wordOf(config.training.mixedPrecisionReduce)}};
   manifest["grid"] = json::array();
   for (size_t a = 0; a < grid.size(); ++a)
     manifest["grid"].push_back({{"axis", layout.axisNames()[a]},

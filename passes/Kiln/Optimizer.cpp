@@ -393,6 +393,8 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
       return axes;
     };
     std::map<std::set<int16_t>, SmallVector<Value>> squaresBySplit;
+    // How partitioned stages store each parameter, by key.
+    llvm::StringMap<Attribute> shardingOf;
     std::map<std::string, std::set<int16_t>> splitOf;
     for (auto &[stage, fn] : backwards)
       for (unsigned i = 0; i < fn.getNumResults(); ++i)
@@ -411,8 +413,11 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
           continue;
         std::string owner = "optimizer";
         for (unsigned a = 0; forward && a < forward.getNumArguments(); ++a)
-          if (forward.getArgAttrOfType<StringAttr>(a, kParamAttr) == key)
+          if (forward.getArgAttrOfType<StringAttr>(a, kParamAttr) == key) {
             owner = moduleOf(forward.getArgument(a));
+            if (Attribute sharding = forward.getArgAttr(a, kShardingAttr))
+              shardingOf[key.getValue()] = sharding;
+          }
         params.push_back({key.str(), fn.getResultTypes()[i], owner});
       }
     }
@@ -486,6 +491,24 @@ struct OptimizerPass : public kiln::impl::OptimizerBase<OptimizerPass> {
     emitAdamW(b, loc, train, args, grads, modules, clipCoef(b, loc, norm), results);
     results.add(norm, tag(b, kOutputAttr, kGradNormOutput));
     finish(b, loc, train, args, results);
+    // Each parameter, its moments and its gradient are stored as the stages
+    // store the parameter: the update says so, as a partitioned step does.
+    auto keyOf = [](DictionaryAttr attrs) -> std::string {
+      for (StringRef role : {kParamAttr, kGradAttr})
+        if (auto s = attrs.getAs<StringAttr>(role))
+          return s.str();
+      if (auto s = attrs.getAs<StringAttr>(kStateAttr))
+        for (StringRef prefix : {"exp_avg_sq.", "exp_avg."})
+          if (s.getValue().starts_with(prefix))
+            return s.getValue().drop_front(prefix.size()).str();
+      return "";
+    };
+    for (unsigned i = 0; i < train.getNumArguments(); ++i)
+      if (auto it = shardingOf.find(keyOf(train.getArgAttrDict(i))); it != shardingOf.end())
+        train.setArgAttr(i, kShardingAttr, it->second);
+    for (unsigned i = 0; i < train.getNumResults(); ++i)
+      if (auto it = shardingOf.find(keyOf(train.getResultAttrDict(i))); it != shardingOf.end())
+        train.setResultAttr(i, kShardingAttr, it->second);
     return success();
   }
 

@@ -52,7 +52,6 @@ int runCheckHlo(const std::vector<std::string> &args) {
       fail("check-hlo: --neuron checks DIR alone; it takes no run options");
     return checkNeuronConformance(*dir) ? 0 : 1;
   }
-  refusePipelinedEvaluation(*dir);
   if (model) {
     overrides.push_back("--model.flavor=\"\"");
     overrides.push_back("--model.hf_path=" + *model);
@@ -74,6 +73,16 @@ int runCheckHlo(const std::vector<std::string> &args) {
     fail("check-hlo: --backend is 'evaluator' (the reference evaluator) or 'compiled' (the "
          "module compiled for the CPU), not '{}'",
          *backend);
+  if (isPipelinedArtifacts(*dir)) {
+    if (runner != HloBackend::Evaluator)
+      fail("check-hlo: --backend compiled runs one module; {} holds a pipelined run's modules, "
+           "which the evaluator checks",
+           *dir);
+    return checkPipelinedNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides),
+                                         *dir, tol)
+               ? 0
+               : 1;
+  }
   return checkNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides), *dir, tol,
                               saveIo.value_or(""), runner)
              ? 0

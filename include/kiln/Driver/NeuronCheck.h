@@ -40,9 +40,20 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
 /// folder (its manifest's "pipeline") is checked module by module.
 bool checkNeuronConformance(const std::string &dir);
 
-/// Throws kiln::Error when DIR holds a pipelined run's modules (one per
-/// stage program): evaluating them against the CPU runtime is not built.
-void refusePipelinedEvaluation(const std::string &dir);
+/// Whether DIR holds a pipelined run's modules (its manifest's
+/// "pipeline"): one per stage program and pipeline rank's update.
+bool isPipelinedArtifacts(const std::string &dir);
+
+/// checkNeuronArtifacts for a pipelined run's folder: every module
+/// evaluated in the order a step runs them (each microbatch's forwards up
+/// the stages, the backwards down, what crosses fed to the ranks with the
+/// same other coordinates, gradients summed over the microbatches and a tied
+/// table's between its pipeline ranks; then each update), and the loss,
+/// gradient norm and weights held to one CPU rank's step. Each update is
+/// evaluated alone, so its clipping sees only its pipeline rank's share of
+/// the norm: throws kiln::Error when the CPU step clips.
+bool checkPipelinedNeuronArtifacts(const TrainConfig &config, const std::string &dir,
+                                   double tolerance);
 
 } // namespace kiln
 

@@ -105,9 +105,13 @@ func.func @loss(%ids: tensor<2x2xi64> {kiln.input = "input_ids"},
 // ALL-LABEL: func.func @loss_stage1_backward(
 // ALL: shard.reduce_scatter {{.*}} grid_axes = [2] scatter_axis = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
 // Rank 1 updates the shards it holds: the table (its first stage is rank
-// 0's, so its squares are rank 0's), the layer's and the norm's.
+// 0's, so its squares are rank 0's), the layer's and the norm's, each (and
+// its moments and gradient) stored as the stages store it.
 // ALL-LABEL: func.func @train_step(
-// ALL-SAME: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight"}, %{{.*}}: tensor<2x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight"}, %{{.*}}: tensor<2xf32> {kiln.param = "model.norm.weight"}
+// ALL-SAME: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}, %{{.*}}: tensor<2x4xf32> {kiln.param = "model.layers.1.mlp.down_proj.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}, %{{.*}}: tensor<2xf32> {kiln.param = "model.norm.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}]>}
+// ALL-SAME: tensor<2xf32> {kiln.sharding = #kiln.sharding<[{"dp_shard"}]>, kiln.state = "exp_avg.model.norm.weight"}
+// ALL-SAME: tensor<2xf32> {kiln.grad = "model.norm.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}]>}
+// ALL-SAME: -> (tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"dp_shard"}, {}]>}
 // ALL: %[[SQ:.*]] = kiln.global_norm %{{.*}}, %{{.*}} {fqn = "optimizer.grad_norm", squared} : (tensor<2x4xf32>, tensor<2xf32>) -> tensor<f32>
 // ALL: shard.all_reduce %[[SQ]] on @grid grid_axes = [0, 2]
 
@@ -121,9 +125,9 @@ func.func @loss(%ids: tensor<2x2xi64> {kiln.input = "input_ids"},
 // TP-SAME: tensor<2x1x4xf32> {kiln.sharding = #kiln.sharding<[{}, {"tp"}, {}]>, kiln.transfer = 0 : i64}
 // TP-SAME: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp"}, {}]>}
 // TP-LABEL: func.func @train_step(
-// TP-SAME: %[[TABLE:[a-z0-9]+]]: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight"}
-// TP-SAME: %[[GW1:[a-z0-9]+]]: tensor<4x2xf32> {kiln.grad = "model.layers.1.mlp.down_proj.weight"}
-// TP-SAME: %[[GNORM:[a-z0-9]+]]: tensor<4xf32> {kiln.grad = "model.norm.weight"}
+// TP-SAME: %[[TABLE:[a-z0-9]+]]: tensor<4x4xf32> {kiln.param = "model.embed_tokens.weight", kiln.sharding = #kiln.sharding<[{"tp"}, {}]>}
+// TP-SAME: %[[GW1:[a-z0-9]+]]: tensor<4x2xf32> {kiln.grad = "model.layers.1.mlp.down_proj.weight", kiln.sharding = #kiln.sharding<[{}, {"tp"}]>}
+// TP-SAME: %[[GNORM:[a-z0-9]+]]: tensor<4xf32> {kiln.grad = "model.norm.weight", kiln.sharding = #kiln.sharding<[{}]>}
 // TP: %[[SQ0:.*]] = kiln.global_norm %[[GNORM]] {{.*}}squared
 // TP: %[[R0:.*]] = shard.all_reduce %[[SQ0]] on @grid grid_axes = [0] :
 // TP: %[[SQ1:.*]] = kiln.global_norm %[[GW1]] {{.*}}squared
