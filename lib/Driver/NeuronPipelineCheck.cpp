@@ -3,9 +3,9 @@
 // kiln check-hlo on the folder kiln compile writes under pipeline
 // parallelism: every module is evaluated (the reference HLO evaluator, every
 // rank of the world) in the order a step runs them: each microbatch's
-// forwards up the stages, what a stage sends fed to the next stage's ranks
-// with the same coordinates on the other axes, its backwards down with the
-// cotangents fed back the same way and the residuals each forward kept;
+// forwards up the stages, what a stage sends moved to the next stage's
+// ranks by the boundary's transfer module, its backwards down with the
+// cotangents moved back the same way and the residuals each forward kept;
 // each rank's gradients summed over the microbatches (a tied table's also
 // between its pipeline ranks, as kiln train sums them); then every pipeline
 // rank's update. The loss, the gradient norm and the weights put back
@@ -151,6 +151,32 @@ bool checkPipelinedNeuronArtifacts(const TrainConfig &config, const std::string 
   auto evaluate = [&](const std::string &name, int64_t stage, int64_t run, int64_t j) {
     const Module &mod = modules.at(name);
     bool backward = name.find("_backward") != std::string::npos;
+    // What it receives moves by the boundary's transfer module (NxD's
+    // all-gather over {sender, receiver}), evaluated once per microbatch:
+    // the sender's ranks feed their output, the others zeros.
+    auto transferName = [&](const std::string &role, int64_t number) {
+      bool cotangent = role == "cotangent";
+      return fmt::format("{}_stage{}_{}", cotangent ? "cotangent" : "activation",
+                         cotangent ? stage + 1 : stage - 1, number);
+    };
+    for (const json &p : mod.manifest["parameters"]) {
+      std::string role = p.value("role", "");
+      if (role != "transfer" && role != "cotangent")
+        continue;
+      std::string moved = transferName(role, p["number"].get<int64_t>());
+      if (results.count({moved, run, j}))
+        continue;
+      int64_t sender = role == "cotangent" ? stage + 1 : stage - 1;
+      std::string from =
+          fmt::format("stage{}_{}", sender, role == "cotangent" ? "backward" : "forward");
+      int64_t index = modules.at(from).outputOf(role, p["number"]);
+      std::vector<std::vector<HloArray>> sent(world);
+      for (int64_t r = 0; r < world; ++r)
+        sent[r] = {r / inner == ppRankOf(sender) ? results.at({from, run, j})[r][index]
+                                                 : zerosFor(p),
+                   HloArray{xla::S32, {}, {double(r)}}};
+      results[{moved, run, j}] = neuron::evaluateHlo(modules.at(moved).proto, sent, customCalls);
+    }
     std::vector<std::vector<HloArray>> args(world);
     for (int64_t r = 0; r < world; ++r) {
       bool here = r / inner == ppRankOf(stage);
@@ -164,20 +190,13 @@ bool checkPipelinedNeuronArtifacts(const TrainConfig &config, const std::string 
           args[r].push_back(paramFor(p, r));
         } else if (role == "input") {
           args[r].push_back(inputFor(p, run, j, r));
-        } else if (role == "transfer") { // from the previous stage's forward
-          const Module &prev = modules.at(fmt::format("stage{}_forward", stage - 1));
-          args[r].push_back(results.at(
-              {fmt::format("stage{}_forward", stage - 1), run,
-               j})[peer(r, ppRankOf(stage - 1))][prev.outputOf("transfer", p["number"])]);
+        } else if (role == "transfer" || role == "cotangent") { // moved to this rank
+          args[r].push_back(
+              results.at({transferName(role, p["number"].get<int64_t>()), run, j})[r][0]);
         } else if (role == "residual") { // this stage's forward kept it
           const Module &fwd = modules.at(fmt::format("stage{}_forward", stage));
           args[r].push_back(results.at({fmt::format("stage{}_forward", stage), run,
                                         j})[r][fwd.outputOf("residual", p["number"])]);
-        } else if (role == "cotangent") { // from the next stage's backward
-          const Module &next = modules.at(fmt::format("stage{}_backward", stage + 1));
-          args[r].push_back(results.at(
-              {fmt::format("stage{}_backward", stage + 1), run,
-               j})[peer(r, ppRankOf(stage + 1))][next.outputOf("cotangent", p["number"])]);
         } else {
           fail("check-hlo: module {} parameter {} ('{}') has no value to feed", name,
                p["parameter"].dump(), role);
