@@ -1,8 +1,6 @@
 //===- NeuronManifest.cpp - manifest.json checked against its module ------===//
 
 #include "kiln/Driver/NeuronManifest.h"
-#include "kiln/Backend/Neuron/NeuronConformance.h"
-#include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Support/ClosedSets.h"
 #include "kiln/Support/Error.h"
 
@@ -278,28 +276,6 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
   if (losses != 1 || norms != 1)
     fail("check-hlo: {}: 'outputs' must hold one 'loss' and one 'grad_norm', found {} and {}",
          path, losses, norms);
-}
-
-void describeEntry(const xla::HloModuleProto &proto, nlohmann::json &params,
-                   nlohmann::json &outputs) {
-  const auto &shapes = proto.host_program_shape().parameters();
-  if (shapes.size() != int(params.size()) + 1)
-    fail("compile: the HLO entry has {} parameters, expected {} and the rank", shapes.size(),
-         params.size());
-  params.push_back({{"parameter", params.size()},
-                    {"role", kRankParameter.str()},
-                    {"name", kRankParameter.str()},
-                    {"shape", json::array()},
-                    {"whole_shape", json::array()},
-                    {"split", json::array()}});
-  std::vector<std::string> inputNames = neuron::neffInputNames(proto);
-  for (size_t i = 0; i < params.size(); ++i) {
-    params[i]["dtype"] = manifestDtype(shapes[int(i)].element_type());
-    params[i]["neff_name"] = i < inputNames.size() ? inputNames[i] : "";
-  }
-  std::vector<std::string> outputNames = neuron::neffOutputNames(proto);
-  for (size_t i = 0; i < outputs.size(); ++i)
-    outputs[i]["neff_name"] = i < outputNames.size() ? outputNames[i] : "";
 }
 
 } // namespace kiln

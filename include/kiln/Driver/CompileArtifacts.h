@@ -11,6 +11,8 @@
 
 #include "kiln/Support/FileLock.h"
 
+#include "proto/hlo.pb.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <nlohmann/json.hpp>
@@ -38,6 +40,14 @@ nlohmann::json describeParameters(mlir::func::FuncOp step, mlir::func::FuncOp lo
 /// Each result of `step`: its index and role (param, state, output, grad)
 /// with its name, or (transfer, residual, cotangent) with its number.
 nlohmann::json describeOutputs(mlir::func::FuncOp step);
+
+/// Completes the manifest's "parameters" and "outputs" of a module (as
+/// describeParameters and describeOutputs wrote them) with what only the
+/// exported module says: each parameter's dtype (s64 inputs are s32 there)
+/// and NEFF name, the rank parameter kiln-lower-to-hlo appended (fed each
+/// rank's global id), and each output's NEFF name.
+void describeEntry(const xla::HloModuleProto &proto, nlohmann::json &params,
+                   nlohmann::json &outputs);
 
 } // namespace kiln
 

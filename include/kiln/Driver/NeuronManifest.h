@@ -35,14 +35,6 @@ std::string manifestDtype(xla::PrimitiveType type);
 int64_t manifestPositive(const nlohmann::json &manifest, const std::string &path,
                          std::initializer_list<const char *> keys);
 
-/// Completes the manifest's "parameters" and "outputs" of a module (as
-/// describeParameters and describeOutputs wrote them) with what only the
-/// exported module says: each parameter's dtype (s64 inputs are s32 there)
-/// and NEFF name, the rank parameter kiln-lower-to-hlo appended (fed each
-/// rank's global id), and each output's NEFF name.
-void describeEntry(const xla::HloModuleProto &proto, nlohmann::json &params,
-                   nlohmann::json &outputs);
-
 /// Throws kiln::Error naming `path` and the first field that does not
 /// describe `module` (or a module without an entry computation).
 void validateManifest(const nlohmann::json &manifest, const xla::HloModuleProto &module,
