@@ -78,6 +78,10 @@ int runCheckHlo(const std::vector<std::string> &args) {
       fail("check-hlo: --backend compiled runs one module; {} holds a pipelined run's modules, "
            "which the evaluator checks",
            *dir);
+    if (saveIo)
+      fail("check-hlo: --save-io writes one module's arguments and results; {} holds a "
+           "pipelined run's modules, which it does not write yet",
+           *dir);
     return checkPipelinedNeuronArtifacts(TrainConfig::load(configPath.value_or(""), overrides),
                                          *dir, tol)
                ? 0
