@@ -110,25 +110,14 @@ bool checkPipelinedNeuronArtifacts(const TrainConfig &config, const std::string 
   // (run, j): its data-parallel group's piece, or its slice of every
   // group's pieces stacked where the stage is partitioned.
   auto inputFor = [&](const json &p, int64_t run, int64_t j, int64_t r) {
-    auto of = [&](int64_t g) {
-      const InputsAndLabels &piece = pieces[size_t((run * dp + g) * m + j)];
-      return p["name"] == "labels" ? piece.labels : piece.inputIds;
-    };
-    HloArray a;
-    if (!partitioned) {
-      a = arrayOf(of(dp > 1 ? hlo::gridGroupIndex(grid, dpAxes, r) : 0));
-    } else {
-      std::vector<Tensor> rows;
-      for (int64_t g = 0; g < dp; ++g)
-        rows.push_back(of(g));
-      HloArray whole = arrayOf(rows.front());
-      for (size_t g = 1; g < rows.size(); ++g) {
-        HloArray more = arrayOf(rows[g]);
-        whole.values.insert(whole.values.end(), more.values.begin(), more.values.end());
-        whole.dims[0] += more.dims[0];
-      }
-      a = sliceFor(whole, p, grid, axisNames, r);
-    }
+    bool labels = p["name"] == "labels";
+    InputsAndLabels rows =
+        partitioned ? stackedMicrobatch(pieces, run, j, dp, m)
+                    : microbatchPiece(pieces, run,
+                                      dp > 1 ? hlo::gridGroupIndex(grid, dpAxes, r) : 0, j, dp, m);
+    HloArray a = arrayOf(labels ? rows.labels : rows.inputIds);
+    if (partitioned)
+      a = sliceFor(a, p, grid, axisNames, r);
     a.type = xla::S32; // the module's integers
     return a;
   };

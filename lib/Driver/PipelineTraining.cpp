@@ -14,7 +14,6 @@
 #include "kiln/Support/Diagnostics.h"
 #include "kiln/Support/Error.h"
 
-#include <algorithm>
 #include <set>
 
 namespace kiln {
@@ -25,19 +24,6 @@ Tensor scalar(float value) {
   Tensor t(DType::F32, {});
   *t.mutableData<float>() = value;
   return t;
-}
-
-/// `parts` (I64 [rows, n] each) one after another: [sum of rows, n].
-Tensor stackRows(const std::vector<Tensor> &parts) {
-  Shape shape = parts.front().shape();
-  shape[0] = 0;
-  for (const Tensor &p : parts)
-    shape[0] += p.dim(0);
-  Tensor out(DType::I64, shape);
-  int64_t *to = out.mutableData<int64_t>();
-  for (const Tensor &p : parts)
-    to = std::copy(p.data<int64_t>(), p.data<int64_t>() + p.numel(), to);
-  return out;
 }
 
 } // namespace
@@ -214,32 +200,21 @@ PipelineTraining::StepResult PipelineTraining::step(const Tensor &tokens) {
 
 std::vector<InputsAndLabels>
 PipelineTraining::runMicrobatches(const std::vector<InputsAndLabels> &pieces, int64_t run) const {
-  // The pieces run in order [run][row group][microbatch].
-  int64_t m = schedule_.microbatches;
-  auto piece = [&](int64_t group, int64_t j) -> const InputsAndLabels & {
-    return pieces[size_t((run * rowGroups_ + group) * m + j)];
-  };
   std::vector<InputsAndLabels> microbatches;
-  for (int64_t j = 0; j < m; ++j) {
+  for (int64_t j = 0; j < schedule_.microbatches; ++j) {
     if (!partitioned_) {
-      microbatches.push_back(piece(replica_, j));
+      microbatches.push_back(
+          microbatchPiece(pieces, run, replica_, j, rowGroups_, schedule_.microbatches));
       continue;
     }
     // Microbatch j over every data-parallel rank: each group's piece j, as
     // a replica would run it; this rank binds its slice.
-    InputsAndLabels global;
+    InputsAndLabels global = stackedMicrobatch(pieces, run, j, rowGroups_, schedule_.microbatches);
     for (auto [name, part] : {std::pair<std::string, Tensor InputsAndLabels::*>{
                                   "input_ids", &InputsAndLabels::inputIds},
-                              {"labels", &InputsAndLabels::labels}}) {
-      std::vector<Tensor> rows;
-      for (int64_t g = 0; g < rowGroups_; ++g)
-        rows.push_back(piece(g, j).*part);
-      Tensor stacked = stackRows(rows);
-      auto sharding = inputShardings_.find(name);
-      global.*part = sharding == inputShardings_.end()
-                         ? stacked
-                         : rankSlice(grid_, sharding->second, std::move(stacked));
-    }
+                              {"labels", &InputsAndLabels::labels}})
+      if (auto sharding = inputShardings_.find(name); sharding != inputShardings_.end())
+        global.*part = rankSlice(grid_, sharding->second, std::move(global.*part));
     microbatches.push_back(std::move(global));
   }
   return microbatches;

@@ -70,4 +70,28 @@ std::vector<InputsAndLabels> splitMicrobatches(const Tensor &tokens, int64_t mic
   return split;
 }
 
+const InputsAndLabels &microbatchPiece(const std::vector<InputsAndLabels> &pieces, int64_t run,
+                                       int64_t group, int64_t j, int64_t groups,
+                                       int64_t microbatches) {
+  return pieces.at(size_t((run * groups + group) * microbatches + j));
+}
+
+InputsAndLabels stackedMicrobatch(const std::vector<InputsAndLabels> &pieces, int64_t run,
+                                  int64_t j, int64_t groups, int64_t microbatches) {
+  InputsAndLabels stacked;
+  for (Tensor InputsAndLabels::*part : {&InputsAndLabels::inputIds, &InputsAndLabels::labels}) {
+    const Tensor &first = microbatchPiece(pieces, run, 0, j, groups, microbatches).*part;
+    Shape shape = first.shape();
+    shape[0] *= groups;
+    Tensor out(DType::I64, shape);
+    int64_t *to = out.mutableData<int64_t>();
+    for (int64_t g = 0; g < groups; ++g) {
+      const Tensor &rows = microbatchPiece(pieces, run, g, j, groups, microbatches).*part;
+      to = std::copy(rows.data<int64_t>(), rows.data<int64_t>() + rows.numel(), to);
+    }
+    stacked.*part = std::move(out);
+  }
+  return stacked;
+}
+
 } // namespace kiln

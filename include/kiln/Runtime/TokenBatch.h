@@ -27,6 +27,17 @@ InputsAndLabels splitInputsAndLabels(const Tensor &tokens);
 /// batch, b = batch / microbatches). Throws kiln::Error if they do not divide.
 std::vector<InputsAndLabels> splitMicrobatches(const Tensor &tokens, int64_t microbatches);
 
+/// A pipelined step's rows: `pieces` is its batch split (splitMicrobatches)
+/// into runs x `groups` data-parallel row groups x `microbatches` schedule
+/// microbatches, in that order. The piece group `group` runs as microbatch
+/// `j` of schedule run `run`, and every group's piece j stacked in group
+/// order (the microbatch partitioned stages split over the groups).
+const InputsAndLabels &microbatchPiece(const std::vector<InputsAndLabels> &pieces, int64_t run,
+                                       int64_t group, int64_t j, int64_t groups,
+                                       int64_t microbatches);
+InputsAndLabels stackedMicrobatch(const std::vector<InputsAndLabels> &pieces, int64_t run,
+                                  int64_t j, int64_t groups, int64_t microbatches);
+
 } // namespace kiln
 
 #endif // KILN_RUNTIME_TOKENBATCH_H
