@@ -37,7 +37,14 @@ public:
   }
 
   std::string unsupportedForm(Operation *op) const override {
-    return cast<AttentionOp>(op).getCausal() ? "" : "it is not causal (the kernel is causal only)";
+    auto attn = cast<AttentionOp>(op);
+    if (!attn.getCausal())
+      return "it is not causal (the kernel is causal only)";
+    // The kernel's mask is the natural causal one on whole sequences.
+    if (attn.getHeadTailChunks() || attn.getQueryAxes())
+      return "its sequence is split or laid out for context parallelism (the kernel masks "
+             "whole sequences in their natural order)";
+    return "";
   }
 
   void checkConstraints(Operation *op, const KernelTarget &target,
@@ -156,8 +163,9 @@ public:
                                                      const KernelCheckShape &s,
                                                      StringAttr fqn) const override {
     float scale = 1.0f / std::sqrt(float(dim(s, "head_dim")));
-    auto attn = AttentionOp::create(b, loc, in[0], in[1], in[2], b.getUnitAttr(),
-                                    b.getF32FloatAttr(scale), fqn);
+    auto attn =
+        AttentionOp::create(b, loc, in[0], in[1], in[2], b.getUnitAttr(), b.getF32FloatAttr(scale),
+                            fqn, DenseI16ArrayAttr(), IntegerAttr());
     return {{attn.getOut(), "out"}, {attn.getLse(), "lse", /*differentiable=*/false}};
   }
 

@@ -81,9 +81,10 @@ private:
     std::string ropeName = p + "attention.rope";
     auto rope = RopeOp::create(b, loc(ropeName), q, k, cache, fqn(ropeName));
     std::string attnName = p + "attention.inner_attention";
-    auto attn = AttentionOp::create(
-        b, loc(attnName), rope.getQOut(), rope.getKOut(), v, b.getUnitAttr(),
-        b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))), fqn(attnName));
+    auto attn =
+        AttentionOp::create(b, loc(attnName), rope.getQOut(), rope.getKOut(), v, b.getUnitAttr(),
+                            b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))),
+                            fqn(attnName), DenseI16ArrayAttr(), IntegerAttr());
     Value merged = reshape(p + "attention.merge_heads", attn.getOut(),
                            {batch, seq, c.numHeads * c.headDim});
     h = add(p + "attention_residual", h, linear(p + "attention.wo", merged));

@@ -86,55 +86,52 @@ Tensor ropeBackward(const Tensor &grad, const Tensor &cache) {
 std::tuple<Tensor, Tensor, Tensor> attentionBackward(const Tensor &dout, const Tensor &q,
                                                      const Tensor &k, const Tensor &v,
                                                      const Tensor &out, const Tensor &lse,
-                                                     bool causal, float scale) {
-  int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), d = q.dim(3);
+                                                     bool causal, float scale,
+                                                     const AttentionBlock &block) {
+  int64_t batch = q.dim(0), seq = q.dim(1), keys = k.dim(1), heads = q.dim(2), d = q.dim(3);
   int64_t kvHeads = k.dim(2), group = heads / kvHeads;
   Tensor dq(DType::F32, q.shape()), dk(DType::F32, k.shape()),
       dv(DType::F32, v.shape());
-  std::vector<float> p(seq * seq), dp(seq * seq);
+  auto [queryPos, keyPos] = block.positions(seq, keys);
+  std::vector<float> p(seq * keys), dp(seq * keys);
   const int64_t qStride = heads * d, kvStride = kvHeads * d;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       int64_t kvh = h / group;
-      int64_t qOff = b * seq * qStride + h * d, kvOff = b * seq * kvStride + kvh * d;
+      int64_t qOff = b * seq * qStride + h * d, kvOff = b * keys * kvStride + kvh * d;
       const float *qp = q.data<float>() + qOff, *op = out.data<float>() + qOff,
                   *dop = dout.data<float>() + qOff;
       const float *kp = k.data<float>() + kvOff, *vp = v.data<float>() + kvOff;
       const float *lp = lse.data<float>() + (b * heads + h) * seq;
       // Recompute the probabilities from the saved log-sum-exp instead of
       // storing the [s, s] matrix in the forward.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, d, scale,
-                  qp, qStride, kp, kvStride, 0.0f, p.data(), seq);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, keys, d, scale, qp, qStride, kp,
+                  kvStride, 0.0f, p.data(), keys);
       for (int64_t i = 0; i < seq; ++i) {
-        float *row = p.data() + i * seq;
-        int64_t visible = causal ? i + 1 : seq;
-        for (int64_t j = 0; j < visible; ++j)
-          row[j] = std::exp(row[j] - lp[i]);
-        std::fill(row + visible, row + seq, 0.0f);
+        float *row = p.data() + i * keys;
+        for (int64_t j = 0; j < keys; ++j)
+          row[j] = !causal || keyPos[j] <= queryPos[i] ? std::exp(row[j] - lp[i]) : 0.0f;
       }
       // dV += P^T dO (beta = 1: query heads of a group share this kv head).
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, d, seq, 1.0f,
-                  p.data(), seq, dop, qStride, 1.0f,
-                  dv.mutableData<float>() + kvOff, kvStride);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, d, seq, 1.0f, p.data(), keys, dop,
+                  qStride, 1.0f, dv.mutableData<float>() + kvOff, kvStride);
       // dP = dO V^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, d, 1.0f,
-                  dop, qStride, vp, kvStride, 0.0f, dp.data(), seq);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, keys, d, 1.0f, dop, qStride, vp,
+                  kvStride, 0.0f, dp.data(), keys);
       // dS = P * (dP - D_i) with D_i = dO_i . O_i (= sum_j P_ij dP_ij); dS
       // overwrites dP. Masked entries have P = 0, so dS = 0 there.
       for (int64_t i = 0; i < seq; ++i) {
         double di = 0;
         for (int64_t e = 0; e < d; ++e)
           di += double(dop[i * qStride + e]) * op[i * qStride + e];
-        for (int64_t j = 0; j < seq; ++j)
-          dp[i * seq + j] = p[i * seq + j] * (dp[i * seq + j] - float(di));
+        for (int64_t j = 0; j < keys; ++j)
+          dp[i * keys + j] = p[i * keys + j] * (dp[i * keys + j] - float(di));
       }
       // dQ = scale * dS K; dK += scale * dS^T Q.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, d, seq, scale,
-                  dp.data(), seq, kp, kvStride, 0.0f,
-                  dq.mutableData<float>() + qOff, qStride);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, d, seq, scale,
-                  dp.data(), seq, qp, qStride, 1.0f,
-                  dk.mutableData<float>() + kvOff, kvStride);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, d, keys, scale, dp.data(), keys,
+                  kp, kvStride, 0.0f, dq.mutableData<float>() + qOff, qStride);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, d, seq, scale, dp.data(), keys, qp,
+                  qStride, 1.0f, dk.mutableData<float>() + kvOff, kvStride);
     }
   return {dq, dk, dv};
 }

@@ -117,45 +117,46 @@ Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose, bool hea
 
 Tensor rope(const Tensor &x, const Tensor &cache) { return ropeRotate(x, cache, false); }
 
-std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
-                                    const Tensor &v, bool causal, float scale) {
-  int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), d = q.dim(3);
+std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal,
+                                    float scale, const AttentionBlock &block) {
+  int64_t batch = q.dim(0), seq = q.dim(1), keys = k.dim(1), heads = q.dim(2), d = q.dim(3);
   int64_t kvHeads = k.dim(2), group = heads / kvHeads;
   Tensor out = Tensor::uninitialized(DType::F32, q.shape());
   Tensor lse = Tensor::uninitialized(DType::F32, {batch, heads, seq});
-  std::vector<float> scores(seq * seq);
+  auto [queryPos, keyPos] = block.positions(seq, keys);
+  std::vector<float> scores(seq * keys);
   const int64_t qStride = heads * d, kvStride = kvHeads * d;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       int64_t kvh = h / group;
       const float *qp = q.data<float>() + b * seq * qStride + h * d;
-      const float *kp = k.data<float>() + b * seq * kvStride + kvh * d;
-      const float *vp = v.data<float>() + b * seq * kvStride + kvh * d;
+      const float *kp = k.data<float>() + b * keys * kvStride + kvh * d;
+      const float *vp = v.data<float>() + b * keys * kvStride + kvh * d;
       float *op = out.mutableData<float>() + b * seq * qStride + h * d;
       float *lp = lse.mutableData<float>() + (b * heads + h) * seq;
       // scores[i, j] = scale * q_i . k_j
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, d, scale,
-                  qp, qStride, kp, kvStride, 0.0f, scores.data(), seq);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, keys, d, scale, qp, qStride, kp,
+                  kvStride, 0.0f, scores.data(), keys);
       for (int64_t i = 0; i < seq; ++i) {
-        float *row = scores.data() + i * seq;
-        int64_t visible = causal ? i + 1 : seq;
+        float *row = scores.data() + i * keys;
+        auto visible = [&](int64_t j) { return !causal || keyPos[j] <= queryPos[i]; };
         float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < visible; ++j)
-          mx = std::max(mx, row[j]);
+        for (int64_t j = 0; j < keys; ++j)
+          if (visible(j))
+            mx = std::max(mx, row[j]);
         double sum = 0;
-        for (int64_t j = 0; j < visible; ++j) {
-          row[j] = std::exp(row[j] - mx);
+        for (int64_t j = 0; j < keys; ++j) {
+          row[j] = visible(j) ? std::exp(row[j] - mx) : 0.0f;
           sum += row[j];
         }
         float inv = float(1.0 / sum);
-        for (int64_t j = 0; j < visible; ++j)
+        for (int64_t j = 0; j < keys; ++j)
           row[j] *= inv;
-        std::fill(row + visible, row + seq, 0.0f);
         lp[i] = mx + float(std::log(sum));
       }
       // out_i = sum_j p[i, j] v_j
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, d, seq, 1.0f,
-                  scores.data(), seq, vp, kvStride, 0.0f, op, qStride);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, d, keys, 1.0f, scores.data(),
+                  keys, vp, kvStride, 0.0f, op, qStride);
     }
   return {out, lse};
 }

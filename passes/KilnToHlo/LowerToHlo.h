@@ -12,6 +12,8 @@
 
 #include "HloBuilder.h"
 
+#include "kiln/Support/SequenceLayout.h"
+
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <optional>
@@ -107,8 +109,13 @@ struct AttentionLayout {
   /// scale * q k^T: [b, kv, group, s_q, s_k].
   mlir::Value scores(HloBuilder &b, mlir::Value qGroups, mlir::Value k, double scale) const;
 };
-/// s_q >= s_k over the last two dimensions of `scoresShape`.
-mlir::Value causalMask(HloBuilder &b, llvm::ArrayRef<int64_t> scoresShape);
+/// Query position >= key position over the last two dimensions [s_q, s_k] of
+/// `scoresShape`: the queries are the rank's block along `queryAxes` of the
+/// keys' sequence (context parallelism), the sequence laid out as `layout`.
+mlir::Value causalMask(HloBuilder &b, HloLoweringState &state, llvm::ArrayRef<int64_t> scoresShape,
+                       std::optional<llvm::ArrayRef<int16_t>> queryAxes, SequenceLayout layout);
+/// The layout a `head_tail_chunks` attribute names.
+SequenceLayout sequenceLayout(std::optional<uint64_t> headTailChunks);
 /// rsqrt(mean(x^2, -1) + eps): [rows].
 mlir::Value rmsInverse(HloBuilder &b, mlir::Value x, double eps);
 /// RoPE's rotation of x [b, s, heads, d] by cache [s, 2d], or its transpose.

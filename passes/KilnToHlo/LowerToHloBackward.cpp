@@ -68,7 +68,7 @@ FailureOr<SmallVector<Value>> lower(RopeBackwardOp, RopeBackwardOp::Adaptor a, H
 }
 
 FailureOr<SmallVector<Value>> lower(AttentionBackwardOp op, AttentionBackwardOp::Adaptor a,
-                                    HloBuilder &b, HloLoweringState &) {
+                                    HloBuilder &b, HloLoweringState &state) {
   AttentionLayout l = AttentionLayout::of(a.getQ(), a.getK());
   double scale = op.getScale().convertToDouble();
   Value q = l.toGroups(b, a.getQ()), dout = l.toGroups(b, a.getOutGrad()),
@@ -79,7 +79,9 @@ FailureOr<SmallVector<Value>> lower(AttentionBackwardOp op, AttentionBackwardOp:
   Value lse = b.reshape(a.getLse(), {l.batch, l.kvHeads, l.group, l.seq});
   Value p = b.exp(b.sub(scores, b.broadcastLeading(lse, shape)));
   if (op.getCausal())
-    p = b.select(causalMask(b, shape), p, b.splatLike(p, 0));
+    p = b.select(
+        causalMask(b, state, shape, op.getQueryAxes(), sequenceLayout(op.getHeadTailChunks())), p,
+        b.splatLike(p, 0));
   // dV = P^T dO summed over the group: [b, kv, s_k, d] -> [b, s, kv, d]
   Value dv = b.transpose(b.dot(p, dout, {0, 1}, {0, 1}, {2, 3}, {2, 3}), {0, 2, 1, 3});
   // dS = P (dP - rowsum(dO O)), dP = dO V^T

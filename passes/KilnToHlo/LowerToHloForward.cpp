@@ -19,10 +19,31 @@ namespace kiln {
 
 using CmpDir = hlo::ComparisonDirection;
 
-Value causalMask(HloBuilder &b, ArrayRef<int64_t> scoresShape) {
-  int64_t rank = int64_t(scoresShape.size()), s = scoresShape.back();
-  Value rows = b.iota({s, s}, 0, b.i32()), cols = b.iota({s, s}, 1, b.i32());
+Value causalMask(HloBuilder &b, HloLoweringState &state, ArrayRef<int64_t> scoresShape,
+                 std::optional<ArrayRef<int16_t>> queryAxes, SequenceLayout layout) {
+  int64_t rank = int64_t(scoresShape.size()), queries = scoresShape[rank - 2],
+          keys = scoresShape.back();
+  Value rows, cols;
+  Value first = blockOffset(b, state, queries, queryAxes);
+  if (!first && !layout.headTailChunks) {
+    rows = b.iota({queries, keys}, 0, b.i32());
+    cols = b.iota({queries, keys}, 1, b.i32());
+  } else {
+    // The true position of every row of the sequence, a constant; the
+    // queries' are the rank's slice of it.
+    std::vector<int32_t> table(keys);
+    for (int64_t j = 0; j < keys; ++j)
+      table[j] = int32_t(layout.position(j, keys));
+    Value positions = b.constantI32(table);
+    Value queryPositions = first ? b.dynamicSlice(positions, 0, first, queries) : positions;
+    rows = b.broadcast(queryPositions, {queries, keys}, {0});
+    cols = b.broadcast(positions, {queries, keys}, {1});
+  }
   return b.broadcast(b.compare(rows, cols, CmpDir::GE), scoresShape, {rank - 2, rank - 1});
+}
+
+SequenceLayout sequenceLayout(std::optional<uint64_t> headTailChunks) {
+  return SequenceLayout{int64_t(headTailChunks.value_or(0))};
 }
 
 AttentionLayout AttentionLayout::of(Value q, Value k) {
@@ -98,14 +119,15 @@ FailureOr<SmallVector<Value>> lower(RopeOp, RopeOp::Adaptor a, HloBuilder &b,
 }
 
 FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a, HloBuilder &b,
-                                    HloLoweringState &) {
+                                    HloLoweringState &state) {
   AttentionLayout l = AttentionLayout::of(a.getQ(), a.getK());
   Value scores = l.scores(b, l.toGroups(b, a.getQ()), a.getK(),
                           op.getScale().convertToDouble());
   ArrayRef<int64_t> shape = HloBuilder::shapeOf(scores);
   if (op.getCausal())
-    scores = b.select(causalMask(b, shape), scores,
-                      b.splatLike(scores, -std::numeric_limits<double>::infinity()));
+    scores = b.select(
+        causalMask(b, state, shape, op.getQueryAxes(), sequenceLayout(op.getHeadTailChunks())),
+        scores, b.splatLike(scores, -std::numeric_limits<double>::infinity()));
   Value mx = b.maxLast(scores);
   Value e = b.exp(b.sub(scores, b.broadcastLeading(mx, shape)));
   Value sum = b.sumLast(e);

@@ -6,8 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
 #include "kiln/Runtime/ForwardKernels.h"
+#include "AttentionReference.h"
+#include "TestUtil.h"
 #include "kiln/Runtime/TokenBatch.h"
 
 using namespace kiln;
@@ -121,49 +122,16 @@ TEST(KernelsTest, RopeMatchesFloat64) {
   EXPECT_LT(maxAbsDiff(toDoubles(kernels::rope(q, cache)), ropeReference(q, 1e4)), kTol);
 }
 
-/// Naive GQA attention in float64; returns out and lse.
-std::pair<std::vector<double>, std::vector<double>>
-attentionReference(const Tensor &q, const Tensor &k, const Tensor &v, bool causal,
-                   double scale) {
-  int64_t B = q.dim(0), S = q.dim(1), H = q.dim(2), D = q.dim(3), KV = k.dim(2);
-  auto qs = toDoubles(q), ks = toDoubles(k), vs = toDoubles(v);
-  std::vector<double> out(qs.size()), lse(B * H * S);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      int64_t g = h / (H / KV);
-      for (int64_t i = 0; i < S; ++i) {
-        std::vector<double> p(S, 0.0);
-        double mx = -1e300;
-        int64_t n = causal ? i + 1 : S;
-        for (int64_t j = 0; j < n; ++j) {
-          for (int64_t d = 0; d < D; ++d)
-            p[j] += qs[((b * S + i) * H + h) * D + d] * ks[((b * S + j) * KV + g) * D + d];
-          p[j] *= scale;
-          mx = std::max(mx, p[j]);
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < n; ++j)
-          sum += std::exp(p[j] - mx);
-        lse[(b * H + h) * S + i] = mx + std::log(sum);
-        for (int64_t j = 0; j < n; ++j)
-          for (int64_t d = 0; d < D; ++d)
-            out[((b * S + i) * H + h) * D + d] +=
-                std::exp(p[j] - mx) / sum * vs[((b * S + j) * KV + g) * D + d];
-      }
-    }
-  return {out, lse};
-}
-
 TEST(KernelsTest, AttentionMatchesFloat64WithGqaCausalAndFull) {
   std::mt19937 rng(5);
   Tensor q = randomTensor({2, 7, 4, 8}, rng), k = randomTensor({2, 7, 2, 8}, rng),
          v = randomTensor({2, 7, 2, 8}, rng);
   for (bool causal : {true, false}) {
     auto [out, lse] = kernels::attention(q, k, v, causal, 0.35f);
-    auto [refOut, refLse] = attentionReference(q, k, v, causal, 0.35f);
+    AttentionReference ref = attentionReference(q, k, v, nullptr, causal, 0.35f);
     EXPECT_EQ(lse.shape(), (Shape{2, 4, 7}));
-    EXPECT_LT(maxAbsDiff(toDoubles(out), refOut), kTol) << "causal=" << causal;
-    EXPECT_LT(maxAbsDiff(toDoubles(lse), refLse), kTol) << "causal=" << causal;
+    EXPECT_LT(maxAbsDiff(toDoubles(out), ref.out), kTol) << "causal=" << causal;
+    EXPECT_LT(maxAbsDiff(toDoubles(lse), ref.lse), kTol) << "causal=" << causal;
   }
 }
 

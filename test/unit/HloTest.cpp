@@ -1,5 +1,6 @@
 //===- HloTest.cpp - Replica groups, the HLO evaluator, the proto ---------===//
 
+#include "HloTestUtil.h"
 #include "kiln/Backend/Neuron/HloEvaluator.h"
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Backend/Neuron/HloStats.h"
@@ -8,8 +9,8 @@
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
 #include "kiln/Pipeline/KilnPipeline.h"
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "kiln/Support/Error.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -218,11 +219,8 @@ TEST(HloEvaluatorTest, AllToAllLoweringFollowsTheShardOp) {
     })",
                                                                                      &context);
   ASSERT_TRUE(module);
-  mlir::PassManager pm(&context);
-  buildKilnPipeline(pm, KilnPipelineOptions(), LoweringStage::Hlo, LoweringStage::PerRank);
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
-  mlir::FailureOr<xla::HloModuleProto> proto = neuron::exportHloModule(*module, "train_step");
-  ASSERT_TRUE(mlir::succeeded(proto));
+  std::optional<xla::HloModuleProto> proto = test::perRankHlo(*module, "train_step");
+  ASSERT_TRUE(proto);
   std::vector<std::vector<neuron::HloArray>> args;
   for (int r = 0; r < 4; ++r) {
     std::vector<double> v(24);

@@ -36,11 +36,13 @@ Tensor linearBackwardWeight(const Tensor &grad, const Tensor &x);
 Tensor ropeBackward(const Tensor &grad, const Tensor &cache);
 
 /// VJP of attention: (dq, dk, dv) from dout and the forward's q, k, v, out and
-/// lse [b, h, s]. GQA: dk/dv sum over the query heads sharing a kv head.
+/// lse [b, h, s_q]. GQA: dk/dv sum over the query heads sharing a kv head; on
+/// a block of the queries they are the block's share.
 std::tuple<Tensor, Tensor, Tensor> attentionBackward(const Tensor &dout, const Tensor &q,
                                                      const Tensor &k, const Tensor &v,
                                                      const Tensor &out, const Tensor &lse,
-                                                     bool causal, float scale);
+                                                     bool causal, float scale,
+                                                     const AttentionBlock &block = {});
 
 /// out = silu(gate) * up: returns (dgate, dup).
 std::pair<Tensor, Tensor> swigluBackward(const Tensor &dout, const Tensor &gate,

@@ -10,6 +10,7 @@
 #define KILN_RUNTIME_KERNELS_H
 
 #include "kiln/Runtime/Tensor.h"
+#include "kiln/Support/SequenceLayout.h"
 
 #include <cstdint>
 #include <cstring>
@@ -56,9 +57,23 @@ Tensor rope(const Tensor &x, const Tensor &cache);
 /// vector-Jacobian product; x is [b, s, h, d], or [b, h, s, d] when
 /// `headsFirst` (NKI's layout), with the same arithmetic per element.
 Tensor ropeRotate(const Tensor &x, const Tensor &cache, bool transpose, bool headsFirst = false);
-/// q [b, s, h, d], k/v [b, s, hkv, d] -> (out [b, s, h, d], lse [b, h, s]).
-std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
-                                    const Tensor &v, bool causal, float scale);
+/// Which rows of the sequence an attention's queries are and where each row
+/// stands, for the causal mask: q's rows start at `firstQuery` of k's
+/// sequence (context parallelism's block), laid out as `layout` says.
+struct AttentionBlock {
+  int64_t firstQuery = 0;
+  SequenceLayout layout;
+
+  /// The true positions of the `queries` q rows and of k's `seq` rows.
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> positions(int64_t queries,
+                                                                  int64_t seq) const {
+    return {layout.positions(firstQuery, queries, seq), layout.positions(0, seq, seq)};
+  }
+};
+/// q [b, s_q, h, d], k/v [b, s, hkv, d] -> (out [b, s_q, h, d], lse [b, h, s_q]);
+/// causal: row i sees the keys whose true position is at most its own.
+std::pair<Tensor, Tensor> attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal,
+                                    float scale, const AttentionBlock &block = {});
 Tensor swiglu(const Tensor &gate, const Tensor &up);
 /// Writes into lhs's buffer when lhs is uniquely owned.
 Tensor add(Tensor lhs, const Tensor &rhs);

@@ -84,9 +84,17 @@ void run(RopeOp, const Context &, In in, Out &out) {
   out.push_back(kernels::rope(in[0], in[2]));
   out.push_back(kernels::rope(in[1], in[2]));
 }
-void run(AttentionOp op, const Context &, In in, Out &out) {
-  auto [o, lse] = kernels::attention(in[0], in[1], in[2], op.getCausal(),
-                                     op.getScale().convertToFloat());
+/// The rows of the sequence this rank's queries are (context parallelism)
+/// and the sequence's layout.
+template <typename OpT>
+kernels::AttentionBlock attentionBlock(OpT op, const Context &ctx, const Tensor &q) {
+  return {blockOfSplit(op, ctx, op.getQueryAxes(), q.dim(1), "a query sequence").first,
+          SequenceLayout{int64_t(op.getHeadTailChunks().value_or(0))}};
+}
+void run(AttentionOp op, const Context &ctx, In in, Out &out) {
+  auto [o, lse] =
+      kernels::attention(in[0], in[1], in[2], op.getCausal(), op.getScale().convertToFloat(),
+                         attentionBlock(op, ctx, in[0]));
   out.append({o, lse});
 }
 void run(SwigluOp, const Context &, In in, Out &out) {
@@ -188,9 +196,10 @@ void run(RopeBackwardOp, const Context &, In in, Out &out) {
   out.push_back(kernels::ropeBackward(in[0], in[2]));
   out.push_back(kernels::ropeBackward(in[1], in[2]));
 }
-void run(AttentionBackwardOp op, const Context &, In in, Out &out) {
-  auto [dq, dk, dv] = kernels::attentionBackward(in[0], in[1], in[2], in[3], in[4], in[5],
-                                                 op.getCausal(), op.getScale().convertToFloat());
+void run(AttentionBackwardOp op, const Context &ctx, In in, Out &out) {
+  auto [dq, dk, dv] =
+      kernels::attentionBackward(in[0], in[1], in[2], in[3], in[4], in[5], op.getCausal(),
+                                 op.getScale().convertToFloat(), attentionBlock(op, ctx, in[1]));
   out.append({dq, dk, dv});
 }
 void run(SwigluBackwardOp, const Context &, In in, Out &out) {

@@ -177,10 +177,57 @@ func.func @attention_kv_mismatch(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf
 // -----
 
 func.func @attention_head_dim(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x8xf32>, %v: tensor<1x8x2x8xf32>) {
-  // expected-error@+2 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): k 'tensor<1x8x2x8xf32>' must share batch, seq and head_dim with q 'tensor<1x8x4x16xf32>'}}
+  // expected-error@+2 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): k 'tensor<1x8x2x8xf32>' must share batch and head_dim with q 'tensor<1x8x4x16xf32>'}}
   // expected-error@+1 {{failed to infer returned types}}
   %0:2 = kiln.attention %q, %k, %v {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention"} : (tensor<1x8x4x16xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x4x8xf32>)
   return
+}
+
+// -----
+
+// Context parallelism: q may be a block of k's sequence, never a length that
+// does not divide it; a block needs the axes that split it; a head-tail
+// layout has an even count of chunks dividing the sequence; query axes are
+// the grid's.
+func.func @attention_query_block_not_dividing(%q: tensor<1x3x4x16xf32>, %k: tensor<1x8x2x16xf32>) {
+  // expected-error@+2 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): q's sequence (3) must be k's (8) or a block of it}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:2 = kiln.attention %q, %k, %k {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention", query_axes = array<i16: 0>} : (tensor<1x3x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> (tensor<1x3x4x16xf32>, tensor<1x4x3xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_query_block_without_axes(%q: tensor<1x4x4x16xf32>, %k: tensor<1x8x2x16xf32>) {
+  // expected-error@+1 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): q's sequence (4) is a block of k's (8) but 'query_axes' does not say which ranks split it}}
+  %0:2 = kiln.attention %q, %k, %k {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention"} : (tensor<1x4x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> (tensor<1x4x4x16xf32>, tensor<1x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_head_tail_odd(%q: tensor<1x9x4x16xf32>, %k: tensor<1x9x2x16xf32>) {
+  // expected-error@+1 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): head_tail_chunks = 3 must be even (2 x the context-parallel degree) and divide the sequence (9)}}
+  %0:2 = kiln.attention %q, %k, %k {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention", head_tail_chunks = 3 : i64} : (tensor<1x9x4x16xf32>, tensor<1x9x2x16xf32>, tensor<1x9x2x16xf32>) -> (tensor<1x9x4x16xf32>, tensor<1x4x9xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_backward_head_tail_not_dividing(%q: tensor<1x6x4x16xf32>, %k: tensor<1x6x2x16xf32>, %lse: tensor<1x4x6xf32>) {
+  // expected-error@+1 {{'kiln.attention_backward' op (fqn 'layers.0.attention.inner_attention'): head_tail_chunks = 4 must be even (2 x the context-parallel degree) and divide the sequence (6)}}
+  %0:3 = kiln.attention_backward %q, %q, %k, %k, %q, %lse {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention", head_tail_chunks = 4 : i64} : (tensor<1x6x4x16xf32>, tensor<1x6x4x16xf32>, tensor<1x6x2x16xf32>, tensor<1x6x2x16xf32>, tensor<1x6x4x16xf32>, tensor<1x4x6xf32>) -> (tensor<1x6x4x16xf32>, tensor<1x6x2x16xf32>, tensor<1x6x2x16xf32>)
+  return
+}
+
+// -----
+
+module attributes {kiln.grid_axes = ["dp_shard", "cp"]} {
+  func.func @attention_query_axis_outside_grid(%q: tensor<1x4x4x16xf32>, %k: tensor<1x8x2x16xf32>) {
+    // expected-error@+1 {{'kiln.attention' op (fqn 'layers.0.attention.inner_attention'): query_axes entry 2 is not an axis of the grid (2 axes)}}
+    %0:2 = kiln.attention %q, %k, %k {causal, scale = 0.25 : f32, fqn = "layers.0.attention.inner_attention", query_axes = array<i16: 2>} : (tensor<1x4x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> (tensor<1x4x4x16xf32>, tensor<1x4x4xf32>)
+    return
+  }
 }
 
 // -----

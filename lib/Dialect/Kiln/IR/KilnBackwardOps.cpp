@@ -174,10 +174,14 @@ LogicalResult AttentionBackwardOp::inferReturnTypes(MLIRContext *context,
   types.append({q, adaptor.getK().getType(), adaptor.getV().getType()});
   return success();
 }
+LogicalResult AttentionBackwardOp::verify() {
+  return verifyAttentionLayout(*this, getQ(), getK(), getQueryAxes(), getHeadTailChunks());
+}
+
 double AttentionBackwardOp::getFlops() {
   auto q = getQ().getType();
-  return attentionFlops(q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), q.getDimSize(3),
-                        getCausal(), /*backward=*/true);
+  return attentionFlops(q.getDimSize(0), getK().getType().getDimSize(1), q.getDimSize(2),
+                        q.getDimSize(3), getCausal(), /*backward=*/true, q.getDimSize(1));
 }
 
 //===----------------------------------------------------------------------===//

@@ -55,7 +55,27 @@ template <typename OpTy> void localizeMean(OpTy op, Operation *clone, const Loop
         cast<RankedTensorType>(op.getLabels().getType()).getNumElements());
 }
 
+/// Attention on the rank's block of the queries: which axes split them.
+template <typename OpTy>
+void localizeQueries(OpTy op, Operation *clone, const LoopSharding &loops) {
+  const GridAxes &queries =
+      loops[op.getShardingRule().operands[op.getQMutable().getOperandNumber()][1]];
+  if (!queries.empty())
+    cast<OpTy>(clone).setQueryAxes(ArrayRef<int16_t>(queries));
+}
+
 } // namespace
+
+LogicalResult AttentionOp::localize(Operation *clone, const LoopSharding &loops,
+                                    ArrayRef<int64_t>) {
+  localizeQueries(*this, clone, loops);
+  return success();
+}
+LogicalResult AttentionBackwardOp::localize(Operation *clone, const LoopSharding &loops,
+                                            ArrayRef<int64_t>) {
+  localizeQueries(*this, clone, loops);
+  return success();
+}
 
 // A reshape's target shape is the local one.
 LogicalResult ReshapeOp::localize(Operation *clone, const LoopSharding &, ArrayRef<int64_t>) {

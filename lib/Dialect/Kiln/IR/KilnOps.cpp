@@ -253,19 +253,45 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-double AttentionOp::getFlops() {
-  auto q = getQ().getType();
-  return attentionFlops(q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), q.getDimSize(3),
-                        getCausal(), /*backward=*/false);
+LogicalResult kiln::detail::verifyAttentionLayout(Operation *op, TypedValue<RankedTensorType> q,
+                                                  TypedValue<RankedTensorType> k,
+                                                  std::optional<ArrayRef<int16_t>> queryAxes,
+                                                  std::optional<uint64_t> headTailChunks) {
+  auto error = [op] {
+    return op->emitOpError() << "(fqn '" << op->getAttrOfType<StringAttr>("fqn").getValue()
+                             << "'): ";
+  };
+  if (failed(verifyGridAxes(op, queryAxes, "query_axes")))
+    return failure();
+  int64_t queries = q.getType().getDimSize(1), seq = k.getType().getDimSize(1);
+  if ((!queryAxes || queryAxes->empty()) && queries != seq)
+    return error() << "q's sequence (" << queries << ") is a block of k's (" << seq
+                   << ") but 'query_axes' does not say which ranks split it";
+  if (headTailChunks &&
+      (*headTailChunks < 2 || *headTailChunks % 2 || seq % int64_t(*headTailChunks)))
+    return error() << "head_tail_chunks = " << *headTailChunks
+                   << " must be even (2 x the context-parallel degree) and divide the sequence ("
+                   << seq << ")";
+  return success();
 }
 
-double kiln::attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
-                            bool causal, bool backward) {
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionLayout(*this, getQ(), getK(), getQueryAxes(), getHeadTailChunks());
+}
+
+double AttentionOp::getFlops() {
+  auto q = getQ().getType();
+  return attentionFlops(q.getDimSize(0), getK().getType().getDimSize(1), q.getDimSize(2),
+                        q.getDimSize(3), getCausal(), /*backward=*/false, q.getDimSize(1));
+}
+
+double kiln::attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim, bool causal,
+                            bool backward, int64_t queries) {
   // Per scored pair, forward: q.k and p*v (2 * head_dim multiply-adds) plus
   // ~5 for scale, max, exp, sum and normalize. Backward: recompute q.k, then
   // dP = dO.v, dV += p dO, dQ += dS k, dK += dS q (5 * 2 * head_dim) plus
   // ~8 elementwise.
-  return double(batch) * heads * scoredPairs(seq, causal) *
+  return double(batch) * heads * scoredPairs(seq, causal, queries) *
          (backward ? 10.0 * headDim + 8 : 4.0 * headDim + 5);
 }
 

@@ -65,12 +65,15 @@ ShardingRule ropeRule() {
 }
 
 /// attention: query heads and kv heads split together in whole groups (one
-/// loop for both); the causal sequence and head_dim stay whole.
+/// loop for both). The query sequence splits (context parallelism: each rank
+/// attends its block of queries); the key sequence stays whole, so split
+/// keys and values are gathered, and their gradients are partial sums over
+/// the query split. head_dim stays whole.
 struct AttentionLoops {
-  int64_t b, s, g, d;
+  int64_t b, sq, sk, g, d;
 };
 AttentionLoops attentionLoops(ShardingRule &rule) {
-  return {rule.loop(), rule.loop(false), rule.loop(), rule.loop(false)};
+  return {rule.loop(), rule.loop(), rule.loop(false), rule.loop(), rule.loop(false)};
 }
 
 } // namespace
@@ -123,9 +126,9 @@ ShardingRule RopeOp::getShardingRule() { return ropeRule(); }
 
 ShardingRule AttentionOp::getShardingRule() {
   ShardingRule rule;
-  auto [b, s, g, d] = attentionLoops(rule);
-  rule.operands = {{b, s, g, d}, {b, s, g, d}, {b, s, g, d}};
-  rule.results = {{b, s, g, d}, {b, g, s}};
+  auto [b, sq, sk, g, d] = attentionLoops(rule);
+  rule.operands = {{b, sq, g, d}, {b, sk, g, d}, {b, sk, g, d}};
+  rule.results = {{b, sq, g, d}, {b, g, sq}};
   return rule;
 }
 
@@ -248,10 +251,11 @@ ShardingRule RopeBackwardOp::getShardingRule() { return ropeRule(); }
 
 ShardingRule AttentionBackwardOp::getShardingRule() {
   ShardingRule rule;
-  auto [b, s, g, d] = attentionLoops(rule);
-  Map x{b, s, g, d};
-  rule.operands = {x, x, x, x, x, {b, g, s}};
-  rule.results = {x, x, x};
+  auto [b, sq, sk, g, d] = attentionLoops(rule);
+  Map queries{b, sq, g, d}, keys{b, sk, g, d};
+  rule.operands = {queries, queries, keys, keys, queries, {b, g, sq}};
+  rule.results = {queries, keys, keys};
+  rule.reductions = {{}, {sq}, {sq}};
   return rule;
 }
 

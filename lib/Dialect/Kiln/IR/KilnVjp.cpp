@@ -72,8 +72,9 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> gradOut,
                          << "'): the log-sum-exp result 'lse' has a cotangent, but attention "
                             "has no VJP for it (lse may only feed attention_backward)";
   auto bwd = AttentionBackwardOp::create(
-      b, getLoc(), gradOrZeros(b, getOperation(), gradOut[0], getOut()), getQ(), getK(),
-      getV(), getOut(), getLse(), getCausalAttr(), getScaleAttr(), getFqnAttr());
+      b, getLoc(), gradOrZeros(b, getOperation(), gradOut[0], getOut()), getQ(), getK(), getV(),
+      getOut(), getLse(), getCausalAttr(), getScaleAttr(), getFqnAttr(), getQueryAxesAttr(),
+      getHeadTailChunksAttr());
   gradIn.append({bwd.getQGrad(), bwd.getKGrad(), bwd.getVGrad()});
   return success();
 }

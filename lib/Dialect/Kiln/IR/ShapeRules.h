@@ -160,9 +160,13 @@ LogicalResult checkAttentionOperands(std::optional<Location> loc, StringRef fqn,
   auto q = rankedType(qValue), k = rankedType(kValue), v = rankedType(vValue);
   if (k.getShape() != v.getShape())
     return shapeError<OpT>(loc, fqn, "k ", k, " and v ", v, " must have the same shape");
-  if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(1) != q.getDimSize(1) ||
-      k.getDimSize(3) != q.getDimSize(3))
-    return shapeError<OpT>(loc, fqn, "k ", k, " must share batch, seq and head_dim with q ", q);
+  if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(3) != q.getDimSize(3))
+    return shapeError<OpT>(loc, fqn, "k ", k, " must share batch and head_dim with q ", q);
+  // q may be a block of the sequence (context parallelism): its length
+  // divides k's.
+  if (q.getDimSize(1) == 0 || k.getDimSize(1) % q.getDimSize(1))
+    return shapeError<OpT>(loc, fqn, "q's sequence (", q.getDimSize(1), ") must be k's (",
+                           k.getDimSize(1), ") or a block of it");
   int64_t heads = q.getDimSize(2), kvHeads = k.getDimSize(2);
   if (kvHeads == 0 || heads % kvHeads)
     return shapeError<OpT>(loc, fqn, "query heads (", heads,
@@ -179,10 +183,12 @@ inline RankedTensorType lseType(MLIRContext *context, RankedTensorType q) {
 }
 
 /// Number of (query, key) pairs scored per (batch, head), in double: a FLOP
-/// count's factor (seq^2 passes int64 for seq > 3e9).
-inline double scoredPairs(int64_t seq, bool causal) {
-  double s = double(seq);
-  return causal ? s * (s + 1) / 2 : s * s;
+/// count's factor (seq^2 passes int64 for seq > 3e9). A block of `queries`
+/// of the `seq` rows scores its share of them (exact under head-tail load
+/// balancing, the mean over blocks without it).
+inline double scoredPairs(int64_t seq, bool causal, int64_t queries = -1) {
+  double s = double(seq), share = queries < 0 ? 1.0 : double(queries) / s;
+  return (causal ? s * (s + 1) / 2 : s * s) * share;
 }
 
 /// Per-row operands of a loss (labels, row maxima) have the logits' leading
@@ -204,6 +210,14 @@ LogicalResult verifyGridAxes(Operation *op, std::optional<ArrayRef<int16_t>> axe
 inline LogicalResult verifyVocabAxes(Operation *op, std::optional<ArrayRef<int16_t>> axes) {
   return verifyGridAxes(op, axes);
 }
+
+/// Context parallelism's attributes of kiln.attention and its backward: q is
+/// k's whole sequence unless `query_axes` makes it a block; a head-tail
+/// layout has an even number (2 x cp) of chunks that divides the sequence.
+LogicalResult verifyAttentionLayout(Operation *op, TypedValue<RankedTensorType> q,
+                                    TypedValue<RankedTensorType> k,
+                                    std::optional<ArrayRef<int16_t>> queryAxes,
+                                    std::optional<uint64_t> headTailChunks);
 
 } // namespace kiln::detail
 

@@ -119,12 +119,15 @@ def Kiln_RopeBackwardOp : Kiln_BackwardOp<"rope_backward", ["getQGrad", "getKGra
   let results = (outs Kiln_FloatTensor:$q_input_grad, Kiln_FloatTensor:$k_input_grad);
 }
 
-def Kiln_AttentionBackwardOp : Kiln_BackwardOp<"attention_backward", ["getOutGrad"]> {
+def Kiln_AttentionBackwardOp : Kiln_BackwardOp<"attention_backward", ["getOutGrad"], [],
+                                                ["localize"]> {
   let summary = "Gradients of attention from the saved q, k, v, output and log-sum-exp";
   let description = [{
     Recomputes the softmax from the saved `lse` (no [s, s] probabilities are
     kept between forward and backward). GQA: the k and v gradients sum over
-    the query heads that share a kv head.
+    the query heads that share a kv head. `query_axes` and `head_tail_chunks`
+    as kiln.attention's; on a block of the queries the k and v gradients are
+    this block's share, summed over the query axes.
 
     Example:
 
@@ -138,10 +141,13 @@ def Kiln_AttentionBackwardOp : Kiln_BackwardOp<"attention_backward", ["getOutGra
   }];
   let arguments = (ins Kiln_FloatTensor:$out_grad, Kiln_FloatTensor:$q, Kiln_FloatTensor:$k,
                        Kiln_FloatTensor:$v, Kiln_FloatTensor:$out, Kiln_F32Tensor:$lse,
-                       UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn);
+                       UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn,
+                       OptionalAttr<DenseI16ArrayAttr>:$query_axes,
+                       OptionalAttr<I64Attr>:$head_tail_chunks);
   let results = (outs Kiln_FloatTensor:$q_grad, Kiln_FloatTensor:$k_grad,
                       Kiln_FloatTensor:$v_grad);
   let extraClassDeclaration = Kiln_AttentionClass;
+  let hasVerifier = 1;
 }
 
 def Kiln_SwigluBackwardOp : Kiln_BackwardOp<"swiglu_backward", ["getOutGrad"]> {

@@ -35,9 +35,10 @@ std::string parameterPath(mlir::Value param);
 double expertFlops(double rows, int64_t hidden, int64_t inter);
 
 /// FLOPs of kiln.attention (or, `backward`, its backward) over q of
-/// [batch, seq, heads, headDim], with or without the causal mask.
+/// [batch, seq, heads, headDim], with or without the causal mask; with
+/// `queries` >= 0, q is a block of that many rows of the seq keys.
 double attentionFlops(int64_t batch, int64_t seq, int64_t heads, int64_t headDim, bool causal,
-                      bool backward);
+                      bool backward, int64_t queries = -1);
 
 /// The cotangent `grad`, or, when none flows back (a result nobody
 /// differentiates through), a kiln.constant of zeros of `like`'s type named

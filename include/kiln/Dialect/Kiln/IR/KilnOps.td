@@ -170,14 +170,24 @@ def Kiln_RopeOp : Kiln_Op<"rope", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface
   let results = (outs Kiln_FloatTensor:$q_out, Kiln_FloatTensor:$k_out);
 }
 
-def Kiln_AttentionOp : Kiln_Op<"attention", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>]> {
+def Kiln_AttentionOp : Kiln_Op<"attention", [DeclareOpInterfaceMethods<Kiln_VjpOpInterface>],
+                                ["localize"]> {
   let summary = "Scaled dot-product attention with grouped KV heads";
   let description = [{
-    q `[b, s, heads, head_dim]`, k and v `[b, s, kv_heads, head_dim]`;
+    q `[b, s_q, heads, head_dim]`, k and v `[b, s, kv_heads, head_dim]`;
     query head h reads kv head `h / (heads / kv_heads)` without repeating K/V
     in memory. `softmax(scale * q k^T + causal mask) v` gives `out` with q's
-    shape; `lse [b, heads, s]` (f32) is the log-sum-exp of each softmax row,
+    shape; `lse [b, heads, s_q]` (f32) is the log-sum-exp of each softmax row,
     saved for the backward pass.
+
+    Context parallelism: the causal mask compares true positions.
+    `head_tail_chunks` = n says the sequence dimension is laid out in
+    torchtitan's head-tail order (its 2 x cp chunks, layout chunk 2r holding
+    chunk r and 2r + 1 chunk n - 1 - r, so that rank r of cp holds a head and
+    a tail chunk and every rank scores the same number of pairs).
+    `query_axes` (set by kiln-partition) says q is this rank's block of the
+    sequence split over those grid axes while k and v are whole (all-gathered):
+    its rows start at the rank's block index along them times s_q.
 
     Example:
 
@@ -189,9 +199,12 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [DeclareOpInterfaceMethods<Kiln_VjpO
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k, Kiln_FloatTensor:$v,
-                       UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn);
+                       UnitAttr:$causal, F32Attr:$scale, StrAttr:$fqn,
+                       OptionalAttr<DenseI16ArrayAttr>:$query_axes,
+                       OptionalAttr<I64Attr>:$head_tail_chunks);
   let results = (outs Kiln_FloatTensor:$out, Kiln_F32Tensor:$lse);
   let extraClassDeclaration = Kiln_AttentionClass;
+  let hasVerifier = 1;
 }
 
 def Kiln_SwigluOp : Kiln_ElementwiseOp<"swiglu", ["gate", "up", "result"], [
