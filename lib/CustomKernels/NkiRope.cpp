@@ -119,7 +119,8 @@ public:
     int64_t seq = dim(s, "seq"), d = dim(s, "head_dim");
     Value cache = RopeCacheOp::create(b, loc, b.getF64FloatAttr(1e6), b.getI64IntegerAttr(seq),
                                       b.getI64IntegerAttr(d), b.getStringAttr("rope_cache"),
-                                      /*llama3_scaling=*/nullptr);
+                                      /*llama3_scaling=*/nullptr,
+                                      /*head_tail_chunks=*/nullptr);
     auto rope = RopeOp::create(b, loc, in[0], in[1], cache, fqn);
     return {{rope.getQOut(), "q_out"}, {rope.getKOut(), "k_out"}};
   }

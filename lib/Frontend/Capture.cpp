@@ -48,7 +48,7 @@ public:
            double(c.ropeScaling.originalMaxPositionEmbeddings)});
     Value cache = RopeCacheOp::create(b, loc("rope_cache"), b.getF64FloatAttr(c.ropeTheta),
                                       b.getI64IntegerAttr(seq), b.getI64IntegerAttr(c.headDim),
-                                      fqn("rope_cache"), scaling);
+                                      fqn("rope_cache"), scaling, IntegerAttr());
     for (int64_t layer = 0; layer < c.numLayers; ++layer)
       h = block("layers." + std::to_string(layer) + ".", h, cache, c.isSparseLayer(layer));
     h = norm("norm", h);

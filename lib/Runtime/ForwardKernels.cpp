@@ -68,18 +68,18 @@ Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim) {
   return ropeCache(ropeInverseFrequencies(theta, headDim), seqLen);
 }
 
-Tensor ropeCache(const std::vector<float> &invFreq, int64_t seqLen) {
+Tensor ropeCache(const std::vector<float> &invFreq, int64_t seqLen, SequenceLayout layout) {
   int64_t half = int64_t(invFreq.size()), headDim = 2 * half;
   Tensor cache(DType::F32, {seqLen, 2 * headDim});
   float *c = cache.mutableData<float>();
   for (int64_t i = 0; i < half; ++i) {
     // Same float32 arithmetic as the HF reference: inv_freq and pos * inv_freq
     // are float32 products before cos/sin.
-    for (int64_t pos = 0; pos < seqLen; ++pos) {
-      float angle = float(pos) * invFreq[i];
+    for (int64_t r = 0; r < seqLen; ++r) {
+      float angle = float(layout.position(r, seqLen)) * invFreq[i];
       float cs = float(std::cos(double(angle)));
       float sn = float(std::sin(double(angle)));
-      float *row = c + pos * 2 * headDim;
+      float *row = c + r * 2 * headDim;
       row[i] = row[i + half] = cs;
       row[headDim + i] = row[headDim + i + half] = sn;
     }

@@ -71,8 +71,15 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
                          << kGridAxesAttr << "')";
       return signalPassFailure();
     }
-    if (dpReplicate < 1 || dpShard < 1 || tp < 1 || ep < 1 || pp < 1) {
-      module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp, ep and pp must be >= 1";
+    if (dpReplicate < 1 || dpShard < 1 || tp < 1 || ep < 1 || pp < 1 || cp < 1) {
+      module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp, ep, cp and pp must be >= 1";
+      return signalPassFailure();
+    }
+    if (cp > 1 && (ep > 1 || pp > 1)) {
+      module.emitError() << "kiln-shard: cp=" << int64_t(cp) << " with "
+                         << (ep > 1 ? "ep=" + std::to_string(ep) : "pp=" + std::to_string(pp))
+                         << ": context parallelism does not compose with "
+                         << (ep > 1 ? "expert" : "pipeline") << " parallelism yet";
       return signalPassFailure();
     }
     if (dpShard % ep) {
@@ -85,6 +92,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     if (ep > 1) {
       names = {"dp_replicate", "dp_shard", "ep", "tp"};
       gridShape = {dpReplicate, dpShard / ep, ep, tp};
+    }
+    if (cp > 1) {
+      names.insert(names.end() - 1, "cp");
+      gridShape.insert(gridShape.end() - 1, cp);
     }
     if (pp > 1) {
       names.insert(names.begin(), "pp");
@@ -119,8 +130,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     axisNames = gridAxisNames(module);
 
     for (auto [fn, layout] : llvm::zip(fns, layouts))
-      if (failed(annotate(fn, layout)))
+      if (failed(layOutSequence(fn)) || failed(annotate(fn, layout)))
         return signalPassFailure();
+    if (headTailChunks())
+      module->setAttr(kHeadTailChunksAttr, b.getI64IntegerAttr(headTailChunks()));
     // Over every function sharded (a stage may lack a module another has).
     for (PlanEntry &entry : plan)
       if (!entry.used && tp > 1) {
@@ -278,13 +291,44 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     return success();
   }
 
-  /// The grid axes: ep only under expert parallelism, then tp.
-  /// The grid's axes: [pp,] dp_replicate, dp_shard, [ep,] tp.
+  /// The grid's axes: [pp,] dp_replicate, dp_shard, [ep,] [cp,] tp.
   int16_t firstAxis() const { return pp > 1 ? 1 : 0; }
   int16_t dpReplicateAxis() const { return firstAxis(); }
   int16_t dpShardAxis() const { return firstAxis() + 1; }
   int16_t epAxis() const { return ep > 1 ? firstAxis() + 2 : -1; }
-  int16_t tpAxis() const { return firstAxis() + (ep > 1 ? 3 : 2); }
+  int16_t cpAxis() const { return cp > 1 ? firstAxis() + (ep > 1 ? 3 : 2) : -1; }
+  int16_t tpAxis() const { return firstAxis() + 2 + (ep > 1) + (cp > 1); }
+
+  /// The head-tail layout's chunks (2 x cp), or 0: the natural order.
+  int64_t headTailChunks() const { return cp > 1 && cpHeadTail ? 2 * cp : 0; }
+
+  /// Context parallelism's load balancing: every op that reads positions
+  /// (attention's causal mask, the rope table) reads them through the
+  /// head-tail layout the data inputs arrive in. A kernel call in
+  /// attention's place masks whole sequences and cannot take a split one.
+  LogicalResult layOutSequence(func::FuncOp fn) {
+    if (cp == 1)
+      return success();
+    WalkResult kernels = fn.walk([&](KernelOp call) {
+      if (call.getTarget() != AttentionOp::getOperationName())
+        return WalkResult::advance();
+      call.emitError() << "kiln-shard: cp=" << int64_t(cp) << " but attention '" << call.getFqn()
+                       << "' is the kernel '" << call.getSpec().name()
+                       << "', which attends whole sequences (drop its override rule)";
+      return WalkResult::interrupt();
+    });
+    if (kernels.wasInterrupted())
+      return failure();
+    int64_t chunks = headTailChunks();
+    if (!chunks)
+      return success();
+    Builder b(fn.getContext());
+    fn.walk([&](Operation *op) {
+      if (isa<AttentionOp, AttentionBackwardOp, RopeCacheOp>(op))
+        op->setAttr("head_tail_chunks", b.getI64IntegerAttr(chunks));
+    });
+    return success();
+  }
 
   /// Storage of every parameter (and its AdamW moments), and how compute
   /// ops read it: its tensor-parallel layout (colwise: the output features
@@ -295,8 +339,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     Block &body = fn.getBody().front();
     for (BlockArgument arg : body.getArguments())
       a.storage[arg] = Sharding::replicated(rankOf(arg));
-    GridAxes fsdp = nonTrivial({dpShardAxis(), epAxis()}), tpAxes = nonTrivial({tpAxis()}),
-             epAxes = nonTrivial({epAxis()}), expertFsdp = nonTrivial({dpShardAxis()});
+    // FSDP over dp_shard and cp, as torchtitan folds cp into its FSDP mesh.
+    GridAxes fsdp = nonTrivial({dpShardAxis(), epAxis(), cpAxis()}),
+             tpAxes = nonTrivial({tpAxis()}), epAxes = nonTrivial({epAxis()}),
+             expertFsdp = nonTrivial({dpShardAxis()});
     for (const StoredParam &p : sig.params) {
       Value param = body.getArgument(p.arg);
       // A parameter several stages read (a tied table: the embedding in the
@@ -388,6 +434,15 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
         return fn.emitError() << "kiln-shard: input '" << input.name << "' has " << rows
                               << " rows, not divisible by the data-parallel degree "
                               << int64_t(dpReplicate) * int64_t(dpShard);
+      int64_t blocks = headTailChunks() ? headTailChunks() : int64_t(cp);
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (cp > 1 && (type.getRank() < 2 || type.getDimSize(1) % blocks))
+        return fn.emitError() << "kiln-shard: input '" << input.name << "' "
+                              << (type.getRank() < 2
+                                      ? std::string("has no sequence dimension")
+                                      : "has a sequence of " + std::to_string(type.getDimSize(1)))
+                              << ", not divisible by " << blocks << " (cp=" << int64_t(cp)
+                              << (headTailChunks() ? " x 2 head-tail chunks" : "") << ")";
       a.storage[arg] =
           activationLayout(arg.getType(), fn.getArgAttr(input.index, kTransferAttr) ||
                                               fn.getArgAttr(input.index, kCotangentAttr));
@@ -405,9 +460,11 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     if (tensor.getRank() == 0)
       return s;
     s.dims[0] = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
+    if (tensor.getRank() >= 2)
+      s.dims[1] = nonTrivial({cpAxis()});
     if (crossesStages && sequenceParallel && tp > 1 && tensor.getRank() == 3 &&
-        tensor.getDimSize(1) % tp == 0)
-      s.dims[1] = nonTrivial({tpAxis()});
+        tensor.getDimSize(1) % (cp * tp) == 0)
+      s.dims[1] = nonTrivial({cpAxis(), tpAxis()});
     return s;
   }
 
@@ -445,7 +502,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
           continue;
         Sharding s = Sharding::replicated(3);
         s.dims[0] = nonTrivial({dpReplicateAxis(), dpShardAxis(), epAxis()});
-        s.dims[1] = nonTrivial({tpAxis()});
+        s.dims[1] = nonTrivial({cpAxis(), tpAxis()});
         a.target[embedding.getResult()] = s;
       }
     // Through sums of partials (a tied embedding's two gradients) to their
@@ -627,6 +684,14 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       return it->second;
     if (s.partial.empty())
       return s;
+    // Attention's key and value gradients, sums over the query blocks
+    // (context parallelism), resolve into the layout of the keys and values
+    // they differentiate: a reduce-scatter back onto the sequence shards.
+    if (auto bwd = dyn_cast<AttentionBackwardOp>(op); bwd && result != bwd.getQGrad()) {
+      auto primal = a.visible.find(result == bwd.getKGrad() ? bwd.getK() : bwd.getV());
+      if (primal != a.visible.end() && primal->second.partial.empty())
+        return primal->second;
+    }
     // A single reader resolves the sum itself, into the layout its loops
     // need (a reduce-scatter into a sequence-parallel norm's shards rather
     // than an all-reduce); several readers share one resolution here.

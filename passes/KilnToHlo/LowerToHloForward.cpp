@@ -107,7 +107,16 @@ FailureOr<SmallVector<Value>> lower(RopeCacheOp op, RopeCacheOp::Adaptor, HloBui
   std::vector<float> pairs = op.getInverseFrequencies(), invFreq(d);
   for (int64_t i = 0; i < half; ++i)
     invFreq[i] = invFreq[i + half] = pairs[i];
-  Value pos = b.convert(b.iota({seq, d}, 0, b.i32()), b.f32());
+  SequenceLayout layout = sequenceLayout(op.getHeadTailChunks());
+  Value pos;
+  if (!layout.headTailChunks) {
+    pos = b.convert(b.iota({seq, d}, 0, b.i32()), b.f32());
+  } else {
+    std::vector<float> positions(seq);
+    for (int64_t r = 0; r < seq; ++r)
+      positions[r] = float(layout.position(r, seq));
+    pos = b.broadcast(b.constantF32(positions), {seq, d}, {0});
+  }
   Value angles = b.mul(pos, b.broadcast(b.constantF32(invFreq), {seq, d}, {1}));
   return one(b.concat({b.cos(angles), b.sin(angles)}, 1));
 }

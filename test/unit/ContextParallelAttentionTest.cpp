@@ -102,6 +102,36 @@ std::vector<double> takeRows(const std::vector<double> &x, int64_t outer, int64_
   return out;
 }
 
+// The rope table under head-tail load balancing: row i holds the true
+// position of layout row i, on the CPU kernel and in the HLO lowering.
+TEST(SequenceLayoutTest, RopeTableFollowsTheHeadTailLayout) {
+  std::vector<float> invFreq = {1.0f, 0.1f, 0.01f};
+  Tensor natural = kernels::ropeCache(invFreq, 12);
+  SequenceLayout layout{6};
+  Tensor laidOut = kernels::ropeCache(invFreq, 12, layout);
+  for (int64_t r = 0; r < 12; ++r)
+    for (int64_t c = 0; c < 12; ++c)
+      EXPECT_EQ(laidOut.data<float>()[r * 12 + c],
+                natural.data<float>()[layout.position(r, 12) * 12 + c])
+          << "row " << r << " column " << c;
+  mlir::MLIRContext context;
+  context.loadDialect<hlo::HloDialect, mlir::func::FuncDialect, KilnDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(R"(
+    func.func @train_step() -> tensor<12x12xf32> {
+      %c = kiln.rope_cache {theta = 1.0e4 : f64, seq_len = 12 : i64, head_dim = 6 : i64,
+                            head_tail_chunks = 6 : i64, fqn = "rope_cache"} : tensor<12x12xf32>
+      return %c : tensor<12x12xf32>
+    })",
+                                                                                     &context);
+  ASSERT_TRUE(module);
+  std::optional<xla::HloModuleProto> proto = test::perRankHlo(*module, "train_step");
+  ASSERT_TRUE(proto);
+  auto out = neuron::evaluateHlo(*proto, {{neuron::HloArray{xla::S32, {}, {0}}}});
+  Tensor expected = kernels::ropeCache(1e4, 12, 6);
+  std::vector<int64_t> order = layout.positions(0, 12, 12);
+  EXPECT_LT(maxAbsDiff(out[0][0].values, takeRows(toDoubles(expected), 1, 12, order)), 1e-6);
+}
+
 struct Case {
   int64_t cp;
   bool headTail, causal;

@@ -49,8 +49,9 @@ Tensor rmsNorm(const Tensor &x, const Tensor &weight, float eps);
 Tensor linear(const Tensor &x, const Tensor &weight);
 /// [seq, 2 * headDim]: cos half then sin half.
 Tensor ropeCache(double theta, int64_t seqLen, int64_t headDim);
-/// The same table from given inverse frequencies (one per rotated pair).
-Tensor ropeCache(const std::vector<float> &invFreq, int64_t seqLen);
+/// The same table from given inverse frequencies (one per rotated pair);
+/// row i for the true position of row i of `layout`.
+Tensor ropeCache(const std::vector<float> &invFreq, int64_t seqLen, SequenceLayout layout = {});
 /// x [b, s, heads, headDim], cache [s, 2 * headDim].
 Tensor rope(const Tensor &x, const Tensor &cache);
 /// The rotation rope applies, or (transpose) its transpose, which is rope's

@@ -78,7 +78,8 @@ void run(LinearOp, const Context &, In in, Out &out) {
   out.push_back(kernels::linear(in[0], in[1]));
 }
 void run(RopeCacheOp op, const Context &, In, Out &out) {
-  out.push_back(kernels::ropeCache(op.getInverseFrequencies(), int64_t(op.getSeqLen())));
+  out.push_back(kernels::ropeCache(op.getInverseFrequencies(), int64_t(op.getSeqLen()),
+                                   SequenceLayout{int64_t(op.getHeadTailChunks().value_or(0))}));
 }
 void run(RopeOp, const Context &, In in, Out &out) {
   out.push_back(kernels::rope(in[0], in[2]));

@@ -308,7 +308,8 @@ def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
     Adds `shard.grid @grid` of shape [dp-replicate, dp-shard, tp] with
     `kiln.grid_axes = ["dp_replicate", "dp_shard", "tp"]` (with ep > 1:
     [dp-replicate, dp-shard / ep, ep, tp], axes
-    ["dp_replicate", "dp_shard", "ep", "tp"]) and annotates
+    ["dp_replicate", "dp_shard", "ep", "tp"]; with cp > 1 an axis "cp"
+    before "tp") and annotates
     @<func>: `kiln.sharding` on every argument and result (how it is stored),
     and on every op `kiln.loops` (the grid axes of each loop of its
     ShardingRule) and `kiln.shardings` (what its consumers see). FSDP2 over
@@ -332,6 +333,14 @@ def Shard : Pass<"kiln-shard", "mlir::ModuleOp"> {
            "expert_parallel_degree: ranks of dp-shard the experts are split over">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "enable_sequence_parallel (when tp > 1)">,
+    Option<"cp", "cp", "int64_t", "1",
+           "context_parallel_degree: a grid axis 'cp' (before tp) the sequence of the data "
+           "inputs and of the residual stream splits over; attention gathers keys and values "
+           "over it; parameters are FSDP-sharded over dp_shard and cp">,
+    Option<"cpHeadTail", "cp-head-tail", "bool", "true",
+           "context_parallel_load_balancer = headtail (with cp > 1): the sequence laid out in "
+           "2 x cp chunks so that each cp rank holds a head and a tail chunk (module attribute "
+           "kiln.head_tail_chunks; attention and rope_cache read positions through it)">,
     Option<"pp", "pp", "int64_t", "1",
            "pipeline_parallel_degree: a leading grid axis 'pp' that no op of a stage uses "
            "(each pipeline rank's collectives stay among its own ranks; kiln-optimizer's "

@@ -192,6 +192,15 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitOpError() << "'" << name << "' must be a list of function symbols on a module";
     return success();
   }
+  if (name == kHeadTailChunksAttr) {
+    auto chunks = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !chunks || !chunks.getType().isSignlessInteger(64) ||
+        chunks.getInt() < 2 || chunks.getInt() % 2)
+      return op->emitOpError() << "'" << name
+                               << "' must be an even i64 >= 2 (2 x the context-parallel degree) "
+                                  "on a module";
+    return success();
+  }
   if (name == kResultShardingAttr) {
     auto list = dyn_cast<ArrayAttr>(attr.getValue());
     if (!list || list.size() != op->getNumResults())
@@ -262,5 +271,5 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                            << "', '" << kResultShardingAttr << "'; on functions: '" << kStageAttr
                            << "', '" << kInputOutputAliasAttr << "', '" << kOutParamBuffersAttr
                            << "'; on modules: '" << kModelAttr << "', '" << kGridAxesAttr << "', '"
-                           << kParallelLoopsAttr << "')";
+                           << kParallelLoopsAttr << "', '" << kHeadTailChunksAttr << "')";
 }

@@ -205,6 +205,12 @@ LogicalResult RopeCacheOp::inferReturnTypes(MLIRContext *context,
           "llama3_scaling must be [factor > 0, low_freq_factor > 0, high_freq_factor > "
           "low_freq_factor, original_max_position_embeddings >= 1]");
   }
+  if (auto chunks = adaptor.getHeadTailChunks();
+      chunks && (*chunks < 2 || *chunks % 2 || seq % int64_t(*chunks)))
+    return shapeError<RopeCacheOp>(loc, fqn, "head_tail_chunks = ", *chunks,
+                                   " must be even (2 x the context-parallel degree) and divide "
+                                   "seq_len (",
+                                   seq, ")");
   types.push_back(RankedTensorType::get({seq, 2 * headDim}, Float32Type::get(context)));
   return success();
 }

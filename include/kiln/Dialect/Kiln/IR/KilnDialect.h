@@ -43,6 +43,11 @@ inline constexpr llvm::StringLiteral kModelAttr = "kiln.model";
 /// Module attribute naming the axes of its `shard.grid`, in order
 /// (["dp_replicate", "dp_shard", "tp"]).
 inline constexpr llvm::StringLiteral kGridAxesAttr = "kiln.grid_axes";
+/// Module attribute (kiln-shard with context parallelism's head-tail load
+/// balancing): the data inputs' sequence dimension arrives in the head-tail
+/// layout of this many chunks (kiln::SequenceLayout); the runtime lays each
+/// row of tokens and labels out so before splitting it over cp.
+inline constexpr llvm::StringLiteral kHeadTailChunksAttr = "kiln.head_tail_chunks";
 /// Module attribute: compiled mode's loop nests that run on the host's
 /// threads, by site (kiln-outline-loops; kiln/Passes/HloToLinalg/HostCalls.h).
 inline constexpr llvm::StringLiteral kParallelLoopsAttr = "kiln.parallel_loops";

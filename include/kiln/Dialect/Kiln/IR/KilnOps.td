@@ -130,7 +130,10 @@ def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_Vjp
     Hugging Face / torchtitan rotate-half layout). With `llama3_scaling =
     array<f64: factor, low_freq_factor, high_freq_factor,
     original_max_position_embeddings>`, the frequencies are scaled as Llama 3's
-    `rope_scaling` (`rope_type` "llama3") scales them.
+    `rope_scaling` (`rope_type` "llama3") scales them. With
+    `head_tail_chunks` (context parallelism's load balancing, as
+    kiln.attention's), row i holds the true position of row i of the
+    head-tail layout.
 
     Example:
 
@@ -140,7 +143,8 @@ def Kiln_RopeCacheOp : Kiln_Op<"rope_cache", [DeclareOpInterfaceMethods<Kiln_Vjp
     ```
   }];
   let arguments = (ins F64Attr:$theta, I64Attr:$seq_len, I64Attr:$head_dim,
-                       StrAttr:$fqn, OptionalAttr<DenseF64ArrayAttr>:$llama3_scaling);
+                       StrAttr:$fqn, OptionalAttr<DenseF64ArrayAttr>:$llama3_scaling,
+                       OptionalAttr<I64Attr>:$head_tail_chunks);
   let results = (outs Kiln_F32Tensor:$result);
   let extraClassDeclaration = [{
     /// inv_freq of each rotated pair, scaled when llama3_scaling is set.
