@@ -39,7 +39,6 @@ const std::vector<TorchtitanKey> &torchtitanKeysWithoutUse() {
       {"training.dataset_path", "the dataset is Kiln's data section (data.source, data.path)",
        nullptr},
       {"metrics.enable_wandb", "Weights & Biases logging is not in Kiln", false},
-      {"parallelism.context_parallel_degree", "context parallelism is not in Kiln yet", 1},
       {"checkpoint.async_mode", "Kiln saves synchronously, to a temporary name then renamed",
        nullptr},
       {"checkpoint.export_dtype", "checkpoints keep the training dtype (float32 master weights)",

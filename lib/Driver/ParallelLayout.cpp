@@ -19,6 +19,7 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
                               {"data_parallel_shard_degree", o.dataParallelShardDegree},
                               {"tensor_parallel_degree", o.tensorParallelDegree},
                               {"pipeline_parallel_degree", o.pipelineParallelDegree},
+                              {"context_parallel_degree", o.contextParallelDegree},
                               {"expert_parallel_degree", o.expertParallelDegree}})
     if (value > kMaxRanks)
       fail("parallelism.{}={} is more than the {} ranks (2^24) Kiln lays out", field, value,
@@ -28,26 +29,30 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
   l.pp = o.pipelineParallelDegree;
   l.dpReplicate = o.dataParallelReplicateDegree;
   l.tp = o.tensorParallelDegree;
+  l.cp = o.contextParallelDegree;
+  l.cpHeadTail = o.contextParallelLoadBalancer == ContextParallelLoadBalancer::HeadTail;
   l.reshardAfterForward = o.fsdpReshardAfterForward;
-  // The pipeline degree is named only where it is in use.
+  // The pipeline and context-parallel degrees are named only where in use.
   std::string ppName = l.pp > 1 ? "pipeline_parallel_degree x " : "";
   std::string ppValue = l.pp > 1 ? fmt::format("{} x ", l.pp) : "";
+  std::string cpName = l.cp > 1 ? "context_parallel_degree x " : "";
+  std::string cpValue = l.cp > 1 ? fmt::format("{} x ", l.cp) : "";
   if (o.dataParallelShardDegree == -1) {
-    __int128 others = __int128(l.pp) * l.dpReplicate * l.tp;
+    __int128 others = __int128(l.pp) * l.dpReplicate * l.cp * l.tp;
     if (world % others)
-      fail("parallelism: {}data_parallel_replicate_degree x tensor_parallel_degree = {}{} x {} "
-           "= {:.0f} does not divide the world of {} ranks, so data_parallel_shard_degree=-1 "
-           "has no value",
-           ppName, ppValue, l.dpReplicate, l.tp, double(others), world);
+      fail("parallelism: {}data_parallel_replicate_degree x {}tensor_parallel_degree = {}{} x "
+           "{}{} = {:.0f} does not divide the world of {} ranks, so "
+           "data_parallel_shard_degree=-1 has no value",
+           ppName, cpName, ppValue, l.dpReplicate, cpValue, l.tp, double(others), world);
     l.dpShard = world / int64_t(others);
   } else {
     l.dpShard = o.dataParallelShardDegree;
   }
-  __int128 product = __int128(l.pp) * l.dpReplicate * l.dpShard * l.tp;
+  __int128 product = __int128(l.pp) * l.dpReplicate * l.dpShard * l.cp * l.tp;
   if (product != world)
     fail("parallelism: {}data_parallel_replicate_degree x data_parallel_shard_degree x "
-         "tensor_parallel_degree = {}{} x {} x {} = {:.0f}, but the world has {} ranks",
-         ppName, ppValue, l.dpReplicate, l.dpShard, l.tp, double(product), world);
+         "{}tensor_parallel_degree = {}{} x {} x {}{} = {:.0f}, but the world has {} ranks",
+         ppName, cpName, ppValue, l.dpReplicate, l.dpShard, cpValue, l.tp, double(product), world);
   l.stages =
       resolvePipelineStages({l.pp, o.pipelineParallelSchedule, o.pipelineParallelLayersPerStage,
                              o.pipelineParallelFirstStageLessLayers,
@@ -83,6 +88,18 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
       (!model.isMoe() || model.numSparseLayers() == 0))
     fail("parallelism.expert_dispatch=all_to_all needs a MoE model; {} has no expert layers",
          model.name);
+  if (l.cp > 1) {
+    if (l.ep > 1 || l.pp > 1)
+      fail("parallelism.context_parallel_degree={} with {}={}: context parallelism does not "
+           "compose with {} parallelism yet",
+           l.cp, l.ep > 1 ? "expert_parallel_degree" : "pipeline_parallel_degree",
+           l.ep > 1 ? l.ep : l.pp, l.ep > 1 ? "expert" : "pipeline");
+    int64_t blocks = l.cpHeadTail ? 2 * l.cp : l.cp;
+    if (seqLen % blocks)
+      fail("training.seq_len={} must be divisible by {} (parallelism.context_parallel_degree={}{})",
+           seqLen, blocks, l.cp,
+           l.cpHeadTail ? " x 2 chunks of context_parallel_load_balancer=headtail" : "");
+  }
   l.sequenceParallel = o.enableSequenceParallel && l.tp > 1;
   if (l.sequenceParallel && seqLen % l.tp)
     fail("training.seq_len={} must be divisible by parallelism.tensor_parallel_degree={} "
@@ -100,13 +117,18 @@ std::string ParallelLayout::expertsSummary() const {
   return text;
 }
 
+std::string ParallelLayout::cpSummary() const {
+  return cp > 1 ? fmt::format(" x cp {} ({} sequence)", cp, cpHeadTail ? "head-tail" : "contiguous")
+                : "";
+}
+
 std::vector<std::string> ParallelLayout::axisNames() const {
   std::vector<std::string> names;
   if (pp > 1)
     names.push_back("pp");
-  for (const char *name : {"dp_replicate", "dp_shard", "ep", "tp"})
-    if (ep > 1 || std::string_view(name) != "ep")
-      names.push_back(name);
+  for (std::string_view name : {"dp_replicate", "dp_shard", "ep", "cp", "tp"})
+    if ((ep > 1 || name != "ep") && (cp > 1 || name != "cp"))
+      names.push_back(std::string(name));
   return names;
 }
 
@@ -121,6 +143,8 @@ std::vector<int64_t> ParallelLayout::shape() const {
   } else {
     sizes.push_back(dpShard);
   }
+  if (cp > 1)
+    sizes.push_back(cp);
   sizes.push_back(tp);
   return sizes;
 }

@@ -52,6 +52,8 @@ std::unique_ptr<KilnPipelineOptions> pipelineOptions(const TrainConfig &c, const
   o->tp = layout->tp;
   o->ep = layout->ep;
   o->sequenceParallel = layout->sequenceParallel;
+  o->cp = layout->cp;
+  o->cpHeadTail = layout->cpHeadTail;
   if (layout->tp > 1)
     o->tpPlan = qwen3TensorParallelPlan(model);
   o->reshardAfterForward = layout->reshardAfterForward;

@@ -108,9 +108,10 @@ PlanSetting planSetting(const TrainConfig &config, const Qwen3Config &model,
   setting.tokensPerStep = config.training.globalBatch(layout.dataParallelDegree()) * seq;
   setting.nodes = nodes;
   setting.layout = fmt::format(
-      "{}dp_replicate {} x dp_shard {} x tp {}{}{}{}",
+      "{}dp_replicate {} x dp_shard {}{} x tp {}{}{}{}",
       layout.pp > 1 ? fmt::format("pp {} x ", layout.pp) : "", layout.dpReplicate, layout.dpShard,
-      layout.tp, layout.expertsSummary().empty() ? "" : " (" + layout.expertsSummary() + ")",
+      layout.cpSummary(), layout.tp,
+      layout.expertsSummary().empty() ? "" : " (" + layout.expertsSummary() + ")",
       layout.sequenceParallel ? " (sequence parallel)" : "",
       microbatches > 1 ? fmt::format(", {} microbatches accumulated", microbatches) : "");
   return setting;

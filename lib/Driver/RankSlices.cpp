@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 namespace kiln {
 
 std::optional<Sharding> argSharding(mlir::func::FuncOp fn, unsigned arg) {
@@ -53,6 +55,20 @@ Tensor rankSlice(const DeviceGrid &grid, const Sharding &sharding, Tensor full) 
                          t = kernels::padDim(t, d, padded / grid.groupSize(axes));
                          return grid.slice(t, last, d);
                        });
+}
+
+Tensor laidOutSequence(Tensor full, SequenceLayout layout) {
+  if (!layout.headTailChunks)
+    return full;
+  int64_t rows = full.dim(0), seq = full.dim(1);
+  size_t row = full.nbytes() / size_t(rows * seq);
+  Tensor out = Tensor::uninitialized(full.dtype(), full.shape());
+  const char *in = static_cast<const char *>(full.rawData());
+  char *o = out.mutableData<char>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t x = 0; x < seq; ++x)
+      std::memcpy(o + (r * seq + x) * row, in + (r * seq + layout.position(x, seq)) * row, row);
+  return out;
 }
 
 Tensor wholeFromSlices(DeviceGrid &grid, const Sharding &sharding, Tensor local,

@@ -363,6 +363,10 @@ Tensor Trainer::localSlice(Tensor full, unsigned arg) const {
   return s && grid_ ? rankSlice(*grid_, *s, std::move(full)) : full;
 }
 
+Tensor Trainer::localInput(Tensor full, unsigned arg) const {
+  return localSlice(laidOutSequence(std::move(full), layout_.sequenceLayout()), arg);
+}
+
 Tensor Trainer::gathered(Tensor local, unsigned arg) const {
   const std::optional<Sharding> &s = argShardings_[arg];
   return s && grid_ ? wholeFromSlices(*grid_, *s, std::move(local), globalShapes_.at(arg)) : local;
@@ -481,7 +485,7 @@ StepMetrics Trainer::step(const Tensor &tokens) {
   state_.clear();
   bindInputs(signature_.inputs, splitMicrobatches(tokens, microbatches()), args);
   for (const Signature::Slot &input : signature_.inputs)
-    args[input.index] = localSlice(std::move(args[input.index]), input.index);
+    args[input.index] = localInput(std::move(args[input.index]), input.index);
   ExecutionStats stats;
   stats.timeOps = timeOps_;
   std::map<std::string, int64_t> sentBefore = grid_ ? grid_->bytesSent()
@@ -679,7 +683,7 @@ double Trainer::evaluate(const std::vector<Tensor> &batches) {
       bindInputs(firstInputs, microbatch, inputs);
       for (const Signature::Slot &input : firstInputs)
         args[*sig.argument(kInputAttr, input.name)] =
-            localSlice(std::move(inputs[input.index]), input.index);
+            localInput(std::move(inputs[input.index]), input.index);
       sum += *runFunction(rankLoss_, args, nullptr, execution_).at(0).data<float>();
     }
   return sum / count;

@@ -519,11 +519,12 @@ int runTrainingJob(const TrainConfig &config) {
                trainer.config().training.localBatchSize / layout.microbatchSize,
                layout.microbatchSize, wordOf(layout.schedule), trainer.globalBatchSize());
   else if (layout.worldSize() > 1)
-    fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {} x tp {}{} (FSDP2 over "
-               "dp_shard, reshard after forward: {}); global batch {}\n",
-               layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.tp,
-               layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
-               wordOf(layout.reshardAfterForward), trainer.globalBatchSize());
+    fmt::print("parallelism: {} ranks, dp_replicate {} x dp_shard {}{} x tp {}{} (FSDP2 over "
+               "dp_shard{}, reshard after forward: {}); global batch {}\n",
+               layout.worldSize(), layout.dpReplicate, layout.dpShard, layout.cpSummary(),
+               layout.tp, layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
+               layout.cp > 1 ? " and cp" : "", wordOf(layout.reshardAfterForward),
+               trainer.globalBatchSize());
   // The plan of this run on this machine, compared with its steps at the
   // end (a pipelined run's: its stage programs and schedule).
   if (layout.pp == 1)

@@ -49,6 +49,8 @@ void addPartition(OpPassManager &pm, const KilnPipelineOptions &o, StringRef fun
   shard.tp = o.tp;
   shard.ep = o.ep;
   shard.sequenceParallel = o.sequenceParallel;
+  shard.cp = o.cp;
+  shard.cpHeadTail = o.cpHeadTail;
   shard.tpPlan.assign(o.tpPlan.begin(), o.tpPlan.end());
   pm.addPass(createShard(shard));
   PartitionOptions partition;
@@ -293,15 +295,16 @@ std::string KilnPipelineOptions::invalidOption() const {
   for (auto [name, degree] : {std::pair<const char *, int64_t>{"dp-replicate", dpReplicate},
                               {"dp-shard", dpShard},
                               {"tp", tp},
-                              {"ep", ep}})
+                              {"ep", ep},
+                              {"cp", cp}})
     if (degree < 1 || degree > kMaxRanks)
       return fmt::format("{}={}: must be in [1, {}] (2^24 ranks)", name, degree, kMaxRanks);
-  __int128 world = __int128(dpReplicate) * dpShard * tp;
+  __int128 world = __int128(dpReplicate) * dpShard * cp * tp;
   if (world > kMaxRanks)
-    return fmt::format("dp-replicate x dp-shard x tp = {} x {} x {} = {:.0f}: more than {} "
-                       "ranks (2^24)",
-                       int64_t(dpReplicate), int64_t(dpShard), int64_t(tp), double(world),
-                       kMaxRanks);
+    return fmt::format("dp-replicate x dp-shard x cp x tp = {} x {} x {} x {} = {:.0f}: more "
+                       "than {} ranks (2^24)",
+                       int64_t(dpReplicate), int64_t(dpShard), int64_t(cp), int64_t(tp),
+                       double(world), kMaxRanks);
   return "";
 }
 

@@ -141,6 +141,7 @@ TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
                     "tensor_parallel_degree": 1, "expert_parallel_degree": 1,
                     "expert_dispatch": "all_gather", "expert_capacity_factor": 0.0,
                     "enable_sequence_parallel": true,
+                    "context_parallel_degree": 1, "context_parallel_load_balancer": "headtail",
                     "fsdp_reshard_after_forward": "default",
                     "pipeline_parallel_degree": 1, "pipeline_parallel_schedule": "1F1B",
                     "pipeline_parallel_microbatch_size": 1,
@@ -395,6 +396,36 @@ TEST(ParallelLayout, ShardDegreeMinusOneTakesTheRestOfTheWorld) {
   EXPECT_FALSE(one.sequenceParallel); // tp = 1: nothing to split
   ParallelLayout compileOnly = layoutOf({"--parallelism.world_size=64"}, 1);
   EXPECT_EQ(compileOnly.dpShard, 64);
+}
+
+// Context parallelism: an axis cp before tp whose ranks share the rows (the
+// data-parallel degree leaves it out) and split the sequence, head-tail by
+// default (2 x cp chunks, torchtitan's default balancer).
+TEST(ParallelLayout, ContextParallelSplitsTheSequenceNotTheRows) {
+  ParallelLayout l = layoutOf(
+      {"--parallelism.context_parallel_degree=2", "--parallelism.tensor_parallel_degree=2"}, 16);
+  EXPECT_EQ(l.axisNames(), (std::vector<std::string>{"dp_replicate", "dp_shard", "cp", "tp"}));
+  EXPECT_EQ(l.shape(), (std::vector<int64_t>{1, 4, 2, 2}));
+  EXPECT_EQ(l.dataParallelDegree(), 4);
+  EXPECT_EQ(l.sequenceLayout().headTailChunks, 4);
+  EXPECT_EQ(l.cpSummary(), " x cp 2 (head-tail sequence)");
+  ParallelLayout contiguous = layoutOf({"--parallelism.context_parallel_degree=4",
+                                        "--parallelism.context_parallel_load_balancer=none"},
+                                       4, 36);
+  EXPECT_EQ(contiguous.sequenceLayout().headTailChunks, 0);
+  expectError(
+      [&] { layoutOf({"--parallelism.context_parallel_degree=4"}, 4, 36); },
+      {"training.seq_len=36 must be divisible by 8", "context_parallel_degree=4", "headtail"});
+  expectError(
+      [&] { layoutOf({"--parallelism.context_parallel_degree=3"}, 4); },
+      {"context_parallel_degree x tensor_parallel_degree = 1 x 3 x 1 = 3", "world of 4 ranks"});
+  expectError(
+      [&] {
+        layoutOf(
+            {"--parallelism.context_parallel_degree=2", "--parallelism.pipeline_parallel_degree=2"},
+            4);
+      },
+      {"context_parallel_degree=2 with pipeline_parallel_degree=2", "not compose"});
 }
 
 TEST(ParallelLayout, InvalidLayoutsNameTheOptionAndTheNumbers) {

@@ -8,7 +8,9 @@
 // rejected by an error that names the option and the numbers.
 //
 // Pipeline parallelism adds the outermost axis, `pp` (torchtitan's mesh:
-// [pp, dp_replicate, dp_shard, tp]), with the stages its ranks run.
+// [pp, dp_replicate, dp_shard, tp]), with the stages its ranks run; context
+// parallelism an axis `cp` before tp (torchtitan's [..., dp_shard, cp, tp]),
+// whose ranks take the same rows and split their sequence.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_DRIVER_PARALLELLAYOUT_H
@@ -19,6 +21,7 @@
 #include "kiln/Driver/TrainConfig.h"
 #include "kiln/Frontend/Qwen3Config.h"
 #include "kiln/Pipeline/KilnPipeline.h"
+#include "kiln/Support/SequenceLayout.h"
 
 #include <cstdint>
 #include <string>
@@ -41,6 +44,10 @@ struct ParallelLayout {
   int64_t microbatchSize = 1;
   /// Sequence parallelism in effect: enabled and tp > 1.
   bool sequenceParallel = false;
+  /// Context parallelism: ranks of the grid axis cp (before tp) each
+  /// sequence splits over, laid out head-tail (cpHeadTail) or in order.
+  int64_t cp = 1;
+  bool cpHeadTail = true;
   ReshardAfterForward reshardAfterForward = ReshardAfterForward::Default;
   /// MoE token dispatch (all_to_all: kiln-expert-dispatch, with
   /// `capacityFactor`, 0 dropping nothing).
@@ -50,7 +57,11 @@ struct ParallelLayout {
   /// The grid axes, in order, and their sizes.
   std::vector<std::string> axisNames() const;
   std::vector<int64_t> shape() const;
-  int64_t worldSize() const { return pp * dpReplicate * dpShard * tp; }
+  int64_t worldSize() const { return pp * dpReplicate * dpShard * cp * tp; }
+  /// How the data inputs' sequence is laid out before it splits over cp.
+  SequenceLayout sequenceLayout() const {
+    return SequenceLayout{cp > 1 && cpHeadTail ? 2 * cp : 0};
+  }
   /// The pipeline rank of global rank `rank` (its coordinate on pp).
   int64_t pipelineRankOf(int64_t rank) const { return rank / (worldSize() / pp); }
   /// The schedule of a step in which each data-parallel rank takes
@@ -62,6 +73,9 @@ struct ParallelLayout {
   /// dp_shard" and, with the all-to-all dispatcher, how tokens reach them;
   /// empty when neither applies.
   std::string expertsSummary() const;
+  /// The context-parallel axis for a layout line, " x cp 2 (head-tail
+  /// sequence)"; empty without context parallelism.
+  std::string cpSummary() const;
   /// Ranks that see different data: dp_replicate x dp_shard.
   int64_t dataParallelDegree() const { return dpReplicate * dpShard; }
 

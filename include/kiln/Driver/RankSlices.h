@@ -12,6 +12,7 @@
 
 #include "kiln/Backend/CPU/DeviceGrid.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
+#include "kiln/Support/SequenceLayout.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -28,6 +29,12 @@ std::optional<Sharding> argSharding(mlir::func::FuncOp fn, unsigned arg);
 /// communication). An uneven split's blocks are zero-padded as
 /// Sharding::paddedTo describes.
 Tensor rankSlice(const DeviceGrid &grid, const Sharding &sharding, Tensor full);
+
+/// `full` [rows, seq, ...] with its sequence laid out as `layout` says:
+/// row x of the result's dimension 1 is row layout.position(x) of `full`
+/// (context parallelism's head-tail order, which data inputs take before
+/// they split over cp); `full` itself in the natural order.
+Tensor laidOutSequence(Tensor full, SequenceLayout layout);
 
 /// The whole tensor of `globalShape` from this rank's slice `local`
 /// (rankSlice's inverse): gathers over the split axes, so every rank of

@@ -159,6 +159,10 @@ struct TrainConfig {
     /// even share of the pairs (GShard's capacity factor); 0 drops nothing.
     double expertCapacityFactor = 0;
     bool enableSequenceParallel = true;   ///< applies when tp > 1
+    /// Context parallelism (torchtitan's names): ranks of grid axis cp the
+    /// sequence is split over, and how it is laid out over them.
+    int64_t contextParallelDegree = 1;
+    ContextParallelLoadBalancer contextParallelLoadBalancer = ContextParallelLoadBalancer::HeadTail;
     /// Pipeline parallelism (torchtitan's names): ranks of the outermost
     /// grid axis `pp`, the schedule, the rows of one microbatch of a
     /// data-parallel rank's batch, and the stages (PipelineStages.h): listed

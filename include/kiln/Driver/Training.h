@@ -202,6 +202,9 @@ private:
   /// This rank's slice of a whole value of @train_step argument `arg`, and
   /// the whole value from this rank's slice (gathered from every rank).
   Tensor localSlice(Tensor full, unsigned arg) const;
+  /// This rank's part of data input `arg` (a whole batch's [rows, seq]): its
+  /// sequence laid out for context parallelism, then sliced.
+  Tensor localInput(Tensor full, unsigned arg) const;
   Tensor gathered(Tensor local, unsigned arg) const;
   /// Calls `fn(name, arg)` for each optimizer-state argument of @train_step.
   template <typename Fn> void forEachOptimizerState(Fn fn) const;

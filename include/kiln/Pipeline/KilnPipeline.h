@@ -131,6 +131,9 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
   Option<int64_t> ep{*this, "ep", llvm::cl::init(1), llvm::cl::desc("expert_parallel_degree")};
   Option<bool> sequenceParallel{*this, "sequence-parallel", llvm::cl::init(false),
                                 llvm::cl::desc("enable_sequence_parallel")};
+  Option<int64_t> cp{*this, "cp", llvm::cl::init(1), llvm::cl::desc("context_parallel_degree")};
+  Option<bool> cpHeadTail{*this, "cp-head-tail", llvm::cl::init(true),
+                          llvm::cl::desc("context_parallel_load_balancer = headtail")};
   ListOption<std::string> tpPlan{*this, "tp-plan",
                                  llvm::cl::desc("tensor-parallel styles by module glob")};
   Option<ReshardAfterForward> reshardAfterForward{
@@ -144,7 +147,7 @@ struct KilnPipelineOptions : public mlir::PassPipelineOptions<KilnPipelineOption
   std::string invalidOption() const;
 
   int64_t dataParallelDegree() const { return dpReplicate * dpShard; }
-  int64_t worldSize() const { return dataParallelDegree() * tp; }
+  int64_t worldSize() const { return dataParallelDegree() * cp * tp; }
   bool hasKernelRules() const { return !inlineRules.empty() || !ruleFiles.empty(); }
 };
 

@@ -32,6 +32,9 @@ enum class ReshardAfterForward { Default, Always, Never };
 enum class PrecisionDtype { Float32, BFloat16 };
 /// parallelism.expert_dispatch: how routed tokens reach their experts.
 enum class ExpertDispatcher { AllGather, AllToAll };
+/// parallelism.context_parallel_load_balancer: how the sequence is laid out
+/// over the cp ranks (torchtitan's "headtail", or None: natural order).
+enum class ContextParallelLoadBalancer { HeadTail, None };
 /// target.name: the machine kernels are checked against and plans are for.
 enum class TargetName { Trn2, Trn1, Cpu };
 /// parallelism.pipeline_parallel_schedule: the order of a pipeline's
@@ -55,6 +58,9 @@ template <> struct ClosedSet<PrecisionDtype> {
 };
 template <> struct ClosedSet<ExpertDispatcher> {
   static constexpr std::array<std::string_view, 2> words{"all_gather", "all_to_all"};
+};
+template <> struct ClosedSet<ContextParallelLoadBalancer> {
+  static constexpr std::array<std::string_view, 2> words{"headtail", "none"};
 };
 template <> struct ClosedSet<TargetName> {
   static constexpr std::array<std::string_view, 3> words{"trn2", "trn1", "cpu"};
