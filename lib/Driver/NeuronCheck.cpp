@@ -16,6 +16,7 @@
 #include "kiln/Driver/HloKernelCall.h"
 #include "kiln/Driver/HloRankArrays.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/RankSlices.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Runtime/HfCheckpoint.h"
 #include "kiln/Runtime/TokenBatch.h"
@@ -151,7 +152,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   const StepMetrics &metrics = reference.metrics;
   std::vector<InputsAndLabels> io = splitMicrobatches(reference.tokens, microbatches);
 
-  // Every rank's arguments, as the manifest says to feed them.
+  // Every rank's arguments, as the manifest says to feed them: the inputs'
+  // sequences laid out for context parallelism first.
+  SequenceLayout sequence{manifest["batch"].value("head_tail_chunks", int64_t(0))};
   std::vector<std::vector<HloArray>> args(world);
   for (const json &p : manifest["parameters"]) {
     std::string role = p.value("role", ""), name = p.value("name", "");
@@ -165,9 +168,9 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
     if (role == "param")
       whole = arrayOf(paramByKey(initial, name, wholeShape.empty() ? 0 : wholeShape[0]));
     else if (role == "input" && name == "input_ids")
-      whole = arrayOf(io.at(p.value("microbatch", size_t(0))).inputIds);
+      whole = arrayOf(laidOutSequence(io.at(p.value("microbatch", size_t(0))).inputIds, sequence));
     else if (role == "input" && name == "labels")
-      whole = arrayOf(io.at(p.value("microbatch", size_t(0))).labels);
+      whole = arrayOf(laidOutSequence(io.at(p.value("microbatch", size_t(0))).labels, sequence));
     else if (role == "state")
       whole = zeros(wholeShape, name == "step" ? xla::S64 : xla::F32);
     else

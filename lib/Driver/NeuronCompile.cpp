@@ -291,6 +291,10 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
       {"per_data_parallel_rank", config.training.localBatchSize},
       {"microbatches", microbatches},
       {"seq_len", seq}};
+  // Context parallelism's load balancing: the runtime lays each input's
+  // sequence out head-tail before slicing it over cp.
+  if (int64_t chunks = layout.sequenceLayout().headTailChunks)
+    manifest["batch"]["head_tail_chunks"] = chunks;
   manifest["parameters"] = describeParameters(step, loss, grid, axisNames);
   manifest["kernels"] = describeKernels(step);
   // Plain HLO runs a MoE layer's experts densely (LowerToHloMoe.cpp); the

@@ -145,7 +145,14 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
   if (globalBatch % microbatches)
     fail("check-hlo: {}: 'batch.global' ({}) is not a multiple of 'batch.microbatches' ({})",
          path, globalBatch, microbatches);
-  r.positive(batch, "batch.seq_len", "seq_len");
+  int64_t seq = r.positive(batch, "batch.seq_len", "seq_len");
+  if (batch.contains("head_tail_chunks")) {
+    int64_t chunks = r.positive(batch, "batch.head_tail_chunks", "head_tail_chunks");
+    if (chunks % 2 || seq % chunks)
+      fail("check-hlo: {}: 'batch.head_tail_chunks' ({}) must be even (2 x the context-parallel "
+           "degree) and divide 'batch.seq_len' ({})",
+           path, chunks, seq);
+  }
   std::string precision =
       r.string(r.field(manifest, "mixed_precision", "mixed_precision"), "mixed_precision.param",
                "param");
