@@ -423,16 +423,16 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   }
   double writeSeconds = secondsSince(t);
 
-  fmt::print("compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {} x tp {}{}), "
-             "batch {} x seq {}{}\n",
-             model.name, wordOf(*config.target.name), config.target.lnc, layout.worldSize(),
-             layout.worldSize() > 1 ? "s" : "", layout.dpReplicate, layout.dpShard, layout.tp,
-             layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
-             manifest["batch"]["global"].get<int64_t>(), seq,
-             microbatches > 1
-                 ? fmt::format(" in {} microbatches of {}", microbatches,
-                               config.training.localBatchSize * layout.dataParallelDegree())
-                 : "");
+  fmt::print(
+      "compiled {} for {} (LNC {}): {} rank{} (dp_replicate {} x dp_shard {}{} x tp {}{}), "
+      "batch {} x seq {}{}\n",
+      model.name, wordOf(*config.target.name), config.target.lnc, layout.worldSize(),
+      layout.worldSize() > 1 ? "s" : "", layout.dpReplicate, layout.dpShard, layout.cpSummary(),
+      layout.tp, layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
+      manifest["batch"]["global"].get<int64_t>(), seq,
+      microbatches > 1 ? fmt::format(" in {} microbatches of {}", microbatches,
+                                     config.training.localBatchSize * layout.dataParallelDegree())
+                       : "");
   fmt::print("precision: {} parameters and matmuls; float32 master weights, optimizer state "
              "and gradient reductions (training.mixed_precision_param)\n",
              wordOf(paramDtype));
