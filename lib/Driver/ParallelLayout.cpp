@@ -89,11 +89,10 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
     fail("parallelism.expert_dispatch=all_to_all needs a MoE model; {} has no expert layers",
          model.name);
   if (l.cp > 1) {
-    if (l.ep > 1 || l.pp > 1)
-      fail("parallelism.context_parallel_degree={} with {}={}: context parallelism does not "
-           "compose with {} parallelism yet",
-           l.cp, l.ep > 1 ? "expert_parallel_degree" : "pipeline_parallel_degree",
-           l.ep > 1 ? l.ep : l.pp, l.ep > 1 ? "expert" : "pipeline");
+    if (l.pp > 1)
+      fail("parallelism.context_parallel_degree={} with pipeline_parallel_degree={}: context "
+           "parallelism does not compose with pipeline parallelism yet",
+           l.cp, l.pp);
     int64_t blocks = l.cpHeadTail ? 2 * l.cp : l.cp;
     if (seqLen % blocks)
       fail("training.seq_len={} must be divisible by {} (parallelism.context_parallel_degree={}{})",

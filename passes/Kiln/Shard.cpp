@@ -75,11 +75,10 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp, ep, cp and pp must be >= 1";
       return signalPassFailure();
     }
-    if (cp > 1 && (ep > 1 || pp > 1)) {
-      module.emitError() << "kiln-shard: cp=" << int64_t(cp) << " with "
-                         << (ep > 1 ? "ep=" + std::to_string(ep) : "pp=" + std::to_string(pp))
-                         << ": context parallelism does not compose with "
-                         << (ep > 1 ? "expert" : "pipeline") << " parallelism yet";
+    if (cp > 1 && pp > 1) {
+      module.emitError() << "kiln-shard: cp=" << int64_t(cp) << " with pp=" << int64_t(pp)
+                         << ": context parallelism does not compose with pipeline parallelism "
+                            "yet";
       return signalPassFailure();
     }
     if (dpShard % ep) {
@@ -342,7 +341,7 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
     // FSDP over dp_shard and cp, as torchtitan folds cp into its FSDP mesh.
     GridAxes fsdp = nonTrivial({dpShardAxis(), epAxis(), cpAxis()}),
              tpAxes = nonTrivial({tpAxis()}), epAxes = nonTrivial({epAxis()}),
-             expertFsdp = nonTrivial({dpShardAxis()});
+             expertFsdp = nonTrivial({dpShardAxis(), cpAxis()});
     for (const StoredParam &p : sig.params) {
       Value param = body.getArgument(p.arg);
       // A parameter several stages read (a tied table: the embedding in the

@@ -15,7 +15,7 @@
 // RUN: kiln-opt %s --kiln-training --kiln-shard="cp=2 tp=2 sequence-parallel=true tp-plan=layers.*.wq=colwise,layers.*.wk=colwise,layers.*.wv=colwise,layers.*.wo=rowwise" --kiln-partition | FileCheck %s --check-prefix=TPSP
 // A sequence the degree x 2 does not divide, and what does not compose yet.
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="cp=3" 2>&1 | FileCheck %s --check-prefix=UNEVEN
-// RUN: not kiln-opt %s --kiln-training --kiln-shard="cp=2 dp-shard=2 ep=2" 2>&1 | FileCheck %s --check-prefix=EP
+// RUN: not kiln-opt %s --kiln-training --kiln-shard="cp=2 pp=2" 2>&1 | FileCheck %s --check-prefix=PP
 
 func.func @loss(%ids: tensor<2x8xi64> {kiln.input = "input_ids"},
                 %labels: tensor<2x8xi64> {kiln.input = "labels"},
@@ -83,4 +83,4 @@ func.func @loss(%ids: tensor<2x8xi64> {kiln.input = "input_ids"},
 // TPSP: kiln.add {{.*}}fqn = "layers.0.attention_residual"{{.*}} -> tensor<2x2x8xf32>
 
 // UNEVEN: kiln-shard: input 'input_ids' has a sequence of 8, not divisible by 6 (cp=3 x 2 head-tail chunks)
-// EP: kiln-shard: cp=2 with ep=2: context parallelism does not compose with expert parallelism yet
+// PP: kiln-shard: cp=2 with pp=2: context parallelism does not compose with pipeline parallelism yet
