@@ -74,11 +74,11 @@ std::string describeCheckpointing(const CheckpointingChoice &choice) {
 }
 
 std::string SearchCandidate::describe() const {
-  return fmt::format("{}dp_replicate {} x dp_shard {} x tp {}{}{}, {}, local batch {}{}",
+  return fmt::format("{}dp_replicate {} x dp_shard {}{} x tp {}{}{}, {}, local batch {}{}",
                      pp > 1 ? fmt::format("pp {} ({}) x ", pp, wordOf(schedule)) : "", dpReplicate,
-                     dpShard, tp, sequenceParallel ? " (sp)" : "",
-                     ep > 1 ? fmt::format(", ep {}", ep) : "", describeCheckpointing(checkpointing),
-                     localBatchSize,
+                     dpShard, cp > 1 ? fmt::format(" x cp {}", cp) : "", tp,
+                     sequenceParallel ? " (sp)" : "", ep > 1 ? fmt::format(", ep {}", ep) : "",
+                     describeCheckpointing(checkpointing), localBatchSize,
                      pp > 1 ? fmt::format(" in microbatches of {}", microbatchSize) : "");
 }
 
@@ -88,6 +88,7 @@ TrainConfig SearchCandidate::apply(const TrainConfig &base) const {
   config.parallelism.dataParallelShardDegree = dpShard;
   config.parallelism.tensorParallelDegree = tp;
   config.parallelism.expertParallelDegree = ep;
+  config.parallelism.contextParallelDegree = cp;
   config.parallelism.enableSequenceParallel = sequenceParallel;
   config.parallelism.pipelineParallelDegree = pp;
   config.parallelism.pipelineParallelSchedule = schedule;
@@ -111,9 +112,13 @@ namespace {
 /// degree a divisor of the ranks per node), with and without sequence
 /// parallelism, and over several nodes also HSDP (replicas across nodes,
 /// FSDP within one); for a model of `experts` experts (0: dense) also expert
-/// parallelism over 2, 4, ... of the FSDP ranks, up to `maxExpertParallel`.
+/// parallelism over 2, 4, ... of the FSDP ranks, up to `maxExpertParallel`;
+/// and context parallelism over 2, 4, ... of them, up to `maxContext`, where
+/// `blocksPerRank` x cp divides the sequence of `seqLen`.
 std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_t nodes,
-                                     int64_t experts, int64_t maxExpertParallel) {
+                                     int64_t experts, int64_t maxExpertParallel,
+                                     int64_t maxContext = 1, int64_t seqLen = 0,
+                                     int64_t blocksPerRank = 1) {
   std::vector<SearchCandidate> out;
   for (int64_t tp = 1; tp <= std::min(world, ranksPerNode); ++tp) {
     if (ranksPerNode % tp || world % tp)
@@ -123,15 +128,21 @@ std::vector<SearchCandidate> layouts(int64_t world, int64_t ranksPerNode, int64_
       replicas.push_back(nodes);
     for (int64_t replicate : replicas)
       for (bool sp : tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false}) {
-        SearchCandidate c;
-        c.dpReplicate = replicate;
-        c.dpShard = world / tp / replicate;
-        c.tp = tp;
-        c.sequenceParallel = sp;
-        out.push_back(c);
-        for (c.ep = 2; experts > 0 && c.ep <= maxExpertParallel; c.ep *= 2)
-          if (c.dpShard % c.ep == 0 && experts % c.ep == 0)
-            out.push_back(c);
+        for (int64_t cp = 1; cp <= maxContext; cp *= 2) {
+          int64_t fsdp = world / tp / replicate;
+          if (fsdp % cp || (cp > 1 && seqLen % (cp * blocksPerRank)))
+            continue;
+          SearchCandidate c;
+          c.dpReplicate = replicate;
+          c.dpShard = fsdp / cp;
+          c.cp = cp;
+          c.tp = tp;
+          c.sequenceParallel = sp;
+          out.push_back(c);
+          for (c.ep = 2; experts > 0 && c.ep <= maxExpertParallel; c.ep *= 2)
+            if (c.dpShard % c.ep == 0 && experts % c.ep == 0)
+              out.push_back(c);
+        }
       }
   }
   return out;
@@ -221,7 +232,7 @@ struct LayoutOutcome {
 int64_t parameterStateLowerBound(int64_t parameters, const SearchCandidate &layout,
                                  const TargetProfile &target) {
   // The largest pipeline stage holds at least 1/pp of them.
-  int64_t shards = layout.dpShard * layout.tp * layout.pp;
+  int64_t shards = layout.dpShard * layout.cp * layout.tp * layout.pp;
   int64_t elements = (parameters + shards - 1) / shards;
   return elements * (target.precision.masterBytes + 2 * target.precision.optimizerBytes);
 }
@@ -239,9 +250,11 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
     fail("plan: --search-ac names no activation-checkpointing setting");
   Qwen3Config model = base.model.resolve();
   int64_t experts = model.isMoe() && model.numSparseLayers() > 0 ? model.numExperts : 0;
-  std::vector<SearchCandidate> all =
-      layouts(target.ranksPerNode * nodes, target.ranksPerNode, nodes, experts,
-              options.maxExpertParallel);
+  std::vector<SearchCandidate> all = layouts(
+      target.ranksPerNode * nodes, target.ranksPerNode, nodes, experts, options.maxExpertParallel,
+      options.maxContextParallel, base.training.seqLen,
+      base.parallelism.contextParallelLoadBalancer == ContextParallelLoadBalancer::HeadTail ? 2
+                                                                                            : 1);
   for (const SearchCandidate &c : pipelineLayouts(target.ranksPerNode * nodes, target.ranksPerNode,
                                                   options.maxPipelineParallel))
     all.push_back(c);
@@ -456,6 +469,7 @@ nlohmann::json searchToJson(const LayoutSearch &search, int64_t top) {
               {"dp_shard", c.dpShard},
               {"tp", c.tp},
               {"ep", c.ep},
+              {"cp", c.cp},
               {"sequence_parallel", c.sequenceParallel},
               {"activation_checkpoint", {{"mode", wordOf(c.checkpointing.mode)}}},
               {"local_batch_size", c.localBatchSize},

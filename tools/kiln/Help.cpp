@@ -62,7 +62,7 @@ const CommandHelp kCommands[] = {
           [--section.key=value ...] [--nodes N] [--json] [--trace trace.json] [--timing]
           [--search [--search-by=tokens_per_second|usd_per_million_tokens]
            [--search-top N] [--search-max-local-batch B] [--search-ac LIST]
-           [--search-max-pp P] [--search-whole-model]]
+           [--search-max-pp P] [--search-max-cp C] [--search-whole-model]]
   plan    --validate [--published runs.json] [--json]
   plan    --fit <target> --fit-factors LIST [--published runs.json] [-o profile.json] [--json]
           memory per rank, step time, MFU and cost of the run's per-rank

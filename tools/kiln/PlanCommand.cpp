@@ -86,16 +86,19 @@ int runPlan(const std::vector<std::string> &allArgs) {
   int64_t top = options.integer("search-top", kUnset);
   int64_t maxBatch = options.integer("search-max-local-batch", kUnset);
   int64_t maxPipeline = options.integer("search-max-pp", kUnset);
+  int64_t maxContext = options.integer("search-max-cp", kUnset);
   std::optional<std::string> searchAc = options.value("search-ac");
   bool timing = options.flag("timing");
   bool wholeModel = options.flag("search-whole-model");
   options.finish();
   if (!search && (searchBy || top != kUnset || maxBatch != kUnset || maxPipeline != kUnset ||
-                  searchAc || wholeModel))
+                  maxContext != kUnset || searchAc || wholeModel))
     fail("plan: --search-by, --search-top, --search-max-local-batch, --search-max-pp, "
-         "--search-ac and --search-whole-model apply to --search");
+         "--search-max-cp, --search-ac and --search-whole-model apply to --search");
   if (maxPipeline != kUnset && maxPipeline < 2)
     fail("plan: --search-max-pp must be at least 2, got {}", maxPipeline);
+  if (maxContext != kUnset && maxContext < 2)
+    fail("plan: --search-max-cp must be at least 2, got {}", maxContext);
   if (search && trace)
     fail("plan: --trace writes one plan's timeline; it does not apply to --search");
   if (top == kUnset)
@@ -140,6 +143,8 @@ int runPlan(const std::vector<std::string> &allArgs) {
       searchOptions.maxLocalBatchSize = maxBatch;
     if (maxPipeline != kUnset)
       searchOptions.maxPipelineParallel = maxPipeline;
+    if (maxContext != kUnset)
+      searchOptions.maxContextParallel = maxContext;
     if (searchAc)
       searchOptions.checkpointing = parseSearchCheckpointing(*searchAc);
     // Its state on stderr: on a terminal in place, else a line every 10 s.

@@ -49,6 +49,8 @@ std::string describeCheckpointing(const CheckpointingChoice &choice);
 /// One point of the search: the settings it gives the run config.
 struct SearchCandidate {
   int64_t dpReplicate = 1, dpShard = 1, tp = 1, ep = 1;
+  /// Context-parallel ranks (cp 1: none), taken from the FSDP ranks.
+  int64_t cp = 1;
   /// Pipeline ranks and their schedule (pp 1: none).
   int64_t pp = 1;
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
@@ -104,6 +106,10 @@ struct SearchOptions {
   /// not built yet); their local batches start at pp, each split into
   /// microbatches of 1, 2, ... rows, at least pp of them.
   int64_t maxPipelineParallel = 0;
+  /// Also context-parallel layouts (kiln plan --search-max-cp): cp 2, 4, ...
+  /// up to this (1: none), each taken from the FSDP ranks, dividing them,
+  /// with the sequence divisible by 2 x cp (head-tail) or cp.
+  int64_t maxContextParallel = 1;
   /// Tried for every layout, in this order.
   std::vector<CheckpointingChoice> checkpointing = parseSearchCheckpointing("none,selective,full");
   /// Called after each candidate is planned (kiln plan's progress line).
