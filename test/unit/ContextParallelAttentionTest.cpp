@@ -16,6 +16,7 @@
 #include "kiln/Backend/Neuron/HloExport.h"
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Kiln/IR/KilnDialect.h"
+#include "kiln/Dialect/Kiln/IR/KilnOps.h"
 #include "kiln/Pipeline/KilnPipeline.h"
 #include "kiln/Runtime/BackwardKernels.h"
 #include "kiln/Runtime/ForwardKernels.h"
@@ -75,6 +76,29 @@ TEST(SequenceLayoutTest, HeadTailBalancesTheCausalWork) {
     EXPECT_TRUE(std::is_sorted(natural.begin(), natural.end())) << "cp " << cp;
     EXPECT_GT(natural.back(), 2 * natural.front()) << "cp " << cp;
   }
+}
+
+// The cost of attention on a block of the queries: its share of the pairs,
+// so cp blocks of a sequence cost what the whole sequence costs.
+TEST(SequenceLayoutTest, AQueryBlockCostsItsShareOfTheSequence) {
+  mlir::MLIRContext context;
+  context.loadDialect<mlir::func::FuncDialect, KilnDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(R"(
+    func.func @f(%q: tensor<2x64x4x8xf32>, %qb: tensor<2x16x4x8xf32>, %k: tensor<2x64x2x8xf32>) {
+      %o, %l = kiln.attention %q, %k, %k {causal, scale = 0.35 : f32, fqn = "whole"}
+          : (tensor<2x64x4x8xf32>, tensor<2x64x2x8xf32>, tensor<2x64x2x8xf32>) -> (tensor<2x64x4x8xf32>, tensor<2x4x64xf32>)
+      %ob, %lb = kiln.attention %qb, %k, %k {causal, scale = 0.35 : f32, fqn = "block", query_axes = array<i16: 0>}
+          : (tensor<2x16x4x8xf32>, tensor<2x64x2x8xf32>, tensor<2x64x2x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x4x16xf32>)
+      return
+    })",
+                                                                                     &context);
+  ASSERT_TRUE(module);
+  std::vector<AttentionOp> ops;
+  module->walk([&](AttentionOp op) { ops.push_back(op); });
+  ASSERT_EQ(ops.size(), 2u);
+  // 2 x 4 heads x 64 * 65 / 2 causal pairs x (4 x 8 + 5) FLOPs each.
+  EXPECT_DOUBLE_EQ(ops[0].getFlops(), 2.0 * 4 * 64 * 65 / 2 * (4 * 8 + 5));
+  EXPECT_DOUBLE_EQ(4 * ops[1].getFlops(), ops[0].getFlops());
 }
 
 /// `t` [B, S, ...] with the rows `rows` of dimension 1, in that order.
