@@ -3,6 +3,7 @@
 #include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Support/ClosedSets.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/SequenceLayout.h"
 
 #include <set>
 
@@ -148,7 +149,7 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
   int64_t seq = r.positive(batch, "batch.seq_len", "seq_len");
   if (batch.contains("head_tail_chunks")) {
     int64_t chunks = r.positive(batch, "batch.head_tail_chunks", "head_tail_chunks");
-    if (chunks % 2 || seq % chunks)
+    if (!SequenceLayout::validChunks(chunks, seq))
       fail("check-hlo: {}: 'batch.head_tail_chunks' ({}) must be even (2 x the context-parallel "
            "degree) and divide 'batch.seq_len' ({})",
            path, chunks, seq);

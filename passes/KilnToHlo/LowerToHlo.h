@@ -114,8 +114,6 @@ struct AttentionLayout {
 /// keys' sequence (context parallelism), the sequence laid out as `layout`.
 mlir::Value causalMask(HloBuilder &b, HloLoweringState &state, llvm::ArrayRef<int64_t> scoresShape,
                        std::optional<llvm::ArrayRef<int16_t>> queryAxes, SequenceLayout layout);
-/// The layout a `head_tail_chunks` attribute names.
-SequenceLayout sequenceLayout(std::optional<uint64_t> headTailChunks);
 /// rsqrt(mean(x^2, -1) + eps): [rows].
 mlir::Value rmsInverse(HloBuilder &b, mlir::Value x, double eps);
 /// RoPE's rotation of x [b, s, heads, d] by cache [s, 2d], or its transpose.

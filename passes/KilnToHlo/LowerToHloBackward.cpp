@@ -79,9 +79,9 @@ FailureOr<SmallVector<Value>> lower(AttentionBackwardOp op, AttentionBackwardOp:
   Value lse = b.reshape(a.getLse(), {l.batch, l.kvHeads, l.group, l.seq});
   Value p = b.exp(b.sub(scores, b.broadcastLeading(lse, shape)));
   if (op.getCausal())
-    p = b.select(
-        causalMask(b, state, shape, op.getQueryAxes(), sequenceLayout(op.getHeadTailChunks())), p,
-        b.splatLike(p, 0));
+    p = b.select(causalMask(b, state, shape, op.getQueryAxes(),
+                            SequenceLayout::ofChunks(op.getHeadTailChunks())),
+                 p, b.splatLike(p, 0));
   // dV = P^T dO summed over the group: [b, kv, s_k, d] -> [b, s, kv, d]
   Value dv = b.transpose(b.dot(p, dout, {0, 1}, {0, 1}, {2, 3}, {2, 3}), {0, 2, 1, 3});
   // dS = P (dP - rowsum(dO O)), dP = dO V^T

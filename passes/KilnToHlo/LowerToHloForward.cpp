@@ -42,10 +42,6 @@ Value causalMask(HloBuilder &b, HloLoweringState &state, ArrayRef<int64_t> score
   return b.broadcast(b.compare(rows, cols, CmpDir::GE), scoresShape, {rank - 2, rank - 1});
 }
 
-SequenceLayout sequenceLayout(std::optional<uint64_t> headTailChunks) {
-  return SequenceLayout{int64_t(headTailChunks.value_or(0))};
-}
-
 AttentionLayout AttentionLayout::of(Value q, Value k) {
   ArrayRef<int64_t> qs = HloBuilder::shapeOf(q);
   AttentionLayout l;
@@ -107,7 +103,7 @@ FailureOr<SmallVector<Value>> lower(RopeCacheOp op, RopeCacheOp::Adaptor, HloBui
   std::vector<float> pairs = op.getInverseFrequencies(), invFreq(d);
   for (int64_t i = 0; i < half; ++i)
     invFreq[i] = invFreq[i + half] = pairs[i];
-  SequenceLayout layout = sequenceLayout(op.getHeadTailChunks());
+  SequenceLayout layout = SequenceLayout::ofChunks(op.getHeadTailChunks());
   Value pos;
   if (!layout.headTailChunks) {
     pos = b.convert(b.iota({seq, d}, 0, b.i32()), b.f32());
@@ -134,9 +130,9 @@ FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a, HloB
                           op.getScale().convertToDouble());
   ArrayRef<int64_t> shape = HloBuilder::shapeOf(scores);
   if (op.getCausal())
-    scores = b.select(
-        causalMask(b, state, shape, op.getQueryAxes(), sequenceLayout(op.getHeadTailChunks())),
-        scores, b.splatLike(scores, -std::numeric_limits<double>::infinity()));
+    scores = b.select(causalMask(b, state, shape, op.getQueryAxes(),
+                                 SequenceLayout::ofChunks(op.getHeadTailChunks())),
+                      scores, b.splatLike(scores, -std::numeric_limits<double>::infinity()));
   Value mx = b.maxLast(scores);
   Value e = b.exp(b.sub(scores, b.broadcastLeading(mx, shape)));
   Value sum = b.sumLast(e);

@@ -13,6 +13,7 @@
 #define KILN_SUPPORT_SEQUENCELAYOUT_H
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace kiln {
@@ -21,6 +22,16 @@ struct SequenceLayout {
   /// 0: natural order; else the number of head-tail chunks (2 x cp), which
   /// divides the sequence.
   int64_t headTailChunks = 0;
+
+  /// The layout a `head_tail_chunks` attribute names (absent: natural).
+  static SequenceLayout ofChunks(std::optional<uint64_t> chunks) {
+    return SequenceLayout{int64_t(chunks.value_or(0))};
+  }
+  /// Whether `chunks` head-tail chunks lay out a sequence of `seq` rows: an
+  /// even count (2 x cp) that divides it.
+  static bool validChunks(int64_t chunks, int64_t seq) {
+    return chunks >= 2 && chunks % 2 == 0 && seq % chunks == 0;
+  }
 
   /// The true position of row `index` of a laid-out sequence of `seq` rows.
   int64_t position(int64_t index, int64_t seq) const {

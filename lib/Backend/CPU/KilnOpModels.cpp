@@ -79,7 +79,7 @@ void run(LinearOp, const Context &, In in, Out &out) {
 }
 void run(RopeCacheOp op, const Context &, In, Out &out) {
   out.push_back(kernels::ropeCache(op.getInverseFrequencies(), int64_t(op.getSeqLen()),
-                                   SequenceLayout{int64_t(op.getHeadTailChunks().value_or(0))}));
+                                   SequenceLayout::ofChunks(op.getHeadTailChunks())));
 }
 void run(RopeOp, const Context &, In in, Out &out) {
   out.push_back(kernels::rope(in[0], in[2]));
@@ -90,7 +90,7 @@ void run(RopeOp, const Context &, In in, Out &out) {
 template <typename OpT>
 kernels::AttentionBlock attentionBlock(OpT op, const Context &ctx, const Tensor &q) {
   return {blockOfSplit(op, ctx, op.getQueryAxes(), q.dim(1), "a query sequence").first,
-          SequenceLayout{int64_t(op.getHeadTailChunks().value_or(0))}};
+          SequenceLayout::ofChunks(op.getHeadTailChunks())};
 }
 void run(AttentionOp op, const Context &ctx, In in, Out &out) {
   auto [o, lse] =

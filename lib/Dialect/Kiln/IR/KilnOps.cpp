@@ -8,9 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
-#include "kiln/Dialect/Kiln/IR/ParameterUses.h"
 #include "ShapeRules.h"
+#include "kiln/Dialect/Kiln/IR/ParameterUses.h"
 #include "kiln/Support/RopeFrequencies.h"
+#include "kiln/Support/SequenceLayout.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -206,7 +207,7 @@ LogicalResult RopeCacheOp::inferReturnTypes(MLIRContext *context,
           "low_freq_factor, original_max_position_embeddings >= 1]");
   }
   if (auto chunks = adaptor.getHeadTailChunks();
-      chunks && (*chunks < 2 || *chunks % 2 || seq % int64_t(*chunks)))
+      chunks && !SequenceLayout::validChunks(int64_t(*chunks), seq))
     return shapeError<RopeCacheOp>(loc, fqn, "head_tail_chunks = ", *chunks,
                                    " must be even (2 x the context-parallel degree) and divide "
                                    "seq_len (",
@@ -273,8 +274,7 @@ LogicalResult kiln::detail::verifyAttentionLayout(Operation *op, TypedValue<Rank
   if ((!queryAxes || queryAxes->empty()) && queries != seq)
     return error() << "q's sequence (" << queries << ") is a block of k's (" << seq
                    << ") but 'query_axes' does not say which ranks split it";
-  if (headTailChunks &&
-      (*headTailChunks < 2 || *headTailChunks % 2 || seq % int64_t(*headTailChunks)))
+  if (headTailChunks && !SequenceLayout::validChunks(int64_t(*headTailChunks), seq))
     return error() << "head_tail_chunks = " << *headTailChunks
                    << " must be even (2 x the context-parallel degree) and divide the sequence ("
                    << seq << ")";
