@@ -202,8 +202,9 @@ OwningOpRef<ModuleOp> captureQwen3(MLIRContext &context, const Qwen3Config &conf
   if (batch <= 0 || seq <= 0)
     fail("capture: batch and seq must be positive (got batch {}, seq {})", batch, seq);
   if (seq > config.maxPositionEmbeddings)
-    fail("capture: seq {} exceeds max_position_embeddings {} of {}", seq,
-         config.maxPositionEmbeddings, config.name);
+    fail("capture: seq {} exceeds max_position_embeddings {} of {} (a longer context is a "
+         "choice: raise it, model.max_position_embeddings={} in a run's config)",
+         seq, config.maxPositionEmbeddings, config.name, seq);
   // Element counts must fit: every tensor (the logits, the experts'
   // activations, attention's per-head rows) stays within kMaxElements, so
   // its bytes (at most 8 per element) and the int64 products of the cost

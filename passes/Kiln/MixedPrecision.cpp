@@ -6,8 +6,10 @@
 // the activation operand and result of every linear. The routed experts
 // round as a dense MLP's linears do: their input and result by casts (and
 // the all-to-all dispatcher's combined result), their inner projections by
-// the op's round_to. Kernels keep computing in float32 on the rounded
-// values (docs/neuron.md).
+// the op's round_to. Attention's queries and keys are its matmuls' operands
+// too: rounded after rope, as torchtitan's rope hands SDPA bf16 (its values
+// are already a rounded linear's, seen through the head split). Kernels keep
+// computing in float32 on the rounded values (docs/neuron.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,7 +58,7 @@ struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecision
     TypeAttr to = TypeAttr::get(narrow);
     llvm::DenseMap<Value, Value> narrowed;
     auto castOnce = [&](Value value, StringRef fqn) -> Value {
-      if (value.getDefiningOp<CastOp>())
+      if (isRounded(value))
         return value;
       Value &slot = narrowed[value];
       if (slot)
@@ -83,6 +85,8 @@ struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecision
           isExpertsKernel(op))
         rounded.push_back(op);
     });
+    SmallVector<AttentionOp> attentions;
+    fn.walk([&](AttentionOp op) { attentions.push_back(op); });
     // The dispatcher's ops stand for the experts' own input (dispatch) and
     // result (combine) around the experts over the buffer.
     for (Operation *op : rounded) {
@@ -94,6 +98,19 @@ struct MixedPrecisionPass : public kiln::impl::MixedPrecisionBase<MixedPrecision
       if (!isa<ExpertDispatchOp>(op))
         castOnce(op->getResult(0), fqn);
     }
+    // After the linears: a value that is a rounded linear's result seen
+    // through a reshape is not cast twice.
+    for (AttentionOp op : attentions)
+      for (Value operand : {op.getQ(), op.getK(), op.getV()})
+        castOnce(operand, op.getFqn());
+  }
+
+  /// A cast's result, or one seen through reshapes: rounding it again would
+  /// change nothing.
+  static bool isRounded(Value value) {
+    while (auto reshape = value.getDefiningOp<ReshapeOp>())
+      value = reshape.getInput();
+    return static_cast<bool>(value.getDefiningOp<CastOp>());
   }
 
   /// A kernel in place of kiln.grouped_experts: in the op's layout (x

@@ -1,7 +1,7 @@
 """The loss of a Qwen3 checkpoint on a token batch, in pure Python (double
 precision), optionally with torchtitan's bf16 casts where kiln-mixed-precision
-puts them: every parameter, each linear's input and output, rounded to bf16
-(round to nearest even). An independent reference for check-hlo.test.
+puts them: every parameter, each linear's input and output, attention's
+queries and keys after rope, rounded to bf16 (round to nearest even). An independent reference for check-hlo.test.
 
 usage: qwen3_forward.py MODEL_DIR TOKENS_JSON [float32|bfloat16]
 """
@@ -80,8 +80,8 @@ for sequence in json.load(open(tokens_path)):
         k = split_heads(linear(x, param(p + "self_attn.k_proj.weight")), kv_heads,
                         param(p + "self_attn.k_norm.weight"))
         v = split_heads(linear(x, param(p + "self_attn.v_proj.weight")), kv_heads)
-        q = [[rope(hv, pos) for hv in row] for pos, row in enumerate(q)]
-        k = [[rope(hv, pos) for hv in row] for pos, row in enumerate(k)]
+        q = [[[round_bf16(x) for x in rope(hv, pos)] for hv in row] for pos, row in enumerate(q)]
+        k = [[[round_bf16(x) for x in rope(hv, pos)] for hv in row] for pos, row in enumerate(k)]
         attn = []
         for t in range(len(ids)):
             row = []

@@ -13,6 +13,15 @@
 // With TP2 and sequence parallelism: the residual stream over [cp, tp], the
 // heads over tp, the keys and values gathered over cp alone.
 // RUN: kiln-opt %s --kiln-training --kiln-shard="cp=2 tp=2 sequence-parallel=true tp-plan=layers.*.wq=colwise,layers.*.wk=colwise,layers.*.wv=colwise,layers.*.wo=rowwise" --kiln-partition | FileCheck %s --check-prefix=TPSP
+// bf16 mixed precision: the keys are cast after rope (attention's operands
+// are bf16, as torchtitan's SDPA takes them), so the gathers move bf16 once
+// kiln-hlo-sink-converts sinks the widening convert below them; the values
+// are the wv linear's cast result already. dk and dv are reduced in float32
+// (then rounded, the casts' VJPs).
+// RUN: kiln-opt %s --kiln-training="param-dtype=bfloat16" --kiln-shard="cp=2" --kiln-partition \
+// RUN:   | FileCheck %s --check-prefix=BF16
+// RUN: kiln-opt %s --kiln-training="param-dtype=bfloat16" --kiln-shard="cp=2" --kiln-partition \
+// RUN:   --kiln-lower-to-hlo=func=train_step --kiln-hlo-sink-converts --cse | FileCheck %s --check-prefix=HLO
 // A sequence the degree x 2 does not divide, and what does not compose yet.
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="cp=3" 2>&1 | FileCheck %s --check-prefix=UNEVEN
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="cp=2 pp=2" 2>&1 | FileCheck %s --check-prefix=PP
@@ -84,3 +93,20 @@ func.func @loss(%ids: tensor<2x8xi64> {kiln.input = "input_ids"},
 
 // UNEVEN: kiln-shard: input 'input_ids' has a sequence of 8, not divisible by 6 (cp=3 x 2 head-tail chunks)
 // PP: kiln-shard: cp=2 with pp=2: context parallelism does not compose with pipeline parallelism yet
+
+// BF16-LABEL: func.func @train_step(
+// BF16: %q_out, %k_out = kiln.rope
+// BF16-NEXT: %[[KB:.*]] = kiln.cast %k_out {fqn = "layers.0.attention.inner_attention", {{.*}}to = bf16}
+// BF16-NEXT: %[[QB:.*]] = kiln.cast %q_out {fqn = "layers.0.attention.inner_attention", {{.*}}to = bf16}
+// BF16-NEXT: %[[KALL:.*]] = shard.all_gather %[[KB]] on @grid grid_axes = [2] gather_axis = 1
+// BF16-NEXT: %[[VALL:.*]] = shard.all_gather
+// BF16-NEXT: kiln.attention %[[QB]], %[[KALL]], %[[VALL]]
+// BF16: %q_grad, %k_grad, %v_grad = kiln.attention_backward
+// BF16-NEXT: %[[DK:.*]] = shard.reduce_scatter %k_grad on @grid grid_axes = [2] scatter_axis = 1 : tensor<2x8x2x2xf32> -> tensor<2x4x2x2xf32>
+// BF16: kiln.cast %[[DK]] {fqn = "layers.0.attention.inner_attention", to = bf16}
+
+// HLO-LABEL: func.func @train_step(
+// HLO: hlo.all_gather %{{.*}} {all_gather_dim = 1 : i64, replica_groups = dense<{{\[\[}}0, 1]]> : tensor<1x2xi64>} : (tensor<2x4x2x2xbf16>) -> tensor<2x8x2x2xbf16>
+// HLO-NEXT: hlo.
+// HLO-NEXT: hlo.all_gather %{{.*}} {all_gather_dim = 1 : i64, replica_groups = dense<{{\[\[}}0, 1]]> : tensor<1x2xi64>} : (tensor<2x4x2x2xbf16>) -> tensor<2x8x2x2xbf16>
+// HLO: hlo.reduce_scatter %{{.*}} : (tensor<2x8x2x2xf32>) -> tensor<2x4x2x2xf32>

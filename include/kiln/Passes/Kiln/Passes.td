@@ -40,7 +40,9 @@ def MixedPrecision : Pass<"kiln-mixed-precision", "mlir::ModuleOp"> {
     kiln-autodiff) to torchtitan's mixed precision with `kiln.cast`: every
     float parameter where it enters (FSDP2's MixedPrecisionPolicy casts the
     gathered parameters to param_dtype), and the activation operand and the
-    result of every `kiln.linear` (bf16 matmul inputs and outputs); the rest
+    result of every `kiln.linear` (bf16 matmul inputs and outputs), and the
+    queries and keys of every `kiln.attention` after rope (SDPA's bf16
+    operands; its values are a linear's cast result already); the rest
     computes in float32 on those values. Each value is cast once, whatever
     its number of uses. Differentiation then rounds the cotangent of each
     cast value (bf16 gradients), while the master weights, AdamW's state and
