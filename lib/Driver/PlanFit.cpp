@@ -234,7 +234,7 @@ ProfileFit fitProfile(const PublishedRuns &published, const std::string &target,
   std::vector<std::unique_ptr<FitRun>> runs;
   for (size_t i = 0; i < published.runs.size(); ++i) {
     const PublishedRun &run = published.runs[i];
-    if (!run.checked || run.target != target)
+    if (!run.checked || !run.fit || run.target != target)
       continue;
     auto r = std::make_unique<FitRun>();
     r->run = &run;

@@ -81,6 +81,7 @@ PublishedRun parseRun(const JsonObject &run) {
   out.layout = named.getString("layout");
   out.notes = named.has("notes") ? named.getString("notes") : "";
   out.checked = named.has("checked") ? named.getBool("checked") : true;
+  out.fit = named.has("fit") ? named.getBool("fit") : true;
   out.devices = named.getInt("devices");
   if (out.devices < 1)
     fail("{}: 'devices' must be at least 1, got {}", where, out.devices);
@@ -204,7 +205,10 @@ std::string formatValidation(const PlanValidation &validation) {
   for (const ValidatedRun &run : validation.runs) {
     const PublishedRun &p = run.published;
     out += fmt::format("{}{}\n  source: {}\n  setting: {}\n  Kiln layout: {}\n", p.name,
-                       p.checked ? "" : " (not checked)", p.source, p.setting, p.layout);
+                       !p.checked ? " (not checked)"
+                       : !p.fit   ? " (checked, left out of kiln plan --fit)"
+                                  : "",
+                       p.source, p.setting, p.layout);
     unchecked += !run.published.checked;
     for (const ValidatedFigure &figure : run.figures) {
       const FigureKind &kind = *figureKind(figure.name);
@@ -254,6 +258,7 @@ json validationToJson(const PlanValidation &validation) {
     runs.push_back({{"name", run.published.name},
                     {"source", run.published.source},
                     {"checked", run.published.checked},
+                    {"fit", run.published.fit},
                     {"figures", figures},
                     {"planning_seconds", run.planningSeconds}});
   }

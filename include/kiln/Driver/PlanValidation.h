@@ -28,6 +28,11 @@ struct PublishedRun {
   /// False for a run Kiln cannot express yet: planned and reported, not
   /// asserted (nor fitted).
   bool checked = true;
+  /// False for a run whose figures rest on what Kiln does not model (Float8
+  /// matmuls, a layout only near the published one): checked against its
+  /// tolerance, left out of kiln plan --fit so that it does not bend a
+  /// target's factors.
+  bool fit = true;
   /// The plan: a built-in target or a profile file, nodes, and the run
   /// config as --section.key=value words.
   std::string target;

@@ -15,6 +15,7 @@ for run, got in zip(runs, report):
     assert set(got["figures"]) == set(run["published"]), (run["name"], got["figures"].keys())
     is_checked = run.get("checked", True)
     assert got["checked"] == is_checked, run["name"]
+    assert got["fit"] == run.get("fit", True), run["name"]
     for name, published in run["published"].items():
         f = got["figures"][name]
         assert f["published"] == published, (run["name"], name)
