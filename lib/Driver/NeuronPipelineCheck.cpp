@@ -19,6 +19,7 @@
 #include "kiln/Driver/CpuReferenceStep.h"
 #include "kiln/Driver/HloRankArrays.h"
 #include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Driver/RankSlices.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Error.h"
@@ -74,6 +75,12 @@ bool checkPipelinedNeuronArtifacts(const TrainConfig &config, const std::string 
   int64_t stages = pipeline["stages"].get<int64_t>(), m = pipeline["microbatches"].get<int64_t>(),
           runs = pipeline["schedule_runs_per_step"].get<int64_t>();
   bool partitioned = pipeline["stage_partitioned"].get<bool>();
+  SequenceLayout sequence{top["batch"].value("head_tail_chunks", int64_t(0))};
+  if (sequence.headTailChunks &&
+      !SequenceLayout::validChunks(sequence.headTailChunks, top["batch"]["seq_len"].get<int64_t>()))
+    fail("check-hlo: {}/manifest.json: 'batch.head_tail_chunks' ({}) must be even (2 x the "
+         "context-parallel degree) and divide 'batch.seq_len'",
+         dir, sequence.headTailChunks);
   std::vector<int64_t> grid;
   std::vector<std::string> axisNames;
   for (const json &g : top["grid"]) {
@@ -115,7 +122,7 @@ bool checkPipelinedNeuronArtifacts(const TrainConfig &config, const std::string 
         partitioned ? stackedMicrobatch(pieces, run, j, dp, m)
                     : microbatchPiece(pieces, run,
                                       dp > 1 ? hlo::gridGroupIndex(grid, dpAxes, r) : 0, j, dp, m);
-    HloArray a = arrayOf(labels ? rows.labels : rows.inputIds);
+    HloArray a = arrayOf(laidOutSequence(labels ? rows.labels : rows.inputIds, sequence));
     if (partitioned)
       a = sliceFor(a, p, grid, axisNames, r);
     a.type = xla::S32; // the module's integers

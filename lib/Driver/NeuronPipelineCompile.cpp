@@ -323,6 +323,10 @@ void compilePipelineForNeuron(const TrainConfig &config, const Qwen3Config &mode
   manifest["batch"] = {{"global", config.training.globalBatch(layout.dataParallelDegree())},
                        {"per_data_parallel_rank", config.training.localBatchSize},
                        {"seq_len", config.training.seqLen}};
+  // As the unpipelined manifest: the runtime lays each input's sequence out
+  // head-tail before slicing it over cp.
+  if (int64_t chunks = layout.sequenceLayout().headTailChunks)
+    manifest["batch"]["head_tail_chunks"] = chunks;
   manifest["mixed_precision"] = {{"param", wordOf(PrecisionDtype(options->paramDtype))},
                                  {"reduce", wordOf(config.training.mixedPrecisionReduce)}};
   manifest["grid"] = json::array();
@@ -375,14 +379,14 @@ void compilePipelineForNeuron(const TrainConfig &config, const Qwen3Config &mode
     fail("compile: cannot write the artifacts to '{}': {}", outDir, e.what());
   }
 
-  fmt::print("compiled {} for {} (LNC {}) under pipeline parallelism: {} ranks (pp {} x "
-             "dp_replicate {} x dp_shard {} x tp {}{}), {} stages under {}, {} microbatches of {} "
-             "rows per data-parallel rank\n",
-             model.name, wordOf(*config.target.name), config.target.lnc, layout.worldSize(),
-             layout.pp, layout.dpReplicate, layout.dpShard, layout.tp,
-             layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(),
-             schedule.numStages(), wordOf(schedule.kind), schedule.microbatches,
-             layout.microbatchSize);
+  fmt::print(
+      "compiled {} for {} (LNC {}) under pipeline parallelism: {} ranks (pp {} x "
+      "dp_replicate {} x dp_shard {}{} x tp {}{}), {} stages under {}, {} microbatches of {} "
+      "rows per data-parallel rank\n",
+      model.name, wordOf(*config.target.name), config.target.lnc, layout.worldSize(), layout.pp,
+      layout.dpReplicate, layout.dpShard, layout.cpSummary(), layout.tp,
+      layout.expertsSummary().empty() ? "" : ", " + layout.expertsSummary(), schedule.numStages(),
+      wordOf(schedule.kind), schedule.microbatches, layout.microbatchSize);
   for (const StageModule &m : modules)
     fmt::print("  {:<18} {:>7} HLO instructions, {} replica-group lists\n", m.name, m.instructions,
                m.communicators);

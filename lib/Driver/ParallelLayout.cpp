@@ -89,10 +89,6 @@ ParallelLayout ParallelLayout::resolve(const TrainConfig::Parallelism &o,
     fail("parallelism.expert_dispatch=all_to_all needs a MoE model; {} has no expert layers",
          model.name);
   if (l.cp > 1) {
-    if (l.pp > 1)
-      fail("parallelism.context_parallel_degree={} with pipeline_parallel_degree={}: context "
-           "parallelism does not compose with pipeline parallelism yet",
-           l.cp, l.pp);
     int64_t blocks = l.cpHeadTail ? 2 * l.cp : l.cp;
     if (seqLen % blocks)
       fail("training.seq_len={} must be divisible by {} (parallelism.context_parallel_degree={}{})",

@@ -54,6 +54,7 @@ PipelineTraining::PipelineTraining(const Qwen3Config &model, const ParallelLayou
     replica_ = replica_ * grid.shape()[a] + grid.coordinates()[a];
   }
   rowGroups_ = partitioned_ ? layout.dataParallelDegree() : replicas_;
+  sequence_ = layout.sequenceLayout();
   pipelineRank_ = grid.coordinates()[ppAxis];
   execution_.grid = &grid;
   execution_.rank = grid.rank();
@@ -214,7 +215,8 @@ PipelineTraining::runMicrobatches(const std::vector<InputsAndLabels> &pieces, in
                                   "input_ids", &InputsAndLabels::inputIds},
                               {"labels", &InputsAndLabels::labels}})
       if (auto sharding = inputShardings_.find(name); sharding != inputShardings_.end())
-        global.*part = rankSlice(grid_, sharding->second, std::move(global.*part));
+        global.*part =
+            rankSlice(grid_, sharding->second, laidOutSequence(std::move(global.*part), sequence_));
     microbatches.push_back(std::move(global));
   }
   return microbatches;

@@ -512,10 +512,10 @@ int runTrainingJob(const TrainConfig &config) {
   for (const std::vector<std::string> &modules : layout.stages.modules)
     stages += fmt::format("{}{}", stages.empty() ? "" : " | ", fmt::join(modules, " "));
   if (layout.pp > 1)
-    fmt::print("parallelism: {} ranks, pp {} x dp_replicate {} x dp_shard {} x tp {}: {} stages "
+    fmt::print("parallelism: {} ranks, pp {} x dp_replicate {} x dp_shard {}{} x tp {}: {} stages "
                "({}), {} microbatches of {} rows under {}; global batch {}\n",
-               layout.worldSize(), layout.pp, layout.dpReplicate, layout.dpShard, layout.tp,
-               layout.stages.numStages(), stages,
+               layout.worldSize(), layout.pp, layout.dpReplicate, layout.dpShard,
+               layout.cpSummary(), layout.tp, layout.stages.numStages(), stages,
                trainer.config().training.localBatchSize / layout.microbatchSize,
                layout.microbatchSize, wordOf(layout.schedule), trainer.globalBatchSize());
   else if (layout.worldSize() > 1)

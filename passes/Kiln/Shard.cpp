@@ -75,12 +75,6 @@ struct ShardPass : public kiln::impl::ShardBase<ShardPass> {
       module.emitError() << "kiln-shard: dp-replicate, dp-shard, tp, ep, cp and pp must be >= 1";
       return signalPassFailure();
     }
-    if (cp > 1 && pp > 1) {
-      module.emitError() << "kiln-shard: cp=" << int64_t(cp) << " with pp=" << int64_t(pp)
-                         << ": context parallelism does not compose with pipeline parallelism "
-                            "yet";
-      return signalPassFailure();
-    }
     if (dpShard % ep) {
       module.emitError() << "kiln-shard: ep=" << int64_t(ep) << " must divide dp-shard="
                          << int64_t(dpShard) << " (expert parallelism borrows dp_shard's ranks)";

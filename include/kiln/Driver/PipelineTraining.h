@@ -139,6 +139,9 @@ private:
   /// replicas, or every data-parallel rank of partitioned stages.
   bool partitioned_ = false;
   int64_t rowGroups_ = 1;
+  /// The order of each sequence's tokens before it is sliced over cp
+  /// (torchtitan's head-tail chunks, or natural).
+  SequenceLayout sequence_;
   /// How partitioned stages split each parameter (and its moments) and
   /// each data input, by HF key or input name; absent: whole.
   std::map<std::string, Sharding> shardings_, inputShardings_;

@@ -22,9 +22,12 @@
 // RUN:   | FileCheck %s --check-prefix=BF16
 // RUN: kiln-opt %s --kiln-training="param-dtype=bfloat16" --kiln-shard="cp=2" --kiln-partition \
 // RUN:   --kiln-lower-to-hlo=func=train_step --kiln-hlo-sink-converts --cse | FileCheck %s --check-prefix=HLO
-// A sequence the degree x 2 does not divide, and what does not compose yet.
+// A sequence the degree x 2 does not divide.
 // RUN: not kiln-opt %s --kiln-training --kiln-shard="cp=3" 2>&1 | FileCheck %s --check-prefix=UNEVEN
-// RUN: not kiln-opt %s --kiln-training --kiln-shard="cp=2 pp=2" 2>&1 | FileCheck %s --check-prefix=PP
+// With pp (the stages' grid, outermost, as torchtitan's mesh): cp sits
+// inside each stage's ranks. kiln train's pipelined runs shard their stage
+// functions on this grid (test/CLI/train-cp.test).
+// RUN: kiln-opt %s --kiln-training --kiln-shard="cp=2 pp=2" | FileCheck %s --check-prefix=PP
 
 func.func @loss(%ids: tensor<2x8xi64> {kiln.input = "input_ids"},
                 %labels: tensor<2x8xi64> {kiln.input = "labels"},
@@ -92,7 +95,8 @@ func.func @loss(%ids: tensor<2x8xi64> {kiln.input = "input_ids"},
 // TPSP: kiln.add {{.*}}fqn = "layers.0.attention_residual"{{.*}} -> tensor<2x2x8xf32>
 
 // UNEVEN: kiln-shard: input 'input_ids' has a sequence of 8, not divisible by 6 (cp=3 x 2 head-tail chunks)
-// PP: kiln-shard: cp=2 with pp=2: context parallelism does not compose with pipeline parallelism yet
+// PP: module attributes {kiln.grid_axes = ["pp", "dp_replicate", "dp_shard", "cp", "tp"], kiln.head_tail_chunks = 4 : i64}
+// PP-NEXT: shard.grid @grid(shape = 2x1x1x2x1)
 
 // BF16-LABEL: func.func @train_step(
 // BF16: %q_out, %k_out = kiln.rope
