@@ -186,6 +186,7 @@ json cpuStepIdentity(const TrainConfig &config, const Qwen3Config &model,
 }
 
 void compileForCpu(const TrainConfig &given, const std::string &outDir) {
+  given.refusePlanOnly("compile");
   Clock::time_point start = Clock::now();
   TrainConfig config = given;
   Qwen3Config model = config.model.resolve();

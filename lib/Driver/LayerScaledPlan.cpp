@@ -242,9 +242,9 @@ std::optional<int64_t> layerPeriod(const TrainConfig &config) {
   return period;
 }
 
-std::optional<StepPlan> planScaledFromLayers(const TrainConfig &config,
-                                             const TargetProfile &target, int64_t nodes,
-                                             mlir::TimingScope *timing) {
+std::optional<StepPlan> planScaledFromLayers(const TrainConfig &config, const TargetProfile &given,
+                                             int64_t nodes, mlir::TimingScope *timing) {
+  TargetProfile target = targetForRun(config, given);
   PlannedRun whole = resolvePlannedRun(config, target, nodes);
   std::optional<int64_t> period = layerPeriod(whole.config);
   if (!period)

@@ -185,6 +185,7 @@ TargetProfile neuronRankProfile(const TrainConfig::Target &target) {
     profile.memoryBytes /= 2;
     profile.runtimeReserveBytes /= 2;
     profile.matmulPeakFlops /= 2;
+    profile.float8PeakFlops /= 2;
     profile.vectorPeakFlops /= 2;
     profile.memoryBandwidth /= 2;
     profile.name += " at LNC 1";
@@ -197,6 +198,7 @@ std::string neuronxCommand(TargetName target, int64_t lnc) {
 }
 
 void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool allowOversize) {
+  given.refusePlanOnly("compile");
   TrainConfig config = given;
   config.target.name = given.target.nameOr(TargetName::Trn2);
   // A rank of the target (and a target that is not Neuron's refused).

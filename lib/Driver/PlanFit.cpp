@@ -257,7 +257,8 @@ ProfileFit fitProfile(const PublishedRuns &published, const std::string &target,
     } catch (const Error &e) {
       fail("{}: runs[{}]: run '{}': the plan failed: {}", published.source, i, run.name, e.what());
     }
-    r->precision = std::make_unique<ValuePrecision>(r->captured.step, profile.precision);
+    r->precision = std::make_unique<ValuePrecision>(
+        r->captured.step, targetForRun(TrainConfig::load("", run.config), profile).precision);
     if (memory)
       r->peakBytes = planMemory(r->captured.step, r->precision.get()).peakBytes;
     runs.push_back(std::move(r));

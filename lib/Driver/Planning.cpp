@@ -35,8 +35,24 @@ MachineProbe thisMachine() {
   return probe;
 }
 
-StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &target, int64_t nodes,
+TargetProfile targetForRun(const TrainConfig &config, const TargetProfile &target) {
+  TargetProfile run = target;
+  if (!config.float8Linears())
+    return run;
+  if (run.float8PeakFlops <= 0)
+    fail("plan: model.converters=[\"float8\"] on {}, whose profile ({}) states no Float8 rate "
+         "(peak_flops_per_rank.matmul_float8)",
+         target.name, target.source);
+  PrecisionPolicy::Float8Linears &f8 = run.precision.float8;
+  f8.enabled = true;
+  f8.weightGradientHighPrecision = config.float8.recipeName == Float8Recipe::RowwiseWithGwHp;
+  f8.filterFqns = config.float8.filterFqns;
+  return run;
+}
+
+StepPlan planTrainingRun(const TrainConfig &config, const TargetProfile &given, int64_t nodes,
                          mlir::TimingScope *timing) {
+  TargetProfile target = targetForRun(config, given);
   PlannedRun planned = resolvePlannedRun(config, target, nodes);
   if (planned.layout.pp > 1)
     return planPipelinedRun(planned, target, timing);

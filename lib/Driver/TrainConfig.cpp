@@ -52,6 +52,16 @@ template <typename E> struct ClosedSetOf<std::optional<E>> {
 };
 template <typename T> constexpr bool isClosedSet = !std::is_void_v<typename ClosedSetOf<T>::type>;
 
+/// E where T is a list of a closed set's words (std::vector<E>), else void.
+template <typename T> struct ClosedSetListOf {
+  using type = void;
+};
+template <typename E> struct ClosedSetListOf<std::vector<E>> {
+  using type = std::conditional_t<std::is_enum_v<E>, E, void>;
+};
+template <typename T>
+constexpr bool isClosedSetList = !std::is_void_v<typename ClosedSetListOf<T>::type>;
+
 /// The JSON kind of a member type: its check and the phrase naming it.
 template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
   if constexpr (std::is_same_v<T, std::string> || isClosedSet<T>)
@@ -67,7 +77,7 @@ template <typename T> std::pair<const char *, bool (*)(const json &)> kindOf() {
     return {"must be true or false", [](const json &v) { return v.is_boolean(); }};
   else if constexpr (std::is_same_v<T, json>)
     return {"must be a list of override rules", [](const json &v) { return v.is_array(); }};
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+  else if constexpr (std::is_same_v<T, std::vector<std::string>> || isClosedSetList<T>)
     return {"must be a list of strings or one comma-separated string", [](const json &v) {
               return v.is_string() ||
                      (v.is_array() && std::all_of(v.begin(), v.end(),
@@ -104,7 +114,12 @@ template <typename T> T fromJson(const json &v) {
     return v.is_null() ? std::nullopt : std::optional<double>(v.get<double>());
   else if constexpr (std::is_same_v<T, json>)
     return v;
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+  else if constexpr (isClosedSetList<T>) {
+    T values;
+    for (const std::string &word : fromJson<std::vector<std::string>>(v))
+      values.push_back(parseWord<typename ClosedSetListOf<T>::type>(word).value());
+    return values;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     if (v.is_array())
       return v.get<std::vector<std::string>>();
     // "a.json,b.json", as torchtitan's list options read on a command line.
@@ -129,11 +144,17 @@ template <typename T> json toJsonValue(const T &value) {
     return value ? std::string(wordOf(*value)) : std::string();
   else if constexpr (std::is_same_v<T, std::optional<double>>)
     return value ? json(*value) : json(nullptr);
-  else
+  else if constexpr (isClosedSetList<T>) {
+    json words = json::array();
+    for (auto v : value)
+      words.push_back(std::string(wordOf(v)));
+    return words;
+  } else
     return json(value);
 }
 
 Rule oneOf(std::vector<std::string> choices, bool ignoreCase = false);
+Rule eachOneOf(std::vector<std::string> choices);
 Rule orUnset(Rule rule);
 
 /// A key of TrainConfig::*sec's `member`, checked by `rule`: by default, for
@@ -148,6 +169,9 @@ Field field(const char *section, const char *key, const char *description, S Tra
         rule = orUnset(*rule);
     }
   }
+  if constexpr (isClosedSetList<T>)
+    if (!rule)
+      rule = eachOneOf(wordsOf<typename ClosedSetListOf<T>::type>());
   auto [kindText, isKind] = kindOf<T>();
   return {section,
           key,
@@ -207,6 +231,16 @@ Rule oneOf(std::vector<std::string> choices, bool ignoreCase) {
           }};
 }
 
+Rule eachOneOf(std::vector<std::string> choices) {
+  Rule one = oneOf(choices);
+  return {"each " + one.what, [ok = one.ok](const json &v) {
+            for (const std::string &item : fromJson<std::vector<std::string>>(v))
+              if (!ok(json(item)))
+                return false;
+            return true;
+          }};
+}
+
 const std::vector<Field> &fields() {
   using C = TrainConfig;
   static const std::vector<Field> table = {
@@ -214,6 +248,12 @@ const std::vector<Field> &fields() {
             &C::model, &C::Model::hfPath),
       field("model", "flavor", "a built-in Qwen3 flavor, randomly initialised (kiln capture --list-flavors); or model.hf_path",
             &C::model, &C::Model::flavor),
+      field("model", "converters", "[\"float8\"]: torchao's Float8 linears, priced by kiln plan (kiln train and compile refuse them)",
+            &C::model, &C::Model::converters),
+      field("float8", "recipe_name", "Float8 scaling: tensorwise and rowwise run a linear's three GEMMs in float8, rowwise_with_gw_hp keeps the weight gradient's in bf16",
+            &C::float8, &C::Float8::recipeName),
+      field("float8", "filter_fqns", "linears whose fqn contains one of these stay in bf16 (torchtitan's Dec 2024 runs: output)",
+            &C::float8, &C::Float8::filterFqns),
 
       field("training", "steps", "optimizer steps to run",
             &C::training, &C::Training::steps, positive()),
@@ -619,6 +659,18 @@ int64_t TrainConfig::Training::microbatches(int64_t dp) const {
          "x the data-parallel degree {} (dp_replicate x dp_shard)",
          globalBatchSize, localBatchSize, dp);
   return globalBatchSize / perStep;
+}
+
+bool TrainConfig::float8Linears() const {
+  return std::find(model.converters.begin(), model.converters.end(), ModelConverter::Float8) !=
+         model.converters.end();
+}
+
+void TrainConfig::refusePlanOnly(const char *command) const {
+  if (float8Linears())
+    fail("{}: model.converters=[\"float8\"]: Kiln's runtime and its Neuron artifacts compute "
+         "in float32 and bf16; Float8 linears are priced by kiln plan only",
+         command);
 }
 
 std::vector<OverrideRule> TrainConfig::overrideRules() const {

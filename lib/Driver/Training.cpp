@@ -191,6 +191,7 @@ ParallelLayout resolveRunLayout(TrainConfig &config, const Qwen3Config &model,
 
 Trainer::Trainer(const TrainConfig &given, const std::string &resumeDir) : config_(given) {
   const TrainConfig &config = config_;
+  config.refusePlanOnly("train");
   model_ = config.model.resolve();
   MpiWorld &world = MpiWorld::get();
   layout_ = resolveRunLayout(config_, model_, world.size());

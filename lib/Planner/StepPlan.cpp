@@ -137,6 +137,8 @@ nlohmann::json planToJson(const StepPlan &plan) {
       {"flops_per_rank", flopsJson(plan.schedule.flops)},
       {"recompute_flops_per_rank", flopsJson(plan.schedule.recomputeFlops)},
       {"recompute_seconds", plan.schedule.recomputeSeconds},
+      {"float8_gemms", plan.schedule.float8Gemms},
+      {"float8_seconds", plan.schedule.float8Seconds},
       {"tokens_per_second_per_device", plan.tokensPerSecondPerDevice},
       {"tflops_per_device", plan.tflopsPerDevice},
       {"mfu", plan.mfu},
@@ -260,6 +262,12 @@ std::string formatPlan(const StepPlan &plan) {
                        "per rank)\n",
                        seconds(plan.schedule.recomputeSeconds),
                        plan.schedule.recomputeFlops);
+  if (plan.schedule.float8Gemms > 0)
+    out += fmt::format("  Float8 linears: {} GEMMs in float8, {:.0f}% of the FLOPs, {} with their "
+                       "operands' casts\n",
+                       plan.schedule.float8Gemms,
+                       100 * plan.schedule.float8Flops / std::max(1.0, plan.schedule.flops),
+                       seconds(plan.schedule.float8Seconds));
   if (plan.fits) {
     out += fmt::format("throughput: {:.1f} tokens/s per device, {:.1f} TFLOPS per device, "
                        "MFU {:.1f}% ({:.4g} FLOPs/token, {} tokens per step)\n",

@@ -93,6 +93,33 @@ std::optional<double> timedGemmSeconds(CostOpInterface cost, double flops,
   return seconds + rest + target.efficiency.opOverheadSeconds;
 }
 
+/// The bytes of casting `op`'s two GEMM operands to float8 where `op` is a
+/// linear's GEMM that torchtitan's float8 converter runs in float8 (its
+/// fqn in no filter, the weight's dimensions multiples of 16 as torchao
+/// requires; the weight gradient's GEMM stays bf16 under
+/// rowwise_with_gw_hp); nullopt otherwise. Each operand is scaled and cast
+/// from bf16 first, as eager torchao does: a pass for its amax (2 bytes an
+/// element) and one casting it (2 read, 1 written).
+std::optional<int64_t> float8CastBytes(Operation *op, const ValuePrecision &precision) {
+  const PrecisionPolicy::Float8Linears &f8 = precision.float8();
+  if (!f8.enabled || !isa<LinearOp, LinearBackwardDataOp, LinearBackwardWeightOp>(op))
+    return std::nullopt;
+  if (f8.weightGradientHighPrecision && isa<LinearBackwardWeightOp>(op))
+    return std::nullopt;
+  StringRef fqn = fqnOf(op);
+  for (const std::string &filter : f8.filterFqns)
+    if (fqn.contains(filter))
+      return std::nullopt;
+  auto weight = cast<RankedTensorType>(
+      isa<LinearBackwardWeightOp>(op) ? op->getResult(0).getType() : op->getOperand(1).getType());
+  if (llvm::any_of(weight.getShape(), [](int64_t d) { return d % 16 != 0; }))
+    return std::nullopt;
+  int64_t elements = 0;
+  for (Value operand : op->getOperands().take_front(2))
+    elements += cast<RankedTensorType>(operand.getType()).getNumElements();
+  return 5 * elements;
+}
+
 struct Node {
   Operation *op;
   bool communication = false;
@@ -158,9 +185,19 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
       n.record.bytes = scaledBytes(cost, precision);
       std::optional<double> timed = timedGemmSeconds(cost, n.record.flops, target);
       n.record.gemmsTimed = timed.has_value();
-      n.seconds = timed ? *timed
-                        : rooflineSeconds(n.record.flops, n.record.bytes, n.record.opClass,
-                                          target, &n.record.memoryBound);
+      if (std::optional<int64_t> casts = float8CastBytes(op, precision)) {
+        // The GEMM at the Float8 rate, after its operands' casts.
+        n.record.float8 = true;
+        double gemm = n.record.flops / (target.float8PeakFlops * target.efficiency.matmul);
+        double memory = double(n.record.bytes) / target.achievedMemoryBandwidth();
+        n.record.memoryBound = memory > gemm;
+        n.seconds = std::max(gemm, memory) + double(*casts) / target.achievedMemoryBandwidth() +
+                    target.efficiency.opOverheadSeconds;
+      } else {
+        n.seconds = timed ? *timed
+                          : rooflineSeconds(n.record.flops, n.record.bytes, n.record.opClass,
+                                            target, &n.record.memoryBound);
+      }
     }
     if (!n.record.fqn.empty()) {
       std::string key = moduleKey(n.record.fqn);
@@ -274,6 +311,11 @@ StepSchedule scheduleStep(func::FuncOp fn, const TargetProfile &target,
       if (isRecomputed(nodes[next].op)) {
         schedule.recomputeSeconds += nodes[next].seconds;
         schedule.recomputeFlops += nodes[next].record.flops;
+      }
+      if (nodes[next].record.float8) {
+        ++schedule.float8Gemms;
+        schedule.float8Flops += nodes[next].record.flops;
+        schedule.float8Seconds += nodes[next].seconds;
       }
       ++next;
       skipCommunication();

@@ -218,6 +218,10 @@ TargetProfile parseTargetProfile(const std::string &text, const std::string &sou
   t.precision.optimizerBytes = r.dtypeBytes("precision.optimizer");
   t.matmulPeakFlops = r.number("peak_flops_per_rank.matmul", kFlops, probe.sgemmFlops);
   t.vectorPeakFlops = r.number("peak_flops_per_rank.vector", kFlops, probe.sgemmFlops);
+  // Optional: a target without a Float8 rate plans no Float8 linears.
+  if (root.contains("peak_flops_per_rank") && root["peak_flops_per_rank"].is_object() &&
+      root["peak_flops_per_rank"].contains("matmul_float8"))
+    t.float8PeakFlops = r.number("peak_flops_per_rank.matmul_float8", kFlops);
   std::function<double()> memoryBytes;
   if (probe.memoryBytes)
     memoryBytes = [&] { return double(probe.memoryBytes()); };

@@ -514,6 +514,88 @@ TEST(PlannerTest, FlopCountsPrintAsIntegersBelowInt64) {
   EXPECT_EQ(j["recompute_flops_per_rank"].dump(), "0");
 }
 
+// Float8 linears (torchtitan's float8 converter) on p5: a linear's GEMMs
+// run at H100's FP8 rate (1,979 TFLOPS x the matmul efficiency), after a
+// pass for each operand's amax and one casting it (2 + 2 + 1 bytes an
+// element); the filtered output projection, a weight whose dimensions are
+// not multiples of 16 and, under rowwise_with_gw_hp, the weight gradient
+// keep the bf16 roofline.
+TEST(PlannerTest, Float8LinearsRunTheirGemmsAtTheFloat8Rate) {
+  mlir::MLIRContext context;
+  loadKilnDialects(context);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @f(%x: tensor<1x8192x1024xf32>, %w: tensor<2048x1024xf32>, %dy: tensor<1x8192x2048xf32>,
+                 %odd: tensor<1000x1024xf32>) -> (tensor<1x8192x2048xf32>, tensor<1x8192x2048xf32>,
+                 tensor<1x8192x1024xf32>, tensor<2048x1024xf32>, tensor<1x8192x1000xf32>) {
+      %y = kiln.linear %x, %w {fqn = "layers.0.feed_forward.w1"} : (tensor<1x8192x1024xf32>, tensor<2048x1024xf32>) -> tensor<1x8192x2048xf32>
+      %o = kiln.linear %x, %w {fqn = "output"} : (tensor<1x8192x1024xf32>, tensor<2048x1024xf32>) -> tensor<1x8192x2048xf32>
+      %dx = kiln.linear_backward_data %dy, %w {fqn = "layers.0.feed_forward.w1"} : (tensor<1x8192x2048xf32>, tensor<2048x1024xf32>) -> tensor<1x8192x1024xf32>
+      %dw = kiln.linear_backward_weight %dy, %x {fqn = "layers.0.feed_forward.w1"} : (tensor<1x8192x2048xf32>, tensor<1x8192x1024xf32>) -> tensor<2048x1024xf32>
+      %z = kiln.linear %x, %odd {fqn = "layers.0.feed_forward.w3"} : (tensor<1x8192x1024xf32>, tensor<1000x1024xf32>) -> tensor<1x8192x1000xf32>
+      return %y, %o, %dx, %dw, %z : tensor<1x8192x2048xf32>, tensor<1x8192x2048xf32>, tensor<1x8192x1024xf32>, tensor<2048x1024xf32>, tensor<1x8192x1000xf32>
+    })mlir",
+                                                        &context);
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  TargetProfile p5 = loadTargetProfile("p5.48xlarge", fakeProbe());
+  ASSERT_DOUBLE_EQ(p5.float8PeakFlops, 1.979e15);
+  TargetProfile f8 = p5;
+  f8.precision.float8 = {true, false, {"output"}};
+  StepSchedule bf16 = scheduleStep(fn, p5, ValuePrecision(fn, p5.precision));
+  StepSchedule fp8 = scheduleStep(fn, f8, ValuePrecision(fn, f8.precision));
+  ASSERT_EQ(bf16.ops.size(), 5u);
+  ASSERT_EQ(fp8.ops.size(), 5u);
+  double rate = 1.979e15 * p5.efficiency.matmul, bw = p5.memoryBandwidth * p5.efficiency.memory;
+  double gemm = 2.0 * 8192 * 1024 * 2048; // each of the three GEMMs of w1
+  // The elements of the two operands each GEMM casts: x and w, dy and w,
+  // dy and x.
+  double castElements[] = {8192 * 1024 + 2048 * 1024, 0, 8192 * 2048 + 2048 * 1024,
+                           8192 * 2048 + 8192 * 1024};
+  for (int i : {0, 2, 3}) {
+    const ScheduledOp &op = fp8.ops[i];
+    EXPECT_TRUE(op.float8) << op.name;
+    EXPECT_DOUBLE_EQ(op.flops, gemm) << op.name;
+    double expected = std::max(gemm / rate, double(op.bytes) / bw) + 5.0 * castElements[i] / bw +
+                      p5.efficiency.opOverheadSeconds;
+    EXPECT_NEAR(op.seconds, expected, 1e-15) << op.name;
+    EXPECT_LT(op.seconds, bf16.ops[i].seconds) << op.name;
+  }
+  // The output projection is filtered, w3's weight (1000 rows) is not a
+  // multiple of 16: both as in bf16.
+  for (int i : {1, 4}) {
+    EXPECT_FALSE(fp8.ops[i].float8) << fp8.ops[i].fqn;
+    EXPECT_DOUBLE_EQ(fp8.ops[i].seconds, bf16.ops[i].seconds) << fp8.ops[i].fqn;
+  }
+  EXPECT_EQ(fp8.float8Gemms, 3);
+  EXPECT_DOUBLE_EQ(fp8.float8Flops, 3 * gemm);
+
+  // rowwise_with_gw_hp: the weight gradient's GEMM stays bf16.
+  TargetProfile gwHp = f8;
+  gwHp.precision.float8.weightGradientHighPrecision = true;
+  StepSchedule hp = scheduleStep(fn, gwHp, ValuePrecision(fn, gwHp.precision));
+  EXPECT_TRUE(hp.ops[2].float8);
+  EXPECT_FALSE(hp.ops[3].float8);
+  EXPECT_DOUBLE_EQ(hp.ops[3].seconds, bf16.ops[3].seconds);
+
+  // A run asks for Float8 through model.converters; a target without a
+  // Float8 rate refuses it by name.
+  TrainConfig config = TrainConfig::load(
+      "", {"--model.flavor=qwen3-0.6b", "--model.converters=float8",
+           "--float8.recipe_name=rowwise_with_gw_hp", "--float8.filter_fqns=output,w2"});
+  TargetProfile run = targetForRun(config, p5);
+  EXPECT_TRUE(run.precision.float8.enabled);
+  EXPECT_TRUE(run.precision.float8.weightGradientHighPrecision);
+  EXPECT_EQ(run.precision.float8.filterFqns, (std::vector<std::string>{"output", "w2"}));
+  EXPECT_FALSE(targetForRun(TrainConfig::load("", {"--model.flavor=qwen3-0.6b"}), p5)
+                   .precision.float8.enabled);
+  TargetProfile none = p5;
+  none.float8PeakFlops = 0;
+  EXPECT_NE(errorOf([&] {
+              targetForRun(config, none);
+            }).find("states no Float8 rate (peak_flops_per_rank.matmul_float8)"),
+            std::string::npos);
+}
+
 TEST(PlannerTest, BuiltinProfilesParseAndCiteEveryFigure) {
   std::vector<std::string> names = builtinTargetNames();
   for (const char *expected :

@@ -119,7 +119,8 @@ TEST(TrainConfig, GlobalBatchSizeGivesMicrobatches) {
 TEST(TrainConfig, ToJsonListsEveryKeyAndRoundTrips) {
   TrainConfig c = withOverrides({});
   json expected = json::parse(R"({
-    "model": {"hf_path": "", "flavor": "qwen3-0.6b"},
+    "model": {"hf_path": "", "flavor": "qwen3-0.6b", "converters": []},
+    "float8": {"recipe_name": "rowwise", "filter_fqns": []},
     "training": {"steps": 10000, "local_batch_size": 8, "global_batch_size": -1, "seq_len": 2048,
                  "max_norm": 1.0, "seed": 0, "mixed_precision_param": "",
                  "mixed_precision_reduce": "float32"},
@@ -419,13 +420,13 @@ TEST(ParallelLayout, ContextParallelSplitsTheSequenceNotTheRows) {
   expectError(
       [&] { layoutOf({"--parallelism.context_parallel_degree=3"}, 4); },
       {"context_parallel_degree x tensor_parallel_degree = 1 x 3 x 1 = 3", "world of 4 ranks"});
-  expectError(
-      [&] {
-        layoutOf(
-            {"--parallelism.context_parallel_degree=2", "--parallelism.pipeline_parallel_degree=2"},
-            4);
-      },
-      {"context_parallel_degree=2 with pipeline_parallel_degree=2", "not compose"});
+  // With pp, the outermost axis, each stage's ranks split the sequence.
+  ParallelLayout staged = layoutOf(
+      {"--parallelism.context_parallel_degree=2", "--parallelism.pipeline_parallel_degree=2"}, 4);
+  EXPECT_EQ(staged.axisNames(),
+            (std::vector<std::string>{"pp", "dp_replicate", "dp_shard", "cp", "tp"}));
+  EXPECT_EQ(staged.shape(), (std::vector<int64_t>{2, 1, 1, 2, 1}));
+  EXPECT_EQ(staged.sequenceLayout().headTailChunks, 4);
 }
 
 TEST(ParallelLayout, InvalidLayoutsNameTheOptionAndTheNumbers) {

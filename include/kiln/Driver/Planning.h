@@ -27,6 +27,11 @@ namespace kiln {
 /// fields marked "measured" (the cpu target).
 MachineProbe thisMachine();
 
+/// `target` as `config` runs on it: its precision policy with the run's
+/// Float8 linears (model.converters, float8.*). Fails where the run asks
+/// for Float8 and the target has no Float8 rate.
+TargetProfile targetForRun(const TrainConfig &config, const TargetProfile &target);
+
 /// Plans `config` on `nodes` nodes of `target`. Throws kiln::Error for
 /// nodes < 1, a parallelism.world_size other than the target's world, and
 /// anything the capture or the layout refuses.

@@ -41,9 +41,27 @@ struct TrainConfig {
     /// config.json fields replaced by their HF names ("model.num_experts=64"),
     /// as a JSON object; applied by resolve().
     nlohmann::json overrides = nlohmann::json::object();
+    /// torchtitan's model converters: ["float8"] swaps the linears for
+    /// torchao's Float8 ones. Planned only (kiln plan); kiln train and
+    /// compile refuse it (refusePlanOnly).
+    std::vector<ModelConverter> converters;
     /// The model hf_path or flavor names, with the overrides applied.
     Qwen3Config resolve() const;
   } model;
+
+  /// torchtitan's float8 converter options (with model.converters float8).
+  struct Float8 {
+    Float8Recipe recipeName = Float8Recipe::Rowwise;
+    /// Linears whose fqn contains one of these stay in bf16 (torchtitan's
+    /// module filter; its Dec 2024 runs kept "output").
+    std::vector<std::string> filterFqns;
+  } float8;
+
+  /// Whether model.converters asks for Float8 linears.
+  bool float8Linears() const;
+  /// Fails, naming the option, where the run asks for what only kiln plan
+  /// prices (Float8 linears): `command` is the refusing command's name.
+  void refusePlanOnly(const char *command) const;
 
   struct Training {
     int64_t steps = 10000;

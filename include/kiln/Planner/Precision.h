@@ -46,6 +46,8 @@ public:
   int64_t bytes(mlir::Value value) const;
   /// Bytes of `values` together.
   int64_t bytes(mlir::ValueRange values) const;
+  /// The run's Float8 linears.
+  const PrecisionPolicy::Float8Linears &float8() const { return policy_.float8; }
 
 private:
   PrecisionPolicy policy_;

@@ -53,6 +53,9 @@ struct ScheduledOp {
   bool memoryBound = false;
   /// Timed as the GEMMs it issues, measured at their shapes (the cpu target).
   bool gemmsTimed = false;
+  /// A linear's GEMM run in float8 (the run's Float8 linears), its
+  /// operands' casts included.
+  bool float8 = false;
   std::optional<Collective> collective;
   /// A collective's algorithm: the faster of a flat ring and two levels.
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
@@ -68,6 +71,10 @@ struct StepSchedule {
   /// tagged kiln.recomputed).
   double recomputeSeconds = 0;
   double recomputeFlops = 0;
+  /// The GEMMs run in float8 (the run's Float8 linears): their count, FLOPs
+  /// and seconds (their operands' casts included).
+  int64_t float8Gemms = 0;
+  double float8Flops = 0, float8Seconds = 0;
 };
 
 /// Schedules the body of `fn` (a per-rank program) on `target`, tensors sized

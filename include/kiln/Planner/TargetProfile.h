@@ -29,6 +29,15 @@ struct PrecisionPolicy {
   int64_t masterBytes = 4;    ///< sharded parameters (the master weights)
   int64_t reduceBytes = 4;    ///< gradients and their reductions
   int64_t optimizerBytes = 4; ///< AdamW moments
+  /// The run's Float8 linears (torchtitan's float8 converter; set by the
+  /// planner from model.converters, not by a profile).
+  struct Float8Linears {
+    bool enabled = false;
+    /// rowwise_with_gw_hp: the weight gradient's GEMM stays high precision.
+    bool weightGradientHighPrecision = false;
+    /// Linears whose fqn contains one of these stay high precision.
+    std::vector<std::string> filterFqns;
+  } float8;
 };
 
 /// Ring bandwidth (bytes/s each rank moves) and per-step latency of a link.
@@ -46,6 +55,9 @@ struct TargetProfile {
   double pricePerHourUsd = 0;
   PrecisionPolicy precision;
   double matmulPeakFlops = 0; ///< per rank, at the compute precision
+  /// Per rank, a GEMM with float8 operands ("peak_flops_per_rank.
+  /// matmul_float8", optional): 0 where the target has no Float8 rate.
+  double float8PeakFlops = 0;
   double vectorPeakFlops = 0;
   int64_t memoryBytes = 0; ///< per rank
   double memoryBandwidth = 0;

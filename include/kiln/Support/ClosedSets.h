@@ -41,6 +41,12 @@ enum class TargetName { Trn2, Trn1, Cpu };
 /// microbatches (torch.distributed.pipelining's schedule names). GPipe and
 /// 1F1B run one stage per rank, Interleaved1F1B several (looped).
 enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved1F1B };
+/// model.converters: torchtitan's model converters (Float8 linears).
+enum class ModelConverter { Float8 };
+/// float8.recipe_name: torchao's Float8 scaling recipe. Tensorwise and rowwise
+/// run all three GEMMs of a linear in float8; rowwise_with_gw_hp keeps the
+/// weight gradient's GEMM in high precision.
+enum class Float8Recipe { Tensorwise, Rowwise, RowwiseWithGwHp };
 
 /// The words of a closed set, in the enum's order (value i is words[i]).
 template <typename E> struct ClosedSet;
@@ -67,6 +73,13 @@ template <> struct ClosedSet<TargetName> {
 };
 template <> struct ClosedSet<PipelineScheduleKind> {
   static constexpr std::array<std::string_view, 3> words{"GPipe", "1F1B", "Interleaved1F1B"};
+};
+template <> struct ClosedSet<ModelConverter> {
+  static constexpr std::array<std::string_view, 1> words{"float8"};
+};
+template <> struct ClosedSet<Float8Recipe> {
+  static constexpr std::array<std::string_view, 3> words{"tensorwise", "rowwise",
+                                                         "rowwise_with_gw_hp"};
 };
 
 /// The word of `value`.
