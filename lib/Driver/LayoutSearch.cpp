@@ -1,11 +1,12 @@
 //===- LayoutSearch.cpp - kiln plan --search ------------------------------===//
 
 #include "kiln/Driver/LayoutSearch.h"
-#include "kiln/Support/Seconds.h"
+#include "kiln/Config/SelectiveAcOption.h"
 #include "kiln/Driver/LayerScaledPlan.h"
 #include "kiln/Driver/Planning.h"
-#include "kiln/Config/SelectiveAcOption.h"
 #include "kiln/Support/Error.h"
+#include "kiln/Support/ParallelFor.h"
+#include "kiln/Support/Seconds.h"
 
 #include <fmt/format.h>
 
@@ -368,30 +369,7 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
                               int64_t(std::max(1u, std::thread::hardware_concurrency())));
   if (target.gemmSeconds)
     workers = 1;
-  workers = std::min<int64_t>(workers, int64_t(all.size()));
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failureLock;
-  auto work = [&] {
-    for (size_t i = next++; i < all.size(); i = next++) {
-      try {
-        outcomes[i] = searchLayout(all[i]);
-      } catch (...) {
-        std::lock_guard<std::mutex> hold(failureLock);
-        if (!failure)
-          failure = std::current_exception();
-        next = all.size();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int64_t w = 1; w < workers; ++w)
-    threads.emplace_back(work);
-  work();
-  for (std::thread &t : threads)
-    t.join();
-  if (failure)
-    std::rethrow_exception(failure);
+  parallelFor(all.size(), workers, [&](size_t i) { outcomes[i] = searchLayout(all[i]); });
 
   // In layout order, as one worker would have found them.
   std::vector<SearchResult> refused;
