@@ -240,6 +240,13 @@ int64_t parameterStateLowerBound(int64_t parameters, const SearchCandidate &layo
 
 } // namespace
 
+int64_t defaultPlanningWorkers(const TargetProfile &target) {
+  if (target.gemmSeconds)
+    return 1;
+  return std::min<int64_t>(kMaxSearchWorkers,
+                           int64_t(std::max(1u, std::thread::hardware_concurrency())));
+}
+
 LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target, int64_t nodes,
                            const SearchOptions &options) {
   if (options.maxLocalBatchSize < 1)
@@ -362,13 +369,9 @@ LayoutSearch searchLayouts(const TrainConfig &base, const TargetProfile &target,
   std::vector<LayoutOutcome> outcomes(all.size());
   // At most 8 by default: a whole 405B program takes about 0.4 GiB to plan,
   // and the candidates that cannot be scaled are planned whole.
-  int64_t workers =
-      options.workers > 0
-          ? options.workers
-          : std::min<int64_t>(kMaxSearchWorkers,
-                              int64_t(std::max(1u, std::thread::hardware_concurrency())));
-  if (target.gemmSeconds)
-    workers = 1;
+  int64_t workers = defaultPlanningWorkers(target);
+  if (options.workers > 0 && !target.gemmSeconds)
+    workers = options.workers;
   parallelFor(all.size(), workers, [&](size_t i) { outcomes[i] = searchLayout(all[i]); });
 
   // In layout order, as one worker would have found them.

@@ -154,7 +154,7 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
 
   // Every rank's arguments, as the manifest says to feed them: the inputs'
   // sequences laid out for context parallelism first.
-  SequenceLayout sequence{manifest["batch"].value("head_tail_chunks", int64_t(0))};
+  SequenceLayout sequence = manifestSequenceLayout(manifest, dir + "/manifest.json");
   std::vector<std::vector<HloArray>> args(world);
   for (const json &p : manifest["parameters"]) {
     std::string role = p.value("role", ""), name = p.value("name", "");

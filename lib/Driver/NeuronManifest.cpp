@@ -105,6 +105,20 @@ int64_t manifestPositive(const json &manifest, const std::string &path,
   return r.positive(*at, prefix + *last, *last);
 }
 
+SequenceLayout manifestSequenceLayout(const json &manifest, const std::string &path) {
+  ManifestReader r(path);
+  const json &batch = r.field(manifest, "batch", "batch");
+  int64_t seq = r.positive(batch, "batch.seq_len", "seq_len");
+  if (!batch.contains("head_tail_chunks"))
+    return {};
+  int64_t chunks = r.positive(batch, "batch.head_tail_chunks", "head_tail_chunks");
+  if (!SequenceLayout::validChunks(chunks, seq))
+    fail("check-hlo: {}: 'batch.head_tail_chunks' ({}) must be even (2 x the context-parallel "
+         "degree) and divide 'batch.seq_len' ({})",
+         path, chunks, seq);
+  return {chunks};
+}
+
 void validateManifest(const json &manifest, const xla::HloModuleProto &module,
                       const std::string &path) {
   bool hasEntry = false;
@@ -146,14 +160,7 @@ void validateManifest(const json &manifest, const xla::HloModuleProto &module,
   if (globalBatch % microbatches)
     fail("check-hlo: {}: 'batch.global' ({}) is not a multiple of 'batch.microbatches' ({})",
          path, globalBatch, microbatches);
-  int64_t seq = r.positive(batch, "batch.seq_len", "seq_len");
-  if (batch.contains("head_tail_chunks")) {
-    int64_t chunks = r.positive(batch, "batch.head_tail_chunks", "head_tail_chunks");
-    if (!SequenceLayout::validChunks(chunks, seq))
-      fail("check-hlo: {}: 'batch.head_tail_chunks' ({}) must be even (2 x the context-parallel "
-           "degree) and divide 'batch.seq_len' ({})",
-           path, chunks, seq);
-  }
+  manifestSequenceLayout(manifest, path);
   std::string precision =
       r.string(r.field(manifest, "mixed_precision", "mixed_precision"), "mixed_precision.param",
                "param");

@@ -19,6 +19,7 @@
 #include "kiln/Driver/CpuReferenceStep.h"
 #include "kiln/Driver/HloRankArrays.h"
 #include "kiln/Driver/NeuronCheck.h"
+#include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Driver/RankSlices.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Runtime/TokenBatch.h"
@@ -75,12 +76,7 @@ bool checkPipelinedNeuronArtifacts(const TrainConfig &config, const std::string 
   int64_t stages = pipeline["stages"].get<int64_t>(), m = pipeline["microbatches"].get<int64_t>(),
           runs = pipeline["schedule_runs_per_step"].get<int64_t>();
   bool partitioned = pipeline["stage_partitioned"].get<bool>();
-  SequenceLayout sequence{top["batch"].value("head_tail_chunks", int64_t(0))};
-  if (sequence.headTailChunks &&
-      !SequenceLayout::validChunks(sequence.headTailChunks, top["batch"]["seq_len"].get<int64_t>()))
-    fail("check-hlo: {}/manifest.json: 'batch.head_tail_chunks' ({}) must be even (2 x the "
-         "context-parallel degree) and divide 'batch.seq_len'",
-         dir, sequence.headTailChunks);
+  SequenceLayout sequence = manifestSequenceLayout(top, dir + "/manifest.json");
   std::vector<int64_t> grid;
   std::vector<std::string> axisNames;
   for (const json &g : top["grid"]) {

@@ -252,13 +252,15 @@ ProfileFit fitProfile(const PublishedRuns &published, const std::string &target,
              published.source, run.name);
     }
     r->published = run.published.at(r->figure);
+    PrecisionPolicy precision;
     try {
-      r->captured = captureForPlanning(TrainConfig::load("", run.config), profile, run.nodes);
+      TrainConfig config = TrainConfig::load("", run.config);
+      r->captured = captureForPlanning(config, profile, run.nodes);
+      precision = targetForRun(config, profile).precision;
     } catch (const Error &e) {
       fail("{}: runs[{}]: run '{}': the plan failed: {}", published.source, i, run.name, e.what());
     }
-    r->precision = std::make_unique<ValuePrecision>(
-        r->captured.step, targetForRun(TrainConfig::load("", run.config), profile).precision);
+    r->precision = std::make_unique<ValuePrecision>(r->captured.step, precision);
     if (memory)
       r->peakBytes = planMemory(r->captured.step, r->precision.get()).peakBytes;
     runs.push_back(std::move(r));

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 using json = nlohmann::json;
 
@@ -201,12 +200,12 @@ PlanValidation validatePlanner(const PublishedRuns &published) {
   // layout search's candidates: as many workers. A run on a target that
   // times GEMMs on this machine as it plans (the cpu profile) would be
   // disturbed by the others: one worker then.
-  int64_t workers = std::min<int64_t>(kMaxSearchWorkers,
-                                      int64_t(std::max(1u, std::thread::hardware_concurrency())));
+  int64_t workers = kMaxSearchWorkers;
   for (const PublishedRun &run : published.runs) {
     try {
-      if (run.target == "cpu" || loadTargetProfile(run.target, thisMachine()).gemmSeconds)
-        workers = 1;
+      workers = std::min(workers, run.target == "cpu" ? 1
+                                                      : defaultPlanningWorkers(loadTargetProfile(
+                                                            run.target, thisMachine())));
     } catch (const Error &) {
       // The run's own planning reports its target, naming the run.
     }

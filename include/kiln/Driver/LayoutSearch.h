@@ -79,6 +79,12 @@ struct SearchResult {
 /// The workers a search uses by default at most (SearchOptions::workers).
 inline constexpr int64_t kMaxSearchWorkers = 8;
 
+/// The workers that plan independent runs (the search's candidates, the
+/// published runs of --validate) by default: one per core, at most
+/// kMaxSearchWorkers, and one where `target` times GEMMs on this machine
+/// as it plans (the cpu profile), which other workers would disturb.
+int64_t defaultPlanningWorkers(const TargetProfile &target);
+
 /// How far a search is: reported after each candidate it plans.
 struct SearchProgress {
   /// Parallel layouts whose checkpointings and batches are all planned, of

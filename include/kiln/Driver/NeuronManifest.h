@@ -13,6 +13,8 @@
 
 #include "proto/hlo.pb.h"
 
+#include "kiln/Support/SequenceLayout.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -34,6 +36,12 @@ std::string manifestDtype(xla::PrimitiveType type);
 /// kiln::Error naming the file and the field when it is missing or not one.
 int64_t manifestPositive(const nlohmann::json &manifest, const std::string &path,
                          std::initializer_list<const char *> keys);
+
+/// The order a runtime lays each input's sequence out in before slicing it
+/// over cp: the manifest's optional batch.head_tail_chunks (none: natural),
+/// checked even and dividing batch.seq_len; throws kiln::Error naming
+/// `path` and the field otherwise.
+SequenceLayout manifestSequenceLayout(const nlohmann::json &manifest, const std::string &path);
 
 /// Throws kiln::Error naming `path` and the first field that does not
 /// describe `module` (or a module without an entry computation).
