@@ -34,6 +34,9 @@ protected:
                                      SmallVectorImpl<Type> &results) const = 0;
 };
 
+/// The NKI Library release the bindings' signatures were read from.
+inline constexpr llvm::StringLiteral kNkiLibrarySource = "aws-neuron/nki-library @ d2ad3a57: ";
+
 /// "'kiln.kernel' op (fqn 'x'): kernel 'k': " ready for the message.
 InFlightDiagnostic callError(Operation *op);
 /// Checks operand `index` of a call is a static tensor of `rank` (-1: any)

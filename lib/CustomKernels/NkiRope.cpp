@@ -1,10 +1,13 @@
 //===- NkiRope.cpp - nki_rope: NKI's rope_hf in place of kiln.rope --------===//
 //
-// The seeds' RoPE kernel (rope_fwd / rope_bwd): the Hugging Face rotate-half
-// rotation of q and k in NKI's [batch, heads, seq, head_dim] layout, so the
-// substitution transposes q and k in and the results back out. Its CPU
-// implementation does kiln.rope's arithmetic element for element: in f32
-// it matches the replaced op exactly.
+// The seeds' RoPE kernel, the NKI Library's rope_hf: the Hugging Face
+// rotate-half rotation of q and k in its [batch, heads, seq, head_dim]
+// layout, so the substitution transposes q and k in and the results back
+// out. Both directions call rope_hf (backward=True rotates the other way),
+// its outputs passed in as buffers the results alias, Kiln's [seq, 2d]
+// cache as its packed rope_cache (cos, then sin). Its CPU implementation
+// does kiln.rope's arithmetic element for element: in f32 it matches the
+// replaced op exactly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,14 +27,33 @@ public:
   StringRef targetOp() const override { return "kiln.rope"; }
   OpClass opClass() const override { return OpClass::Vector; }
   StringRef summary() const override {
-    return "NKI rope_hf (rope_fwd / rope_bwd): rotate-half RoPE of q and k";
+    return "NKI Library rope_hf (backward=True for the VJP): rotate-half RoPE of q and k";
   }
   StringRef layout() const override {
     return "q [b, heads, s, d], k [b, kv_heads, s, d], cache [s, 2d]";
   }
   double tolerance(bool bf16) const override { return bf16 ? 1e-2 : 0.0; }
   std::optional<NeuronKernel> neuron() const override {
-    return NeuronKernel{"AwsNeuronCustomNativeKernel", "rope_fwd", "rope_bwd"};
+    // Forward (q, k, cache) and backward (dq_out, dk_out, cache) take the
+    // same arguments: rope_hf(q, k, q_out, k_out, rope_cache=, backward=).
+    auto ropeHf = [](bool backward) {
+      using Source = NkiArgument::Source;
+      return NkiBinding{"nkilib.core.embeddings.rope_hf",
+                        "rope_hf",
+                        {{"q", Source::Operand, 0},
+                         {"k", Source::Operand, 1},
+                         {"q_out", Source::OutputBuffer, 0},
+                         {"k_out", Source::OutputBuffer, 1},
+                         {"rope_cache", Source::Operand, 2}},
+                        {{"backward", backward}},
+                        kNkiLibrarySource.str() +
+                            "src/nkilib_src/nkilib/core/embeddings/rope_hf.py"};
+    };
+    NeuronKernel kernel{"AwsNeuronCustomNativeKernel", "nkilib.core.embeddings.rope_hf.rope_hf",
+                        "nkilib.core.embeddings.rope_hf.rope_hf(backward=True)"};
+    kernel.forwardBinding = ropeHf(false);
+    kernel.backwardBinding = ropeHf(true);
+    return kernel;
   }
 
   void checkConstraints(Operation *op, const KernelTarget &target,

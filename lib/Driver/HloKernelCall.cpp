@@ -26,10 +26,30 @@ HloKernelCall HloKernelCall::parse(const std::string &instruction, const std::st
   if (!call.options)
     fail("{}: kiln_options is not an MLIR dictionary", instruction);
   call.backward = config.value("kiln_direction", "") == "backward";
+  if (config.contains("kiln_operands")) {
+    const nlohmann::json &positions = config["kiln_operands"];
+    if (!positions.is_array())
+      fail("{}: kiln_operands is not an array of operand positions", instruction);
+    for (const nlohmann::json &p : positions) {
+      if (!p.is_number_integer() || p.get<int64_t>() < 0)
+        fail("{}: kiln_operands holds {}, not an operand position", instruction, p.dump());
+      call.kilnOperands.push_back(p.get<size_t>());
+    }
+  }
   return call;
 }
 
 std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {
+  if (!kilnOperands.empty()) {
+    std::vector<Tensor> own;
+    for (size_t p : kilnOperands) {
+      if (p >= operands.size())
+        fail("{}: kiln_operands names operand {} of a call with {}", instruction, p,
+             operands.size());
+      own.push_back(operands[p]);
+    }
+    operands = std::move(own);
+  }
   llvm::SmallVector<Tensor> results;
   if (backward)
     impl->runBackward(options, operands, results);

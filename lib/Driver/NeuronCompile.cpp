@@ -23,6 +23,7 @@
 #include "kiln/Driver/CompiledStep.h"
 #include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Driver/NeuronPipelineCompile.h"
+#include "kiln/Driver/NkiKernelTable.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Planning.h"
 #include "kiln/Driver/Training.h"
@@ -38,13 +39,16 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <csignal>
-#include <optional>
 #include <filesystem>
+#include <optional>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,6 +154,10 @@ manifest.json  world size, grid axes and the replica groups of each axis;
                or data input), its per-rank shape and which block of the whole
                tensor each rank holds; the outputs that alias (update in
                place) each parameter and state; kernels; the memory plan
+kernels.json   every NKI custom call by instruction name: the NKI Library
+               function it is bound to, its tensor arguments in signature
+               order with the shapes and dtypes the kernel sees (output
+               buffers its results alias among them), its keyword arguments
 compile.sh     the neuronx-cc command for {0} (LNC {1})
 
 Run ./compile.sh on a machine with the Neuron SDK: it writes model.neff and
@@ -358,6 +366,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
     fail("compile: the HLO module of {} breaks {}:\n{}", model.name,
          violations.size() == 1 ? "a Neuron conformance rule" : "Neuron conformance rules",
          neuron::describeViolations(violations));
+  json kernelTable = nkiKernelTable(*proto, *config.target.name, config.target.lnc);
   double exportSeconds = secondsSince(t);
 
   json aliases = json::array();
@@ -413,6 +422,7 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
       writeFileAtomic(dir + "/model.hlo.txt", text);
       writeFileAtomic(dir + "/model.hlo.mlir", mlirText);
       writeFileAtomic(dir + "/manifest.json", manifest.dump(2) + "\n");
+      writeFileAtomic(dir + "/kernels.json", kernelTable.dump(2) + "\n");
       writeFileAtomic(dir + "/compile.sh",
                       neuronCompileScript(config, stats.replicaGroupLists.size()));
       ::chmod((dir + "/compile.sh").c_str(), 0755);
@@ -439,6 +449,22 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
              "and gradient reductions (training.mixed_precision_param)\n",
              wordOf(paramDtype));
   fmt::print("HLO: {} instructions, {} custom calls\n", stats.instructions, stats.customCalls);
+  if (!kernelTable["calls"].empty()) {
+    std::set<std::string> unbound;
+    size_t bound = 0;
+    for (const json &call : kernelTable["calls"]) {
+      if (call["binding"].is_null())
+        unbound.insert(call["kiln_kernel"].get<std::string>());
+      else
+        ++bound;
+    }
+    fmt::print("NKI kernels (kernels.json): {} of {} calls bound to NKI Library functions, {} "
+               "distinct traces for the binder{}\n",
+               bound, kernelTable["calls"].size(), kernelTable["distinct_traces"].get<size_t>(),
+               unbound.empty() ? ""
+                               : "; not bound yet: " + llvm::join(unbound, ", ") +
+                                     " (neuronx-cc cannot compile these calls)");
+  }
   if (config.activationCheckpoint.mode != CheckpointMode::None)
     fmt::print("activation checkpointing: {}{}, {} opt-barriers keep the recomputation in the "
                "backward\n",
@@ -496,8 +522,8 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
   fmt::print("time: capture+passes {:.2f} s, plan {:.2f} s, lower {:.2f} s, export {:.2f} s, "
              "write {:.2f} s\n",
              captureSeconds, planSeconds, lowerSeconds, exportSeconds, writeSeconds);
-  fmt::print("wrote {}/{{model.hlo.pb, model.hlo.txt, model.hlo.mlir, manifest.json, compile.sh, "
-             "README.txt}}\n",
+  fmt::print("wrote {}/{{model.hlo.pb, model.hlo.txt, model.hlo.mlir, manifest.json, "
+             "kernels.json, compile.sh, README.txt}}\n",
              outDir);
   fmt::print("on a machine with the Neuron SDK: {}/compile.sh  ({})\n", outDir,
              neuronxCommand(*config.target.name, config.target.lnc));

@@ -21,6 +21,7 @@
 #include "kiln/Driver/CompileArtifacts.h"
 #include "kiln/Driver/NeuronCompile.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/NkiKernelTable.h"
 #include "kiln/Driver/PipelineConfig.h"
 #include "kiln/Driver/PipelineStageFunctions.h"
 #include "kiln/Driver/Planning.h"
@@ -51,7 +52,7 @@ namespace {
 struct StageModule {
   std::string name; ///< its folder: stage<s>_forward, stage<s>_backward, update_pp<r>
   std::string proto, text;
-  json manifest;
+  json manifest, kernels;
   size_t communicators = 0;
   int64_t instructions = 0;
 };
@@ -74,6 +75,7 @@ StageModule packModule(const std::string &name, const std::string &fn,
   out.name = name;
   out.proto = proto.SerializeAsString();
   out.text = neuron::printHloText(proto);
+  out.kernels = nkiKernelTable(proto, *config.target.name, config.target.lnc);
   out.communicators = stats.replicaGroupLists.size();
   out.instructions = stats.instructions;
   out.manifest = {{"module", name},
@@ -368,6 +370,7 @@ void compilePipelineForNeuron(const TrainConfig &config, const Qwen3Config &mode
         writeFileAtomic(sub + "/model.hlo.pb", m.proto);
         writeFileAtomic(sub + "/model.hlo.txt", m.text);
         writeFileAtomic(sub + "/manifest.json", m.manifest.dump(2) + "\n");
+        writeFileAtomic(sub + "/kernels.json", m.kernels.dump(2) + "\n");
         writeFileAtomic(sub + "/compile.sh", neuronCompileScript(config, m.communicators));
         ::chmod((sub + "/compile.sh").c_str(), 0755);
       }
@@ -392,9 +395,11 @@ void compilePipelineForNeuron(const TrainConfig &config, const Qwen3Config &mode
                m.communicators);
   fmt::print("Neuron conformance: all {} rules hold in every module\n",
              neuron::conformanceRules().size());
-  fmt::print("wrote {} modules (model.hlo.pb, model.hlo.txt, manifest.json, compile.sh each), "
-             "the schedule (manifest.json) and compile.sh to {}\n",
-             modules.size(), outDir);
+  fmt::print(
+      "wrote {} modules (model.hlo.pb, model.hlo.txt, manifest.json, kernels.json, compile.sh "
+      "each), "
+      "the schedule (manifest.json) and compile.sh to {}\n",
+      modules.size(), outDir);
 }
 
 } // namespace kiln

@@ -16,6 +16,7 @@
 #include "kiln/Dialect/Hlo/IR/HloOps.h"
 #include "kiln/Dialect/Hlo/IR/ReplicaGroups.h"
 #include "kiln/Dialect/Kiln/IR/KilnOps.h"
+#include "kiln/Dialect/Kiln/IR/NkiBinding.h"
 #include "kiln/Dialect/Kiln/IR/Recomputed.h"
 #include "kiln/Passes/KilnToHlo/Passes.h"
 
@@ -275,6 +276,26 @@ llvm::json::Value toJson(Attribute attr) {
 /// runs its CPU implementation; no Neuron compiler knows it.
 constexpr llvm::StringLiteral kCpuKernelTarget = "KilnCpuKernel";
 
+/// The NKI Library function a call is bound to, for the binder on the SDK
+/// host (kernels.json): each tensor argument in signature order, fed by the
+/// custom call's operand of the same position.
+llvm::json::Object bindingJson(const NkiBinding &binding) {
+  llvm::json::Array arguments;
+  for (const NkiArgument &a : binding.arguments) {
+    bool buffer = a.source == NkiArgument::Source::OutputBuffer;
+    arguments.push_back(llvm::json::Object{
+        {"name", a.name}, {buffer ? "output_of_result" : "kiln_operand", int64_t(a.index)}});
+  }
+  llvm::json::Object keywords;
+  for (const NkiKeyword &k : binding.keywords)
+    keywords[k.name] = std::visit([](const auto &v) { return llvm::json::Value(v); }, k.value);
+  return llvm::json::Object{{"module", binding.module},
+                            {"function", binding.function},
+                            {"arguments", std::move(arguments)},
+                            {"keywords", std::move(keywords)},
+                            {"source", binding.source}};
+}
+
 template <typename OpT>
 FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder &b,
                                           HloLoweringState &state, bool backward) {
@@ -294,17 +315,46 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
                             {"rule", op.getRule().str()},
                             {"fqn", op.getFqn().str()},
                             {"options", toJson(op.getOptions())}};
+  // A bound kernel takes the NKI function's tensor arguments in its order,
+  // output buffers (zeros) that its results alias among them; Kiln's CPU
+  // implementation takes its own operands back (kiln_operands).
+  SmallVector<Value> operands;
+  std::optional<SmallVector<int64_t>> aliases;
+  const NkiBinding *binding = neuron ? neuron->binding(backward) : nullptr;
+  if (binding) {
+    std::vector<int64_t> positions = kilnOperandPositions(*binding, unsigned(inputs.size()));
+    if (positions.empty())
+      return op.emitOpError("lower-to-hlo: the NKI binding of kernel '")
+             << op.getKernel() << "' (" << binding->qualifiedName() << ") feeds none of its "
+             << inputs.size() << " operands to some operand";
+    aliases.emplace(op->getNumResults(), -1);
+    for (const NkiArgument &a : binding->arguments) {
+      if (a.source == NkiArgument::Source::Operand) {
+        operands.push_back(inputs[a.index]);
+        continue;
+      }
+      (*aliases)[a.index] = int64_t(operands.size());
+      operands.push_back(b.splat(cast<RankedTensorType>(op->getResult(a.index).getType()), 0.0));
+    }
+    config["nki"] = bindingJson(*binding);
+    config["kiln_operands"] = llvm::json::Array(positions);
+  } else {
+    operands.append(inputs.begin(), inputs.end());
+  }
+  // A call on a block of a split also takes the block's first row, from the
+  // rank parameter (KernelSpec::gridBlock).
+  if (std::optional<GridBlock> block = op.getSpec().gridBlock(op)) {
+    if (auto *kilnOperands = config.getArray("kiln_operands"))
+      kilnOperands->push_back(int64_t(operands.size()));
+    operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(config));
-  // A call on a block of a split also takes the block's first row, from the
-  // rank parameter (KernelSpec::gridBlock).
-  SmallVector<Value> operands(inputs);
-  if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
-    operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
-  auto call = hlo::CustomCallOp::create(b.builder(), b.location(), op->getResultTypes(), operands,
-                                        neuron ? neuron->customCallTarget : kCpuKernelTarget.str(),
-                                        text, DenseI64ArrayAttr());
+  auto call = hlo::CustomCallOp::create(
+      b.builder(), b.location(), op->getResultTypes(), operands,
+      neuron ? neuron->customCallTarget : kCpuKernelTarget.str(), text,
+      aliases ? DenseI64ArrayAttr::get(op->getContext(), *aliases) : DenseI64ArrayAttr());
   return SmallVector<Value>(call.getResults());
 }
 

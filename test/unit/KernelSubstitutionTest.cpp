@@ -9,13 +9,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
-#include "kiln/Driver/Training.h"
 #include "kiln/Config/OverrideRules.h"
+#include "kiln/CustomKernels/Registry.h"
+#include "kiln/Dialect/Kiln/IR/KernelSpec.h"
+#include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/TokenBatch.h"
 #include "kiln/Support/Json.h"
 
 #include "mlir/IR/BuiltinOps.h"
+
+#include <set>
 
 using namespace kiln;
 using namespace kiln::test;
@@ -159,3 +163,63 @@ TEST(KernelSubstitutionTest, FusedLossHalvesThePlanOfASmallModelWithTheFullVocab
 }
 
 } // namespace
+
+// A binding passes every Kiln operand exactly once and at most one output
+// buffer per result (the HLO call aliases each result to its buffer), and
+// cites the nki-library release its signature was read from.
+TEST(NkiBindingTest, EveryBindingFeedsEachOperandOnceAndOneBufferPerResult) {
+  registerCustomKernels();
+  int bindings = 0;
+  for (const KernelSpec *spec : registeredKernelSpecs()) {
+    std::optional<NeuronKernel> neuron = spec->neuron();
+    if (!neuron)
+      continue;
+    for (bool backward : {false, true}) {
+      const NkiBinding *binding = neuron->binding(backward);
+      if (!binding)
+        continue;
+      ++bindings;
+      SCOPED_TRACE(spec->name().str() + (backward ? " backward" : " forward"));
+      std::set<unsigned> operands, buffers;
+      for (const NkiArgument &a : binding->arguments) {
+        bool fresh = a.source == NkiArgument::Source::Operand ? operands.insert(a.index).second
+                                                              : buffers.insert(a.index).second;
+        EXPECT_TRUE(fresh) << a.name << " repeats index " << a.index;
+      }
+      // Operands 0..n-1, each once: kilnOperandPositions inverts them.
+      ASSERT_FALSE(operands.empty());
+      EXPECT_EQ(*operands.rbegin() + 1, operands.size());
+      EXPECT_EQ(kilnOperandPositions(*binding, unsigned(operands.size())).size(), operands.size());
+      EXPECT_TRUE(kilnOperandPositions(*binding, unsigned(operands.size()) + 1).empty());
+      EXPECT_EQ(binding->source.rfind("aws-neuron/nki-library @ ", 0), 0u) << binding->source;
+      EXPECT_EQ(binding->qualifiedName(), binding->module + "." + binding->function);
+    }
+  }
+  EXPECT_GE(bindings, 2); // nki_rope's two directions at least
+}
+
+// nki_rope calls rope_hf(q, k, q_out, k_out, cos=None, sin=None,
+// rope_cache=None, backward=False) (nki-library @ d2ad3a57,
+// core/embeddings/rope_hf.py) with the packed cache: the custom call's
+// operands are q, k, the two buffers, the cache; Kiln's (q, k, cache) sit at
+// 0, 1 and 4.
+TEST(NkiBindingTest, RopeIsRopeHfInItsSignatureOrder) {
+  registerCustomKernels();
+  std::optional<NeuronKernel> neuron = lookupKernelSpec("nki_rope")->neuron();
+  ASSERT_TRUE(neuron);
+  for (bool backward : {false, true}) {
+    const NkiBinding *binding = neuron->binding(backward);
+    ASSERT_NE(binding, nullptr);
+    EXPECT_EQ(binding->qualifiedName(), "nkilib.core.embeddings.rope_hf.rope_hf");
+    std::vector<std::string> names;
+    for (const NkiArgument &a : binding->arguments)
+      names.push_back(a.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"q", "k", "q_out", "k_out", "rope_cache"}));
+    EXPECT_EQ(binding->bufferOf(0), 2u);
+    EXPECT_EQ(binding->bufferOf(1), 3u);
+    EXPECT_EQ(kilnOperandPositions(*binding, 3), (std::vector<int64_t>{0, 1, 4}));
+    ASSERT_EQ(binding->keywords.size(), 1u);
+    EXPECT_EQ(binding->keywords[0].name, "backward");
+    EXPECT_EQ(std::get<bool>(binding->keywords[0].value), backward);
+  }
+}

@@ -1,7 +1,9 @@
 //===- HloKernelCall.h - An HLO custom call run by its CPU kernel -*- C++ -*-===//
 //
 // A custom call of Kiln's hlo module names its kernel in its backend_config
-// (kiln_kernel, kiln_direction, kiln_options); on the CPU it runs that
+// (kiln_kernel, kiln_direction, kiln_options, and kiln_operands where an NKI
+// binding orders the call's operands its own way: which of them are the
+// kernel's, in Kiln's order, the output buffers left out); on the CPU it runs that
 // kernel's CPU implementation, the one the eager executor runs. Both the
 // reference evaluator (kiln check-hlo) and compiled mode call kernels so.
 //
@@ -25,6 +27,8 @@ struct HloKernelCall {
   const CpuKernelImpl *impl = nullptr;
   bool backward = false;
   mlir::DictionaryAttr options;
+  /// The call's operands the CPU kernel takes, in its order; empty: all.
+  std::vector<size_t> kilnOperands;
 
   /// Binds a custom call to the kernel its backend_config names. Throws
   /// kiln::Error naming `instruction` for a kernel without a CPU

@@ -311,6 +311,17 @@ LogicalResult Exporter::exportAttributes(Operation *op, xla::HloInstructionProto
       .Case([&](hlo::CustomCallOp c) {
         inst->set_custom_call_target(c.getCallTargetName().str());
         inst->set_backend_config(c.getBackendConfig().str());
+        // A tuple-shaped call (several results) names the aliasing
+        // result by its tuple index.
+        if (std::optional<ArrayRef<int64_t>> aliases = c.getOutputOperandAliases())
+          for (auto [result, operand] : llvm::enumerate(*aliases)) {
+            if (operand < 0)
+              continue;
+            xla::OutputOperandAliasing *alias = inst->add_output_operand_aliasing();
+            if (c.getNumResults() > 1)
+              alias->add_output_shape_index(int64_t(result));
+            alias->set_operand_index(operand);
+          }
         return success();
       })
       .Default([](Operation *) { return success(); });

@@ -218,6 +218,14 @@ std::string Printer::attributes(const xla::HloInstructionProto &inst) const {
     attrs.push_back("custom_call_target=" + quoted(inst.custom_call_target()));
     if (!inst.backend_config().empty())
       attrs.push_back("backend_config=" + quoted(inst.backend_config()));
+    if (!inst.output_operand_aliasing().empty()) {
+      // XLA's form: {output shape index}: (operand, {operand shape index}).
+      std::vector<std::string> pairs;
+      for (const auto &a : inst.output_operand_aliasing())
+        pairs.push_back(fmt::format("{{{}}}: ({}, {{{}}})", joined(a.output_shape_index()),
+                                    a.operand_index(), joined(a.operand_shape_index())));
+      attrs.push_back("output_to_operand_aliasing={" + joined(pairs, ", ") + "}");
+    }
   }
   for (int64_t id : inst.called_computation_ids())
     attrs.push_back("to_apply=%" + computationNames.at(id));

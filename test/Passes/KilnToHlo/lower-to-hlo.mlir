@@ -195,10 +195,17 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
 
 // A substituted kernel is a custom call to AwsNeuronCustomNativeKernel whose
 // backend_config names the NKI kernel, Kiln's kernel and direction, its rule,
-// module and options (also as MLIR text, for Kiln's HLO evaluator).
+// module and options (also as MLIR text, for Kiln's HLO evaluator). nki_rope
+// is bound to the NKI Library's rope_hf(q, k, q_out, k_out, rope_cache=,
+// backward=): the call passes q, k, zero buffers for q_out and k_out (which
+// the results alias) and the cache, and says which operands are Kiln's.
 // CHECK-LABEL: func.func @train_step(
-// CHECK: hlo.custom_call %arg0, %arg1, %arg2 {backend_config = "{\22fqn\22:\22layers.0.attention.rope\22,\22kernel\22:\22rope_fwd\22,\22kiln_direction\22:\22forward\22,\22kiln_kernel\22:\22nki_rope\22,\22kiln_options\22:\22{}\22,\22options\22:{},\22rule\22:\22rope\22}", call_target_name = "AwsNeuronCustomNativeKernel"}
-// CHECK: hlo.custom_call {{.*}}\22kernel\22:\22rope_bwd\22
+// CHECK: %[[QBUF:.*]] = hlo.broadcast_in_dim %{{.*}} : (tensor<f32>) -> tensor<1x2x4x8xf32>
+// CHECK: %[[KBUF:.*]] = hlo.broadcast_in_dim %{{.*}} : (tensor<f32>) -> tensor<1x1x4x8xf32>
+// CHECK: hlo.custom_call %arg0, %arg1, %[[QBUF]], %[[KBUF]], %arg2 {backend_config = "{\22fqn\22:\22layers.0.attention.rope\22,\22kernel\22:\22nkilib.core.embeddings.rope_hf.rope_hf\22,\22kiln_direction\22:\22forward\22,\22kiln_kernel\22:\22nki_rope\22,\22kiln_operands\22:[0,1,4],\22kiln_options\22:\22{}\22,
+// CHECK-SAME: \22nki\22:{\22arguments\22:[{\22kiln_operand\22:0,\22name\22:\22q\22},{\22kiln_operand\22:1,\22name\22:\22k\22},{\22name\22:\22q_out\22,\22output_of_result\22:0},{\22name\22:\22k_out\22,\22output_of_result\22:1},{\22kiln_operand\22:2,\22name\22:\22rope_cache\22}],\22function\22:\22rope_hf\22,\22keywords\22:{\22backward\22:false},\22module\22:\22nkilib.core.embeddings.rope_hf\22,
+// CHECK-SAME: \22options\22:{},\22rule\22:\22rope\22}", call_target_name = "AwsNeuronCustomNativeKernel", output_operand_aliases = array<i64: 2, 3>}
+// CHECK: hlo.custom_call %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %arg2 {{.*}}\22kiln_direction\22:\22backward\22{{.*}}\22keywords\22:{\22backward\22:true}{{.*}}output_operand_aliases = array<i64: 2, 3>
 module {
   func.func @train_step(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>, %cache: tensor<4x16xf32>)
       -> (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) {

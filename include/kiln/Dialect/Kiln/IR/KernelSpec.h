@@ -14,6 +14,7 @@
 #define KILN_DIALECT_KILN_IR_KERNELSPEC_H
 
 #include "kiln/Dialect/Kiln/IR/GemmShape.h"
+#include "kiln/Dialect/Kiln/IR/NkiBinding.h"
 #include "kiln/Dialect/Kiln/IR/OpClass.h"
 #include "kiln/Dialect/Kiln/IR/Sharding.h"
 #include "kiln/Support/ClosedSets.h"
@@ -43,6 +44,15 @@ struct NeuronKernel {
   std::string customCallTarget = "AwsNeuronCustomNativeKernel";
   std::string forward;  ///< NKI kernel identity of the forward
   std::string backward; ///< and of the backward
+  /// The NKI Library functions each direction calls, where the kernel is
+  /// bound to them: the custom call then passes its operands in the
+  /// function's order (NkiBinding.h).
+  std::optional<NkiBinding> forwardBinding, backwardBinding;
+
+  const NkiBinding *binding(bool isBackward) const {
+    const std::optional<NkiBinding> &b = isBackward ? backwardBinding : forwardBinding;
+    return b ? &*b : nullptr;
+  }
 };
 
 /// A block of a split that a partitioned kernel call computes (its experts

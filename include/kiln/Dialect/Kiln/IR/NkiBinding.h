@@ -1,0 +1,65 @@
+//===- NkiBinding.h - How an NKI Library kernel takes a Kiln call -*- C++ -*-===//
+//
+// A kernel of the NKI Library (nkilib) is a Python function: its tensor
+// arguments in signature order, some of them output buffers that its
+// results alias, and keyword arguments baked into its trace. A binding
+// declares, for one direction of a Kiln kernel, which of Kiln's operands
+// feeds each tensor argument and which result each output buffer holds, so
+// that the HLO custom call passes operands in the function's order and the
+// binder on the SDK host (kernels.json, bind_kernels.py) traces the function
+// with the call's shapes. docs/kernels.md lists each binding's source.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_DIALECT_KILN_IR_NKIBINDING_H
+#define KILN_DIALECT_KILN_IR_NKIBINDING_H
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln {
+
+/// One tensor parameter of the kernel function, in signature order.
+struct NkiArgument {
+  enum class Source {
+    Operand,      ///< Kiln operand `index` of the kiln.kernel(_backward) call
+    OutputBuffer, ///< a buffer the call passes in for result `index`, which aliases it
+  };
+  std::string name; ///< the parameter's name in the Python signature
+  Source source = Source::Operand;
+  unsigned index = 0;
+};
+
+/// A keyword argument fixed for the direction (`backward=True`): scalars
+/// are traced into the kernel, never operands.
+struct NkiKeyword {
+  std::string name;
+  std::variant<bool, int64_t, double, std::string> value;
+};
+
+struct NkiBinding {
+  std::string module;   ///< the import path, e.g. "nkilib.core.embeddings.rope_hf"
+  std::string function; ///< the function in it, e.g. "rope_hf"
+  std::vector<NkiArgument> arguments;
+  std::vector<NkiKeyword> keywords;
+  /// Where its signature was read: "repository @ commit: path".
+  std::string source;
+
+  std::string qualifiedName() const { return module + "." + function; }
+  /// The argument a result's output buffer is passed as (its position in
+  /// `arguments`), if the function takes one.
+  std::optional<unsigned> bufferOf(unsigned result) const;
+};
+
+/// Which custom-call operand feeds each of Kiln's `kilnOperands` operands
+/// under `binding`: the inverse of its Operand arguments. Empty when an
+/// operand is fed by no argument (a binding that drops one: refused).
+std::vector<int64_t> kilnOperandPositions(const NkiBinding &binding, unsigned kilnOperands);
+
+} // namespace kiln
+
+#endif // KILN_DIALECT_KILN_IR_NKIBINDING_H

@@ -1,0 +1,27 @@
+//===- NkiBinding.cpp - How an NKI Library kernel takes a Kiln call -------===//
+
+#include "kiln/Dialect/Kiln/IR/NkiBinding.h"
+
+namespace kiln {
+
+std::optional<unsigned> NkiBinding::bufferOf(unsigned result) const {
+  for (unsigned i = 0; i < arguments.size(); ++i)
+    if (arguments[i].source == NkiArgument::Source::OutputBuffer && arguments[i].index == result)
+      return i;
+  return std::nullopt;
+}
+
+std::vector<int64_t> kilnOperandPositions(const NkiBinding &binding, unsigned kilnOperands) {
+  std::vector<int64_t> positions(kilnOperands, -1);
+  for (unsigned i = 0; i < binding.arguments.size(); ++i) {
+    const NkiArgument &a = binding.arguments[i];
+    if (a.source == NkiArgument::Source::Operand && a.index < kilnOperands)
+      positions[a.index] = i;
+  }
+  for (int64_t p : positions)
+    if (p < 0)
+      return {};
+  return positions;
+}
+
+} // namespace kiln
