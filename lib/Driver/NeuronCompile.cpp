@@ -23,6 +23,7 @@
 #include "kiln/Driver/CompiledStep.h"
 #include "kiln/Driver/NeuronManifest.h"
 #include "kiln/Driver/NeuronPipelineCompile.h"
+#include "kiln/Driver/NkiBinder.h"
 #include "kiln/Driver/NkiKernelTable.h"
 #include "kiln/Driver/ParallelLayout.h"
 #include "kiln/Driver/Planning.h"
@@ -100,7 +101,7 @@ constexpr const char *kLlmTraining = "--distribution-strategy llm-training";
 
 } // namespace
 
-std::string neuronCompileScript(const TrainConfig &config, size_t communicators) {
+std::string neuronCompileScript(const TrainConfig &config, size_t communicators, bool bindKernels) {
   return fmt::format(R"sh(#!/bin/sh
 # Compiles model.hlo.pb (written by kiln compile) into one SPMD NEFF that every
 # rank of the {0} grid loads, each fed its own rank id as the 'rank' parameter.
@@ -129,11 +130,16 @@ for arg in "$@"; do
        exit 2 ;;
   esac
 done
-{4} $strategy$extra {5}
+{6}{4} $strategy$extra {5}
 )sh",
                      wordOf(*config.target.name), kLlmTraining, communicators,
                      config.target.neuronMaxCommunicators,
-                     neuronxHead(*config.target.name, config.target.lnc), kNeuronxTail);
+                     neuronxHead(*config.target.name, config.target.lnc), kNeuronxTail,
+                     bindKernels
+                         ? "# The NKI custom calls become the NKI frontend's traces of their "
+                           "kernels\n# (kernels.json) before neuronx-cc reads the module.\n"
+                           "python3 bind_kernels.py\n"
+                         : "");
 }
 
 namespace {
@@ -158,6 +164,10 @@ kernels.json   every NKI custom call by instruction name: the NKI Library
                function it is bound to, its tensor arguments in signature
                order with the shapes and dtypes the kernel sees (output
                buffers its results alias among them), its keyword arguments
+bind_kernels.py  (with NKI calls) the binder compile.sh runs first on the SDK
+               host: it traces each call's kernel with the installed NKI
+               frontend and writes the payloads into model.hlo.pb (Kiln's
+               module kept as model.unbound.hlo.pb)
 compile.sh     the neuronx-cc command for {0} (LNC {1})
 
 Run ./compile.sh on a machine with the Neuron SDK: it writes model.neff and
@@ -423,8 +433,11 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
       writeFileAtomic(dir + "/model.hlo.mlir", mlirText);
       writeFileAtomic(dir + "/manifest.json", manifest.dump(2) + "\n");
       writeFileAtomic(dir + "/kernels.json", kernelTable.dump(2) + "\n");
+      bool bindKernels = !kernelTable["calls"].empty();
+      if (bindKernels)
+        writeFileAtomic(dir + "/bind_kernels.py", nkiBinderScript());
       writeFileAtomic(dir + "/compile.sh",
-                      neuronCompileScript(config, stats.replicaGroupLists.size()));
+                      neuronCompileScript(config, stats.replicaGroupLists.size(), bindKernels));
       ::chmod((dir + "/compile.sh").c_str(), 0755);
       writeFileAtomic(dir + "/README.txt", readme(config, layout));
       if (config.debug.killDuringCompile)

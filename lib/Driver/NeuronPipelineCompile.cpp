@@ -21,6 +21,7 @@
 #include "kiln/Driver/CompileArtifacts.h"
 #include "kiln/Driver/NeuronCompile.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/NkiBinder.h"
 #include "kiln/Driver/NkiKernelTable.h"
 #include "kiln/Driver/PipelineConfig.h"
 #include "kiln/Driver/PipelineStageFunctions.h"
@@ -371,7 +372,11 @@ void compilePipelineForNeuron(const TrainConfig &config, const Qwen3Config &mode
         writeFileAtomic(sub + "/model.hlo.txt", m.text);
         writeFileAtomic(sub + "/manifest.json", m.manifest.dump(2) + "\n");
         writeFileAtomic(sub + "/kernels.json", m.kernels.dump(2) + "\n");
-        writeFileAtomic(sub + "/compile.sh", neuronCompileScript(config, m.communicators));
+        bool bindKernels = !m.kernels["calls"].empty();
+        if (bindKernels)
+          writeFileAtomic(sub + "/bind_kernels.py", nkiBinderScript());
+        writeFileAtomic(sub + "/compile.sh",
+                        neuronCompileScript(config, m.communicators, bindKernels));
         ::chmod((sub + "/compile.sh").c_str(), 0755);
       }
       writeFileAtomic(dir + "/manifest.json", manifest.dump(2) + "\n");

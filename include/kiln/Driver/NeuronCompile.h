@@ -46,7 +46,9 @@ TargetProfile neuronRankProfile(const TrainConfig::Target &target);
 /// compile.sh of one module: neuronx-cc for the config's target and LNC,
 /// with -O1, --no-llm-training and --verify-hlo as options; the module uses
 /// `communicators` distinct replica-group lists.
-std::string neuronCompileScript(const TrainConfig &config, size_t communicators);
+/// With `bindKernels` (the module has NKI custom calls) it runs
+/// bind_kernels.py first (NkiBinder.h).
+std::string neuronCompileScript(const TrainConfig &config, size_t communicators, bool bindKernels);
 
 /// The neuronx-cc command line compile.sh runs for `target` ("trn2",
 /// "trn1") and logical NeuronCore config `lnc`.
