@@ -1,7 +1,11 @@
 //===- NkiRmsNorm.cpp - nki_rms_norm: a fused RMSNorm for kiln.rms_norm ---===//
 //
-// NKI's RMSNorm in Kiln's own layout ([..., dim], weight [dim]): no
-// transposes; forward and backward each one pass over the rows.
+// A fused RMSNorm in Kiln's own layout ([..., dim], weight [dim]): no
+// transposes; forward and backward each one pass over the rows. The NKI
+// Library has no RMSNorm kernel a training step can call (rmsnorm_quant_kernel
+// quantizes its output to FP8, rmsnorm_tkg is a decode-phase subkernel, and
+// neither has a backward), so on Trainium targets the rule is refused with
+// that reason; the CPU target runs it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,15 +22,24 @@ public:
   StringRef name() const override { return "nki_rms_norm"; }
   StringRef targetOp() const override { return "kiln.rms_norm"; }
   OpClass opClass() const override { return OpClass::Vector; }
-  StringRef summary() const override { return "NKI RMSNorm, forward and backward fused per row"; }
+  StringRef summary() const override {
+    return "RMSNorm, forward and backward fused per row (CPU only: nkilib has no training "
+           "RMSNorm)";
+  }
   StringRef layout() const override { return "x [..., dim], weight [dim] (Kiln's layout)"; }
   double tolerance(bool bf16) const override { return bf16 ? 2e-2 : 1e-6; }
   std::optional<NeuronKernel> neuron() const override {
     return NeuronKernel{"AwsNeuronCustomNativeKernel", "rmsnorm_fwd", "rmsnorm_bwd"};
   }
 
-  void checkConstraints(Operation *, const KernelTarget &,
-                        SmallVectorImpl<std::string> &) const override {}
+  void checkConstraints(Operation *, const KernelTarget &target,
+                        SmallVectorImpl<std::string> &violations) const override {
+    if (target.isTrainium())
+      violations.push_back(
+          "an NKI Library RMSNorm for training (nkilib @ d2ad3a57 has none: "
+          "rmsnorm_quant_kernel quantizes its output to FP8, rmsnorm_tkg is a decode-phase "
+          "subkernel, neither has a backward; target.name=cpu runs this kernel)");
+  }
 
   SmallVector<Value> substitute(OpBuilder &b, Operation *op,
                                 const KernelCall &call) const override {
