@@ -16,6 +16,7 @@
 #include "kiln/Driver/HloKernelCall.h"
 #include "kiln/Driver/HloRankArrays.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/NkiBinder.h"
 #include "kiln/Driver/RankSlices.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Runtime/HfCheckpoint.h"
@@ -128,9 +129,10 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
          config.parallelism.expertCapacityFactor);
   auto start = std::chrono::steady_clock::now();
   xla::HloModuleProto module;
-  std::string bytes = readFile(dir + "/model.hlo.pb");
+  std::string moduleFile = kilnModuleFile(dir);
+  std::string bytes = readFile(moduleFile);
   if (!module.ParseFromString(bytes))
-    fail("check-hlo: {}/model.hlo.pb is not a serialized xla.HloModuleProto", dir);
+    fail("check-hlo: {} is not a serialized xla.HloModuleProto", moduleFile);
   registerCustomKernels();
   mlir::MLIRContext context;
   neuron::HloCustomCall customCalls = kernelCalls(context);
@@ -217,8 +219,8 @@ bool checkNeuronArtifacts(const TrainConfig &config, const std::string &dir, dou
   double lossDiff = std::fabs(loss - metrics.loss),
          normDiff = std::fabs(gradNorm - metrics.gradNorm);
   if (backend == HloBackend::Evaluator)
-    fmt::print("evaluated {}/model.hlo.pb on {} rank{} in {:.1f} s\n", dir, world,
-               world > 1 ? "s" : "", seconds);
+    fmt::print("evaluated {} on {} rank{} in {:.1f} s\n", moduleFile, world, world > 1 ? "s" : "",
+               seconds);
   fmt::print("loss       HLO {:.8f}  CPU {:.8f}  |diff| {:.2e}\n", loss, metrics.loss, lossDiff);
   fmt::print("grad_norm  HLO {:.8f}  CPU {:.8f}  |diff| {:.2e}\n", gradNorm, metrics.gradNorm,
              normDiff);

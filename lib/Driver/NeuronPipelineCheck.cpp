@@ -20,6 +20,7 @@
 #include "kiln/Driver/HloRankArrays.h"
 #include "kiln/Driver/NeuronCheck.h"
 #include "kiln/Driver/NeuronManifest.h"
+#include "kiln/Driver/NkiBinder.h"
 #include "kiln/Driver/RankSlices.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Runtime/TokenBatch.h"
@@ -57,8 +58,9 @@ struct Module {
 
 Module loadModule(const std::string &dir) {
   Module m;
-  if (!m.proto.ParseFromString(readFile(dir + "/model.hlo.pb")))
-    fail("check-hlo: {}/model.hlo.pb is not a serialized xla.HloModuleProto", dir);
+  std::string moduleFile = kilnModuleFile(dir);
+  if (!m.proto.ParseFromString(readFile(moduleFile)))
+    fail("check-hlo: {} is not a serialized xla.HloModuleProto", moduleFile);
   m.manifest = parseJson(readFile(dir + "/manifest.json"), dir + "/manifest.json");
   if (!m.manifest.contains("parameters") || !m.manifest.contains("outputs"))
     fail("check-hlo: {}/manifest.json needs 'parameters' and 'outputs'", dir);

@@ -7,6 +7,8 @@
 
 #include "llvm/Support/Base64.h"
 
+#include <filesystem>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
 
@@ -23,6 +25,11 @@ std::string nkiBinderScript() {
   if (at == std::string::npos)
     fail("bind_kernels.py has no {} to fill in", placeholder);
   return script.replace(at, placeholder.size(), llvm::encodeBase64(file.SerializeAsString()));
+}
+
+std::string kilnModuleFile(const std::string &dir) {
+  std::string unbound = dir + "/model.unbound.hlo.pb";
+  return std::filesystem::exists(unbound) ? unbound : dir + "/model.hlo.pb";
 }
 
 } // namespace kiln

@@ -20,6 +20,11 @@ namespace kiln {
 /// and writes the module with any protobuf runtime.
 std::string nkiBinderScript();
 
+/// The module Kiln wrote in `dir`: model.unbound.hlo.pb once the binder has
+/// replaced model.hlo.pb with the traced calls (whose backend_config Kiln's
+/// evaluator cannot run), else model.hlo.pb. kiln check-hlo evaluates it.
+std::string kilnModuleFile(const std::string &dir);
+
 } // namespace kiln
 
 #endif // KILN_DRIVER_NKIBINDER_H
