@@ -1,11 +1,13 @@
 //===- NkiFlashAttention.cpp - nki_flash_attention for kiln.attention -----===//
 //
-// NKI's flash attention (flash_fwd / flash_attn_bwd): causal, grouped KV
-// heads, in [batch, heads, seq, head_dim] with the row log-sum-exp saved for
-// the backward. On the CPU, the tiled online-softmax kernels of
-// Runtime/FlashAttention: no [seq, seq] scores, masked blocks skipped. Constraints as the NKI kernel documents them: head_dim is
-// the partition dimension (at most 128), the sequence is tiled in rows of
-// 128 partitions and K/V in tiles of seq_tile_size (2048 by default).
+// Flash attention, bound to the NKI Library's attention_cte (forward, with
+// its softmax statistics) and attention_bwd: causal, grouped KV heads, in
+// [batch, heads, seq, head_dim] with the row log-sum-exp saved for the
+// backward; the HLO lowering lays the tensors out as the two functions take
+// them. On the CPU, the tiled online-softmax kernels of
+// Runtime/FlashAttention: no [seq, seq] scores, masked blocks skipped. Constraints as the NKI
+// kernel documents them: head_dim is the partition dimension (at most 128), the sequence is tiled
+// in rows of 128 partitions and K/V in tiles of seq_tile_size (2048 by default).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,14 +28,61 @@ public:
   StringRef targetOp() const override { return "kiln.attention"; }
   OpClass opClass() const override { return OpClass::Attention; }
   StringRef summary() const override {
-    return "NKI flash attention (flash_fwd / flash_attn_bwd): causal, GQA, online softmax";
+    return "NKI Library attention_cte / attention_bwd: causal, GQA, online softmax";
   }
   StringRef layout() const override {
     return "q [b, heads, s, d], k and v [b, kv_heads, s, d]; lse [b, heads, s]";
   }
   double tolerance(bool bf16) const override { return bf16 ? 2e-2 : 2e-5; }
   std::optional<NeuronKernel> neuron() const override {
-    return NeuronKernel{"AwsNeuronCustomNativeKernel", "flash_fwd", "flash_attn_bwd"};
+    using Source = NkiArgument::Source;
+    using Role = NkiResult::Role;
+    // attention_cte folds heads into the batch: q (b*h, s, d) (tp_q), k
+    // (b*hk, d, s) (not tp_k), v (b*hk, s, d), out (b*h, s, d) (not
+    // tp_out); with cache_softmax its softmax statistics, each (b*h, 128,
+    // s/128), give Kiln's log-sum-exp. Grouped KV heads are its native GQA
+    // (query batch i reads kv batch i / (h / hk)).
+    NkiTensorLayout folded{{}, false, true}, kFolded{{0, 1, 3, 2}, false, true},
+        stats{{}, true, true};
+    NkiBinding forward{
+        "nkilib.core.attention.attention_cte",
+        "attention_cte",
+        {{"q", Source::Operand, 0, folded},
+         {"k", Source::Operand, 1, kFolded},
+         {"v", Source::Operand, 2, folded}},
+        {{"scale", NkiOption{"scale"}},
+         {"causal_mask", true},
+         {"tp_q", true},
+         {"tp_k", false},
+         {"tp_out", false},
+         {"cache_softmax", true}},
+        {{Role::KilnResult, 0, folded}, {Role::NegMax, 1, stats}, {Role::SumRecip, 1, stats}},
+        kNkiLibrarySource.str() + "src/nkilib_src/nkilib/core/attention/attention_cte.py"};
+    // attention_bwd takes [b, heads, d, s] tensors and lse [b, heads, 128,
+    // s/128]; Kiln's backward operands are (dout, q, k, v, out, lse).
+    NkiTensorLayout dMajor{{0, 1, 3, 2}, false, false}, lseTiles{{}, true, false};
+    NkiBinding backward{"nkilib.core.attention.attention_bwd",
+                        "attention_bwd",
+                        {{"q_ref", Source::Operand, 1, dMajor},
+                         {"k_ref", Source::Operand, 2, dMajor},
+                         {"v_ref", Source::Operand, 3, dMajor},
+                         {"o_ref", Source::Operand, 4, dMajor},
+                         {"dy_ref", Source::Operand, 0, dMajor},
+                         {"lse_ref", Source::Operand, 5, lseTiles}},
+                        {{"use_causal_mask", true},
+                         {"mixed_precision", true},
+                         {"softmax_scale", NkiOption{"scale"}}},
+                        {{Role::KilnResult, 0, dMajor},
+                         {Role::KilnResult, 1, dMajor},
+                         {Role::KilnResult, 2, dMajor}},
+                        kNkiLibrarySource.str() +
+                            "src/nkilib_src/nkilib/core/attention/attention_bwd.py"};
+    NeuronKernel kernel{"AwsNeuronCustomNativeKernel",
+                        "nkilib.core.attention.attention_cte.attention_cte",
+                        "nkilib.core.attention.attention_bwd.attention_bwd"};
+    kernel.forwardBinding = std::move(forward);
+    kernel.backwardBinding = std::move(backward);
+    return kernel;
   }
 
   std::string unsupportedForm(Operation *op) const override {
@@ -51,15 +100,17 @@ public:
                         SmallVectorImpl<std::string> &violations) const override {
     if (!target.isTrainium())
       return;
-    auto q = typeOf(cast<AttentionOp>(op).getQ());
+    // attention_cte's limits on head_dim and seq, and the layout of its
+    // softmax statistics: whole tiles of 128 queries. (Its batch, b * heads
+    // of a rank, is tested up to 512: a rank's share, not known here.)
+    auto q = typeOf(cast<AttentionOp>(op).getQ()); // [b, s, heads, d]
     int64_t seq = q.getDimSize(1), d = q.getDimSize(3);
     if (d > 128)
       violations.push_back("head_dim <= 128 (head_dim = " + std::to_string(d) + ")");
     if (seq % 128 != 0)
       violations.push_back("seq % 128 == 0 (seq = " + std::to_string(seq) + ")");
-    if (seq > 2048 && seq % 2048 != 0)
-      violations.push_back("seq % seq_tile_size == 0 above one tile (seq = " +
-                           std::to_string(seq) + ", seq_tile_size = 2048)");
+    if (seq > 131072)
+      violations.push_back("seq <= 131072 (seq = " + std::to_string(seq) + ")");
   }
 
   SmallVector<Value> substitute(OpBuilder &b, Operation *op,

@@ -46,6 +46,7 @@ public:
                          {"k_out", Source::OutputBuffer, 1},
                          {"rope_cache", Source::Operand, 2}},
                         {{"backward", backward}},
+                        /*results: Kiln's, in the output buffers*/ {},
                         kNkiLibrarySource.str() +
                             "src/nkilib_src/nkilib/core/embeddings/rope_hf.py"};
     };

@@ -3,6 +3,7 @@
 #include "kiln/Driver/HloKernelCall.h"
 #include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
+#include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
 
@@ -11,6 +12,92 @@
 #include <nlohmann/json.hpp>
 
 namespace kiln {
+namespace {
+
+NkiTensorLayout layoutOf(const nlohmann::json &layout, const std::string &where) {
+  if (!layout.is_object())
+    fail("{}: an NKI layout is not an object", where);
+  NkiTensorLayout out;
+  out.permutation = layout.value("permutation", std::vector<int64_t>{});
+  out.lseTiles = layout.value("lse_tiles", false);
+  out.foldLeading = layout.value("fold_leading", false);
+  return out;
+}
+
+/// The shapes a Kiln tensor of `shape` goes through on its way to `layout`:
+/// permuted, then tiled.
+std::pair<Shape, Shape> layoutStages(const Shape &shape, const NkiTensorLayout &layout) {
+  Shape permuted = shape;
+  for (size_t i = 0; i < layout.permutation.size(); ++i)
+    permuted[i] = shape[size_t(layout.permutation[i])];
+  NkiTensorLayout unfolded = layout;
+  unfolded.foldLeading = false;
+  std::vector<int64_t> tiled = unfolded.apply(shape);
+  return {permuted, Shape(tiled.begin(), tiled.end())};
+}
+
+} // namespace
+
+Tensor HloKernelCall::toNkiLayout(const Tensor &t, const NkiTensorLayout &layout) {
+  Tensor v = t;
+  if (!layout.permutation.empty())
+    v = kernels::transpose(v, layout.permutation);
+  if (layout.lseTiles) {
+    const Shape &s = v.shape();
+    v = kernels::transpose(v.reshaped({s[0], s[1], s[2] / 128, 128}), {0, 1, 3, 2});
+  }
+  if (layout.foldLeading) {
+    Shape s(v.shape().begin() + 1, v.shape().end());
+    s[0] *= v.shape()[0];
+    v = v.reshaped(s);
+  }
+  return v;
+}
+
+Tensor HloKernelCall::fromNkiLayout(const Tensor &t, const NkiTensorLayout &layout,
+                                    const Shape &kilnShape) {
+  auto [permuted, tiled] = layoutStages(kilnShape, layout);
+  Tensor v = layout.foldLeading ? t.reshaped(tiled) : t;
+  if (layout.lseTiles)
+    v = kernels::transpose(v, {0, 1, 3, 2}).reshaped(permuted);
+  if (!layout.permutation.empty()) {
+    std::vector<int64_t> inverse(layout.permutation.size());
+    for (size_t i = 0; i < inverse.size(); ++i)
+      inverse[size_t(layout.permutation[i])] = int64_t(i);
+    v = kernels::transpose(v, inverse);
+  }
+  return v;
+}
+
+void HloKernelCall::readBinding(const nlohmann::json &nki) {
+  std::string where = instruction + " backend_config nki";
+  if (!nki.is_object() || !nki.contains("arguments") || !nki["arguments"].is_array())
+    fail("{}: no arguments", where);
+  bound = true;
+  auto tensor = [&](const nlohmann::json &j) {
+    BoundTensor t;
+    t.kilnShape = j.value("kiln_shape", Shape{});
+    t.layout = layoutOf(j.value("layout", nlohmann::json::object()), where);
+    if (layoutStages(t.kilnShape, t.layout).second.empty() && t.layout.lseTiles)
+      fail("{}: the layout does not fit the Kiln shape {}", where, shapeToString(t.kilnShape));
+    return t;
+  };
+  for (const nlohmann::json &a : nki["arguments"]) {
+    BoundTensor t = tensor(a);
+    t.kilnOperand = a.contains("kiln_operand");
+    t.kilnIndex = a.value(t.kilnOperand ? "kiln_operand" : "output_of_result", size_t(0));
+    arguments.push_back(std::move(t));
+  }
+  for (const nlohmann::json &r : nki.value("results", nlohmann::json::array())) {
+    BoundTensor t = tensor(r);
+    std::string role = r.value("role", "");
+    t.role = role == "neg_max"     ? NkiResult::Role::NegMax
+             : role == "sum_recip" ? NkiResult::Role::SumRecip
+                                   : NkiResult::Role::KilnResult;
+    t.kilnIndex = r.value("kiln_result", size_t(0));
+    results.push_back(std::move(t));
+  }
+}
 
 HloKernelCall HloKernelCall::parse(const std::string &instruction, const std::string &backendConfig,
                              mlir::MLIRContext &context) {
@@ -26,28 +113,25 @@ HloKernelCall HloKernelCall::parse(const std::string &instruction, const std::st
   if (!call.options)
     fail("{}: kiln_options is not an MLIR dictionary", instruction);
   call.backward = config.value("kiln_direction", "") == "backward";
-  if (config.contains("kiln_operands")) {
-    const nlohmann::json &positions = config["kiln_operands"];
-    if (!positions.is_array())
-      fail("{}: kiln_operands is not an array of operand positions", instruction);
-    for (const nlohmann::json &p : positions) {
-      if (!p.is_number_integer() || p.get<int64_t>() < 0)
-        fail("{}: kiln_operands holds {}, not an operand position", instruction, p.dump());
-      call.kilnOperands.push_back(p.get<size_t>());
-    }
-  }
+  if (config.contains("nki"))
+    call.readBinding(config["nki"]);
   return call;
 }
 
 std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {
-  if (!kilnOperands.empty()) {
+  if (bound) {
+    // Kiln's operands back from the function's arguments; operands after
+    // the arguments (a block's first row) follow them as they are.
     std::vector<Tensor> own;
-    for (size_t p : kilnOperands) {
-      if (p >= operands.size())
-        fail("{}: kiln_operands names operand {} of a call with {}", instruction, p,
-             operands.size());
-      own.push_back(operands[p]);
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const BoundTensor &a = arguments[i];
+      if (!a.kilnOperand)
+        continue;
+      if (own.size() <= a.kilnIndex)
+        own.resize(a.kilnIndex + 1);
+      own[a.kilnIndex] = fromNkiLayout(operands.at(i), a.layout, a.kilnShape);
     }
+    own.insert(own.end(), operands.begin() + std::ptrdiff_t(arguments.size()), operands.end());
     operands = std::move(own);
   }
   llvm::SmallVector<Tensor> results;
@@ -55,7 +139,26 @@ std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {
     impl->runBackward(options, operands, results);
   else
     impl->runForward(options, operands, results);
-  return std::vector<Tensor>(results.begin(), results.end());
+  if (!bound || this->results.empty())
+    return std::vector<Tensor>(results.begin(), results.end());
+  // The function's results from Kiln's. Its softmax statistics are given
+  // as (neg_max, sum_recip) = (-lse, 1): the pair the lowering turns back
+  // into the same log-sum-exp (a real kernel's max and sum give it too).
+  std::vector<Tensor> out;
+  for (const BoundTensor &r : this->results) {
+    const Tensor &kiln = results[r.kilnIndex];
+    Tensor value = kiln;
+    if (r.role != NkiResult::Role::KilnResult) {
+      Tensor lse = kiln.dtype() == DType::F32 ? kiln : kiln.to(DType::F32);
+      value = Tensor::uninitialized(DType::F32, lse.shape());
+      float *v = value.mutableData<float>();
+      const float *l = lse.data<float>();
+      for (int64_t i = 0; i < lse.numel(); ++i)
+        v[i] = r.role == NkiResult::Role::NegMax ? -l[i] : 1.0f;
+    }
+    out.push_back(toNkiLayout(value, r.layout));
+  }
+  return out;
 }
 
 } // namespace kiln

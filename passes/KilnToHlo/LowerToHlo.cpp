@@ -276,24 +276,177 @@ llvm::json::Value toJson(Attribute attr) {
 /// runs its CPU implementation; no Neuron compiler knows it.
 constexpr llvm::StringLiteral kCpuKernelTarget = "KilnCpuKernel";
 
+llvm::json::Object layoutJson(const NkiTensorLayout &layout) {
+  llvm::json::Object o;
+  if (!layout.permutation.empty())
+    o["permutation"] = llvm::json::Array(layout.permutation);
+  if (layout.lseTiles)
+    o["lse_tiles"] = true;
+  if (layout.foldLeading)
+    o["fold_leading"] = true;
+  return o;
+}
+
 /// The NKI Library function a call is bound to, for the binder on the SDK
-/// host (kernels.json): each tensor argument in signature order, fed by the
-/// custom call's operand of the same position.
-llvm::json::Object bindingJson(const NkiBinding &binding) {
+/// host (kernels.json) and Kiln's evaluator: each tensor argument in
+/// signature order, fed by the custom call's operand of the same position,
+/// with the layout it takes and the Kiln tensor it holds; the function's
+/// results; the keywords, options resolved.
+llvm::json::Object bindingJson(const NkiBinding &binding, Operation *op, DictionaryAttr options) {
   llvm::json::Array arguments;
   for (const NkiArgument &a : binding.arguments) {
     bool buffer = a.source == NkiArgument::Source::OutputBuffer;
-    arguments.push_back(llvm::json::Object{
-        {"name", a.name}, {buffer ? "output_of_result" : "kiln_operand", int64_t(a.index)}});
+    Value kiln = buffer ? op->getResult(a.index) : op->getOperand(a.index);
+    arguments.push_back(
+        llvm::json::Object{{"name", a.name},
+                           {buffer ? "output_of_result" : "kiln_operand", int64_t(a.index)},
+                           {"kiln_shape", llvm::json::Array(HloBuilder::shapeOf(kiln))},
+                           {"layout", layoutJson(a.layout)}});
+  }
+  llvm::json::Array results;
+  for (const NkiResult &r : binding.results) {
+    const char *role = r.role == NkiResult::Role::NegMax     ? "neg_max"
+                       : r.role == NkiResult::Role::SumRecip ? "sum_recip"
+                                                             : "kiln_result";
+    results.push_back(llvm::json::Object{
+        {"role", role},
+        {"kiln_result", int64_t(r.kilnResult)},
+        {"kiln_shape", llvm::json::Array(HloBuilder::shapeOf(op->getResult(r.kilnResult)))},
+        {"layout", layoutJson(r.layout)}});
   }
   llvm::json::Object keywords;
   for (const NkiKeyword &k : binding.keywords)
-    keywords[k.name] = std::visit([](const auto &v) { return llvm::json::Value(v); }, k.value);
-  return llvm::json::Object{{"module", binding.module},
-                            {"function", binding.function},
-                            {"arguments", std::move(arguments)},
-                            {"keywords", std::move(keywords)},
-                            {"source", binding.source}};
+    keywords[k.name] = std::visit(
+        [&](const auto &v) -> llvm::json::Value {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, NkiOption>)
+            return toJson(options.get(v.option));
+          else
+            return llvm::json::Value(v);
+        },
+        k.value);
+  return llvm::json::Object{{"module", binding.module},          {"function", binding.function},
+                            {"arguments", std::move(arguments)}, {"results", std::move(results)},
+                            {"keywords", std::move(keywords)},   {"source", binding.source}};
+}
+
+/// Kiln's `v` as the NKI function takes it (NkiTensorLayout).
+Value toNkiLayout(HloBuilder &b, Value v, const NkiTensorLayout &layout) {
+  if (!layout.permutation.empty())
+    v = b.transpose(v, layout.permutation);
+  if (layout.lseTiles) {
+    ArrayRef<int64_t> s = HloBuilder::shapeOf(v);
+    v = b.transpose(b.reshape(v, {s[0], s[1], s[2] / 128, 128}), {0, 1, 3, 2});
+  }
+  if (layout.foldLeading) {
+    SmallVector<int64_t> s(HloBuilder::shapeOf(v).drop_front());
+    s[0] *= HloBuilder::shapeOf(v)[0];
+    v = b.reshape(v, s);
+  }
+  return v;
+}
+
+/// The inverse: `v`, laid out as `layout` says, back to Kiln's `shape`.
+Value fromNkiLayout(HloBuilder &b, Value v, const NkiTensorLayout &layout,
+                    ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> permuted(shape);
+  for (size_t i = 0; i < layout.permutation.size(); ++i)
+    permuted[i] = shape[layout.permutation[i]];
+  if (layout.foldLeading) {
+    NkiTensorLayout unfolded = layout;
+    unfolded.foldLeading = false;
+    v = b.reshape(v, unfolded.apply(shape));
+  }
+  if (layout.lseTiles)
+    v = b.reshape(b.transpose(v, {0, 1, 3, 2}), permuted);
+  if (!layout.permutation.empty()) {
+    SmallVector<int64_t> inverse(layout.permutation.size());
+    for (size_t i = 0; i < inverse.size(); ++i)
+      inverse[layout.permutation[i]] = int64_t(i);
+    v = b.transpose(v, inverse);
+  }
+  return v;
+}
+
+/// The custom call of a kernel bound to an NKI Library function: the
+/// function's tensor arguments in its order (output buffers, zeros, among
+/// them), each laid out as it takes it, and Kiln's results back from the
+/// function's. Appends the call's operands and, per call result, the buffer
+/// operand it aliases (-1: none).
+struct BoundCall {
+  SmallVector<Value> operands;
+  SmallVector<Type> resultTypes;
+  SmallVector<int64_t> aliases;
+};
+
+FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRange inputs,
+                               HloBuilder &b) {
+  BoundCall call;
+  auto refuse = [&](const Twine &what) {
+    return op->emitOpError("lower-to-hlo: ")
+           << binding.qualifiedName() << " cannot take the call: " << what;
+  };
+  if (kilnOperandPositions(binding, unsigned(inputs.size())).empty())
+    return refuse("some of its " + Twine(inputs.size()) + " operands feed no argument");
+  auto nkiType = [&](Value kiln, const NkiTensorLayout &layout,
+                     Type element) -> FailureOr<RankedTensorType> {
+    std::vector<int64_t> shape = layout.apply(HloBuilder::shapeOf(kiln));
+    if (shape.empty())
+      return failure();
+    return RankedTensorType::get(shape, element);
+  };
+  if (binding.results.empty()) {
+    call.resultTypes.append(op->result_type_begin(), op->result_type_end());
+  } else {
+    for (const NkiResult &r : binding.results) {
+      Value kiln = op->getResult(r.kilnResult);
+      FailureOr<RankedTensorType> type =
+          nkiType(kiln, r.layout, HloBuilder::typeOf(kiln).getElementType());
+      if (failed(type))
+        return refuse("result " + Twine(r.kilnResult) + " does not fit its layout");
+      call.resultTypes.push_back(*type);
+    }
+  }
+  call.aliases.assign(call.resultTypes.size(), -1);
+  for (const NkiArgument &a : binding.arguments) {
+    if (a.source == NkiArgument::Source::Operand) {
+      if (a.layout.apply(HloBuilder::shapeOf(inputs[a.index])).empty())
+        return refuse("operand " + Twine(a.index) + " does not fit the layout of " + a.name);
+      call.operands.push_back(toNkiLayout(b, inputs[a.index], a.layout));
+      continue;
+    }
+    if (a.index >= call.resultTypes.size())
+      return refuse(a.name + " is the buffer of a result the call does not have");
+    call.aliases[a.index] = int64_t(call.operands.size());
+    call.operands.push_back(b.splat(cast<RankedTensorType>(call.resultTypes[a.index]), 0.0));
+  }
+  return call;
+}
+
+/// Kiln's results from the bound call's (`binding.results`).
+SmallVector<Value> kilnResults(Operation *op, const NkiBinding &binding, ValueRange results,
+                               HloBuilder &b) {
+  if (binding.results.empty())
+    return SmallVector<Value>(results);
+  SmallVector<Value> kiln(op->getNumResults());
+  Value negMax;
+  for (auto [r, value] : llvm::zip(binding.results, results)) {
+    ArrayRef<int64_t> shape = HloBuilder::shapeOf(op->getResult(r.kilnResult));
+    switch (r.role) {
+    case NkiResult::Role::KilnResult:
+      kiln[r.kilnResult] = fromNkiLayout(b, value, r.layout, shape);
+      break;
+    case NkiResult::Role::NegMax:
+      negMax = value;
+      break;
+    case NkiResult::Role::SumRecip: {
+      // lse = max + log(sum) = -neg_max - log(1 / sum).
+      Value max = b.neg(negMax);
+      kiln[r.kilnResult] = fromNkiLayout(b, b.sub(max, b.log(value)), r.layout, shape);
+      break;
+    }
+    }
+  }
+  return kiln;
 }
 
 template <typename OpT>
@@ -315,47 +468,37 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
                             {"rule", op.getRule().str()},
                             {"fqn", op.getFqn().str()},
                             {"options", toJson(op.getOptions())}};
-  // A bound kernel takes the NKI function's tensor arguments in its order,
-  // output buffers (zeros) that its results alias among them; Kiln's CPU
-  // implementation takes its own operands back (kiln_operands).
-  SmallVector<Value> operands;
-  std::optional<SmallVector<int64_t>> aliases;
-  const NkiBinding *binding = neuron ? neuron->binding(backward) : nullptr;
+  // A kernel bound to an NKI Library function takes the function's
+  // arguments in their layouts (for Neuron: a program for the CPU keeps
+  // Kiln's own operands); Kiln's evaluator reads the binding back to run
+  // the kernel's CPU implementation on them.
+  const NkiBinding *binding = neuron && !state.cpuKernels ? neuron->binding(backward) : nullptr;
+  BoundCall call;
   if (binding) {
-    std::vector<int64_t> positions = kilnOperandPositions(*binding, unsigned(inputs.size()));
-    if (positions.empty())
-      return op.emitOpError("lower-to-hlo: the NKI binding of kernel '")
-             << op.getKernel() << "' (" << binding->qualifiedName() << ") feeds none of its "
-             << inputs.size() << " operands to some operand";
-    aliases.emplace(op->getNumResults(), -1);
-    for (const NkiArgument &a : binding->arguments) {
-      if (a.source == NkiArgument::Source::Operand) {
-        operands.push_back(inputs[a.index]);
-        continue;
-      }
-      (*aliases)[a.index] = int64_t(operands.size());
-      operands.push_back(b.splat(cast<RankedTensorType>(op->getResult(a.index).getType()), 0.0));
-    }
-    config["nki"] = bindingJson(*binding);
-    config["kiln_operands"] = llvm::json::Array(positions);
+    FailureOr<BoundCall> bound = boundCall(op, *binding, inputs, b);
+    if (failed(bound))
+      return failure();
+    call = std::move(*bound);
+    config["nki"] = bindingJson(*binding, op, op.getOptions());
   } else {
-    operands.append(inputs.begin(), inputs.end());
+    call.operands.append(inputs.begin(), inputs.end());
+    call.resultTypes.append(op->result_type_begin(), op->result_type_end());
   }
   // A call on a block of a split also takes the block's first row, from the
-  // rank parameter (KernelSpec::gridBlock).
-  if (std::optional<GridBlock> block = op.getSpec().gridBlock(op)) {
-    if (auto *kilnOperands = config.getArray("kiln_operands"))
-      kilnOperands->push_back(int64_t(operands.size()));
-    operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
-  }
+  // rank parameter (KernelSpec::gridBlock), after the others.
+  if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
+    call.operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(config));
-  auto call = hlo::CustomCallOp::create(
-      b.builder(), b.location(), op->getResultTypes(), operands,
+  bool aliased = llvm::any_of(call.aliases, [](int64_t a) { return a >= 0; });
+  auto custom = hlo::CustomCallOp::create(
+      b.builder(), b.location(), call.resultTypes, call.operands,
       neuron ? neuron->customCallTarget : kCpuKernelTarget.str(), text,
-      aliases ? DenseI64ArrayAttr::get(op->getContext(), *aliases) : DenseI64ArrayAttr());
-  return SmallVector<Value>(call.getResults());
+      aliased ? DenseI64ArrayAttr::get(op->getContext(), call.aliases) : DenseI64ArrayAttr());
+  if (!binding)
+    return SmallVector<Value>(custom.getResults());
+  return kilnResults(op, *binding, custom.getResults(), b);
 }
 
 FailureOr<SmallVector<Value>> lower(KernelOp op, KernelOp::Adaptor a, HloBuilder &b,

@@ -12,6 +12,7 @@
 #include "kiln/Config/OverrideRules.h"
 #include "kiln/CustomKernels/Registry.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
+#include "kiln/Driver/HloKernelCall.h"
 #include "kiln/Driver/Training.h"
 #include "kiln/Planner/MemoryPlan.h"
 #include "kiln/Runtime/TokenBatch.h"
@@ -222,4 +223,41 @@ TEST(NkiBindingTest, RopeIsRopeHfInItsSignatureOrder) {
     EXPECT_EQ(binding->keywords[0].name, "backward");
     EXPECT_EQ(std::get<bool>(binding->keywords[0].value), backward);
   }
+}
+
+// The layouts a binding declares: the shape the function sees, the row
+// statistic's tiles (row g * 128 + p at [p, g], as nkilib's attention
+// kernels document their statistics), and the evaluator's way back.
+TEST(NkiBindingTest, LayoutsTileRowStatisticsAndFoldHeadsIntoTheBatch) {
+  NkiTensorLayout kFolded{{0, 1, 3, 2}, false, true}, stats{{}, true, true};
+  EXPECT_EQ(kFolded.apply({2, 3, 256, 8}), (std::vector<int64_t>{6, 8, 256}));
+  EXPECT_EQ(stats.apply({2, 3, 256}), (std::vector<int64_t>{6, 128, 2}));
+  EXPECT_TRUE(stats.apply({2, 3, 200}).empty()); // not whole tiles
+
+  Tensor lse(DType::F32, {1, 2, 256});
+  for (int64_t i = 0; i < lse.numel(); ++i)
+    lse.mutableData<float>()[i] = float(i);
+  Tensor tiles = HloKernelCall::toNkiLayout(lse, stats);
+  ASSERT_EQ(tiles.shape(), (Shape{2, 128, 2}));
+  const float *t = tiles.data<float>();
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t p = 0; p < 128; ++p)
+      for (int64_t g = 0; g < 2; ++g)
+        ASSERT_EQ(t[(h * 128 + p) * 2 + g], float(h * 256 + g * 128 + p)) << h << " " << p;
+  Tensor back = HloKernelCall::fromNkiLayout(tiles, stats, {1, 2, 256});
+  ASSERT_EQ(back.shape(), lse.shape());
+  for (int64_t i = 0; i < lse.numel(); ++i)
+    ASSERT_EQ(back.data<float>()[i], float(i));
+
+  Tensor k(DType::F32, {2, 3, 4, 5});
+  for (int64_t i = 0; i < k.numel(); ++i)
+    k.mutableData<float>()[i] = float(i);
+  Tensor laid = HloKernelCall::toNkiLayout(k, kFolded);
+  ASSERT_EQ(laid.shape(), (Shape{6, 5, 4}));
+  // [b, h, s, d] -> [b*h, d, s]: element (b, h, s, d) at ((b*3 + h), d, s).
+  EXPECT_EQ(laid.data<float>()[((1 * 3 + 2) * 5 + 3) * 4 + 1],
+            float(((1 * 3 + 2) * 4 + 1) * 5 + 3));
+  Tensor kBack = HloKernelCall::fromNkiLayout(laid, kFolded, {2, 3, 4, 5});
+  for (int64_t i = 0; i < k.numel(); ++i)
+    ASSERT_EQ(kBack.data<float>()[i], float(i));
 }

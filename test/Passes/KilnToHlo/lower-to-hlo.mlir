@@ -202,8 +202,8 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
 // CHECK-LABEL: func.func @train_step(
 // CHECK: %[[QBUF:.*]] = hlo.broadcast_in_dim %{{.*}} : (tensor<f32>) -> tensor<1x2x4x8xf32>
 // CHECK: %[[KBUF:.*]] = hlo.broadcast_in_dim %{{.*}} : (tensor<f32>) -> tensor<1x1x4x8xf32>
-// CHECK: hlo.custom_call %arg0, %arg1, %[[QBUF]], %[[KBUF]], %arg2 {backend_config = "{\22fqn\22:\22layers.0.attention.rope\22,\22kernel\22:\22nkilib.core.embeddings.rope_hf.rope_hf\22,\22kiln_direction\22:\22forward\22,\22kiln_kernel\22:\22nki_rope\22,\22kiln_operands\22:[0,1,4],\22kiln_options\22:\22{}\22,
-// CHECK-SAME: \22nki\22:{\22arguments\22:[{\22kiln_operand\22:0,\22name\22:\22q\22},{\22kiln_operand\22:1,\22name\22:\22k\22},{\22name\22:\22q_out\22,\22output_of_result\22:0},{\22name\22:\22k_out\22,\22output_of_result\22:1},{\22kiln_operand\22:2,\22name\22:\22rope_cache\22}],\22function\22:\22rope_hf\22,\22keywords\22:{\22backward\22:false},\22module\22:\22nkilib.core.embeddings.rope_hf\22,
+// CHECK: hlo.custom_call %arg0, %arg1, %[[QBUF]], %[[KBUF]], %arg2 {backend_config = "{\22fqn\22:\22layers.0.attention.rope\22,\22kernel\22:\22nkilib.core.embeddings.rope_hf.rope_hf\22,\22kiln_direction\22:\22forward\22,\22kiln_kernel\22:\22nki_rope\22,\22kiln_options\22:\22{}\22,
+// CHECK-SAME: \22nki\22:{\22arguments\22:[{\22kiln_operand\22:0,\22kiln_shape\22:[1,2,4,8],\22layout\22:{},\22name\22:\22q\22},{\22kiln_operand\22:1,\22kiln_shape\22:[1,1,4,8],\22layout\22:{},\22name\22:\22k\22},{\22kiln_shape\22:[1,2,4,8],\22layout\22:{},\22name\22:\22q_out\22,\22output_of_result\22:0},{\22kiln_shape\22:[1,1,4,8],\22layout\22:{},\22name\22:\22k_out\22,\22output_of_result\22:1},{\22kiln_operand\22:2,\22kiln_shape\22:[4,16],\22layout\22:{},\22name\22:\22rope_cache\22}],\22function\22:\22rope_hf\22,\22keywords\22:{\22backward\22:false},\22module\22:\22nkilib.core.embeddings.rope_hf\22,\22results\22:[],
 // CHECK-SAME: \22options\22:{},\22rule\22:\22rope\22}", call_target_name = "AwsNeuronCustomNativeKernel", output_operand_aliases = array<i64: 2, 3>}
 // CHECK: hlo.custom_call %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %arg2 {{.*}}\22kiln_direction\22:\22backward\22{{.*}}\22keywords\22:{\22backward\22:true}{{.*}}output_operand_aliases = array<i64: 2, 3>
 module {
@@ -212,6 +212,37 @@ module {
     %qo, %ko = kiln.kernel "nki_rope"(%q, %k, %cache) {fqn = "layers.0.attention.rope", options = {}, rule = "rope", target = "kiln.rope"} : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<4x16xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>)
     %dq, %dk = kiln.kernel_backward "nki_rope"(%qo, %ko, %cache) {fqn = "layers.0.attention.rope", options = {}, rule = "rope", target = "kiln.rope"} : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<4x16xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>)
     return %dq, %dk : tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>
+  }
+}
+
+// -----
+
+// nki_flash_attention is bound to attention_cte and attention_bwd, which take
+// other layouts: the forward folds heads into the batch (q [b*h, s, d], k
+// [b*hk, d, s], v [b*hk, s, d]) and returns the output and its softmax
+// statistics [b*h, 128, s/128], from which lse = -neg_max - log(sum_recip)
+// ([p, g] is row g*128 + p); the backward takes [b, h, d, s] tensors and
+// lse as [b, h, 128, s/128]. Keywords fix the forms the kernel implements
+// and take the scale from the call's options.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-DAG: %[[Q:.*]] = hlo.reshape %arg0 : (tensor<1x2x256x8xf32>) -> tensor<2x256x8xf32>
+// CHECK-DAG: %[[KT:.*]] = hlo.transpose %arg1 {permutation = array<i64: 0, 1, 3, 2>} : (tensor<1x1x256x8xf32>) -> tensor<1x1x8x256xf32>
+// CHECK-DAG: %[[K:.*]] = hlo.reshape %[[KT]] : (tensor<1x1x8x256xf32>) -> tensor<1x8x256xf32>
+// CHECK-DAG: %[[V:.*]] = hlo.reshape %arg2 : (tensor<1x1x256x8xf32>) -> tensor<1x256x8xf32>
+// CHECK: %[[F:.*]]:3 = hlo.custom_call %[[Q]], %[[K]], %[[V]] {backend_config = "{{.*}}\22kernel\22:\22nkilib.core.attention.attention_cte.attention_cte\22{{.*}}\22keywords\22:{\22cache_softmax\22:true,\22causal_mask\22:true,\22scale\22:0.35355{{[0-9]*}},\22tp_k\22:false,\22tp_out\22:false,\22tp_q\22:true}{{.*}}"{{.*}} : (tensor<2x256x8xf32>, tensor<1x8x256xf32>, tensor<1x256x8xf32>) -> (tensor<2x256x8xf32>, tensor<2x128x2xf32>, tensor<2x128x2xf32>)
+// CHECK: %[[NEG:.*]] = hlo.negate %[[F]]#1
+// CHECK: %[[LOG:.*]] = hlo.log %[[F]]#2
+// CHECK: %[[LSE:.*]] = hlo.subtract %[[NEG]], %[[LOG]]
+// CHECK: %[[TILES:.*]] = hlo.reshape %[[LSE]] : (tensor<2x128x2xf32>) -> tensor<1x2x128x2xf32>
+// CHECK: %[[ROWS:.*]] = hlo.transpose %[[TILES]] {permutation = array<i64: 0, 1, 3, 2>} : (tensor<1x2x128x2xf32>) -> tensor<1x2x2x128xf32>
+// CHECK: hlo.reshape %[[ROWS]] : (tensor<1x2x2x128xf32>) -> tensor<1x2x256xf32>
+// CHECK: hlo.custom_call {{.*}}\22kernel\22:\22nkilib.core.attention.attention_bwd.attention_bwd\22{{.*}}\22keywords\22:{\22mixed_precision\22:true,\22softmax_scale\22:0.35355{{[0-9]*}},\22use_causal_mask\22:true}{{.*}} : (tensor<1x2x8x256xf32>, tensor<1x1x8x256xf32>, tensor<1x1x8x256xf32>, tensor<1x2x8x256xf32>, tensor<1x2x8x256xf32>, tensor<1x2x128x2xf32>) -> (tensor<1x2x8x256xf32>, tensor<1x1x8x256xf32>, tensor<1x1x8x256xf32>)
+module {
+  func.func @train_step(%q: tensor<1x2x256x8xf32>, %k: tensor<1x1x256x8xf32>, %v: tensor<1x1x256x8xf32>)
+      -> (tensor<1x2x256x8xf32>, tensor<1x1x256x8xf32>, tensor<1x1x256x8xf32>) {
+    %o, %lse = kiln.kernel "nki_flash_attention"(%q, %k, %v) {fqn = "layers.0.attention.inner_attention", options = {causal = true, scale = 0.353553385 : f32}, rule = "flash", target = "kiln.attention"} : (tensor<1x2x256x8xf32>, tensor<1x1x256x8xf32>, tensor<1x1x256x8xf32>) -> (tensor<1x2x256x8xf32>, tensor<1x2x256xf32>)
+    %dq, %dk, %dv = kiln.kernel_backward "nki_flash_attention"(%o, %q, %k, %v, %o, %lse) {fqn = "layers.0.attention.inner_attention", options = {causal = true, scale = 0.353553385 : f32}, rule = "flash", target = "kiln.attention"} : (tensor<1x2x256x8xf32>, tensor<1x2x256x8xf32>, tensor<1x1x256x8xf32>, tensor<1x1x256x8xf32>, tensor<1x2x256x8xf32>, tensor<1x2x256xf32>) -> (tensor<1x2x256x8xf32>, tensor<1x1x256x8xf32>, tensor<1x1x256x8xf32>)
+    return %dq, %dk, %dv : tensor<1x2x256x8xf32>, tensor<1x1x256x8xf32>, tensor<1x1x256x8xf32>
   }
 }
 

@@ -4,6 +4,28 @@
 
 namespace kiln {
 
+std::vector<int64_t> NkiTensorLayout::apply(llvm::ArrayRef<int64_t> shape) const {
+  std::vector<int64_t> out(shape.begin(), shape.end());
+  if (!permutation.empty()) {
+    if (permutation.size() != shape.size())
+      return {};
+    for (size_t i = 0; i < permutation.size(); ++i)
+      out[i] = shape[permutation[i]];
+  }
+  if (lseTiles) {
+    if (out.size() != 3 || out[2] % 128 != 0)
+      return {};
+    out = {out[0], out[1], 128, out[2] / 128};
+  }
+  if (foldLeading) {
+    if (out.size() < 2)
+      return {};
+    out[1] *= out[0];
+    out.erase(out.begin());
+  }
+  return out;
+}
+
 std::optional<unsigned> NkiBinding::bufferOf(unsigned result) const {
   for (unsigned i = 0; i < arguments.size(); ++i)
     if (arguments[i].source == NkiArgument::Source::OutputBuffer && arguments[i].index == result)

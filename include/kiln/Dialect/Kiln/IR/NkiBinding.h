@@ -23,6 +23,23 @@
 
 namespace kiln {
 
+/// How a tensor of Kiln's kernel call is laid out for the NKI function: its
+/// dimensions permuted, then (lseTiles) a [b, h, s] row statistic as
+/// [b, h, 128, s / 128] (row g * 128 + p at [p, g], the 128 partitions of a
+/// query tile: nkilib's attention statistics), then (foldLeading) dims 0 and 1
+/// merged ([b, h, ...] -> [b * h, ...]: nkilib folds heads into the batch).
+/// The HLO lowering applies it with transposes and reshapes.
+struct NkiTensorLayout {
+  std::vector<int64_t> permutation; ///< empty: as Kiln has it
+  bool lseTiles = false;
+  bool foldLeading = false;
+
+  bool isIdentity() const { return permutation.empty() && !lseTiles && !foldLeading; }
+  /// The shape the function sees of a Kiln tensor of `shape`; empty when
+  /// the layout cannot take it (a statistic's length not a multiple of 128).
+  std::vector<int64_t> apply(llvm::ArrayRef<int64_t> shape) const;
+};
+
 /// One tensor parameter of the kernel function, in signature order.
 struct NkiArgument {
   enum class Source {
@@ -32,13 +49,34 @@ struct NkiArgument {
   std::string name; ///< the parameter's name in the Python signature
   Source source = Source::Operand;
   unsigned index = 0;
+  NkiTensorLayout layout = {};
 };
 
-/// A keyword argument fixed for the direction (`backward=True`): scalars
-/// are traced into the kernel, never operands.
+/// One result of the kernel function, in order, and which Kiln result it
+/// gives. Softmax statistics come as a pair (nkilib's attention_cte:
+/// negated row max, reciprocal row sum) from which the lowering computes
+/// Kiln's log-sum-exp: lse = -neg_max - log(sum_recip).
+struct NkiResult {
+  enum class Role {
+    KilnResult, ///< Kiln result `kilnResult` in `layout`
+    NegMax,     ///< with SumRecip: Kiln result `kilnResult`, a log-sum-exp
+    SumRecip,
+  };
+  Role role = Role::KilnResult;
+  unsigned kilnResult = 0;
+  NkiTensorLayout layout = {};
+};
+
+/// A keyword taken from the kernel call's options (`scale`), not fixed.
+struct NkiOption {
+  std::string option;
+};
+
+/// A keyword argument of the direction (`backward=True`, `softmax_scale=`):
+/// scalars are traced into the kernel, never operands.
 struct NkiKeyword {
   std::string name;
-  std::variant<bool, int64_t, double, std::string> value;
+  std::variant<bool, int64_t, double, std::string, NkiOption> value;
 };
 
 struct NkiBinding {
@@ -46,6 +84,9 @@ struct NkiBinding {
   std::string function; ///< the function in it, e.g. "rope_hf"
   std::vector<NkiArgument> arguments;
   std::vector<NkiKeyword> keywords;
+  /// The function's results; empty: Kiln's results as they are (in the
+  /// output buffers where the function takes them).
+  std::vector<NkiResult> results;
   /// Where its signature was read: "repository @ commit: path".
   std::string source;
 
