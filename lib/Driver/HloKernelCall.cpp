@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace kiln {
 namespace {
 
@@ -74,28 +76,44 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
   if (!nki.is_object() || !nki.contains("arguments") || !nki["arguments"].is_array())
     fail("{}: no arguments", where);
   bound = true;
-  auto tensor = [&](const nlohmann::json &j) {
+  // The module is input: every layout is checked against the Kiln shape it
+  // lays out before a tensor is moved by it.
+  auto tensor = [&](const nlohmann::json &j, const std::string &what) {
     BoundTensor t;
-    t.kilnShape = j.value("kiln_shape", Shape{});
+    t.kilnShape = j.at("kiln_shape").get<Shape>();
     t.layout = layoutOf(j.value("layout", nlohmann::json::object()), where);
-    if (layoutStages(t.kilnShape, t.layout).second.empty() && t.layout.lseTiles)
-      fail("{}: the layout does not fit the Kiln shape {}", where, shapeToString(t.kilnShape));
+    std::vector<int64_t> sorted = t.layout.permutation;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i)
+      if (sorted[i] != int64_t(i) || sorted.size() != t.kilnShape.size())
+        fail("{}: {}'s permutation is not one of its {} dimensions", where, what,
+             t.kilnShape.size());
+    if ((t.layout.lseTiles || t.layout.foldLeading) && t.layout.apply(t.kilnShape).empty())
+      fail("{}: {}'s layout does not fit its Kiln shape {}", where, what,
+           shapeToString(t.kilnShape));
     return t;
   };
-  for (const nlohmann::json &a : nki["arguments"]) {
-    BoundTensor t = tensor(a);
-    t.kilnOperand = a.contains("kiln_operand");
-    t.kilnIndex = a.value(t.kilnOperand ? "kiln_operand" : "output_of_result", size_t(0));
-    arguments.push_back(std::move(t));
-  }
-  for (const nlohmann::json &r : nki.value("results", nlohmann::json::array())) {
-    BoundTensor t = tensor(r);
-    std::string role = r.value("role", "");
-    t.role = role == "neg_max"     ? NkiResult::Role::NegMax
-             : role == "sum_recip" ? NkiResult::Role::SumRecip
-                                   : NkiResult::Role::KilnResult;
-    t.kilnIndex = r.value("kiln_result", size_t(0));
-    results.push_back(std::move(t));
+  try {
+    for (const nlohmann::json &a : nki["arguments"]) {
+      BoundTensor t = tensor(a, "argument " + a.value("name", "?"));
+      t.kilnOperand = a.contains("kiln_operand");
+      t.kilnIndex = a.at(t.kilnOperand ? "kiln_operand" : "output_of_result").get<size_t>();
+      if (t.kilnIndex >= nki["arguments"].size())
+        fail("{}: argument {} names Kiln tensor {} of a call with {} arguments", where,
+             arguments.size(), t.kilnIndex, nki["arguments"].size());
+      arguments.push_back(std::move(t));
+    }
+    for (const nlohmann::json &r : nki.value("results", nlohmann::json::array())) {
+      BoundTensor t = tensor(r, "result " + std::to_string(results.size()));
+      std::string role = r.value("role", "");
+      t.role = role == "neg_max"     ? NkiResult::Role::NegMax
+               : role == "sum_recip" ? NkiResult::Role::SumRecip
+                                     : NkiResult::Role::KilnResult;
+      t.kilnIndex = r.at("kiln_result").get<size_t>();
+      results.push_back(std::move(t));
+    }
+  } catch (const nlohmann::json::exception &e) {
+    fail("{}: {}", where, e.what());
   }
 }
 
@@ -122,15 +140,30 @@ std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {
   if (bound) {
     // Kiln's operands back from the function's arguments; operands after
     // the arguments (a block's first row) follow them as they are.
+    if (operands.size() < arguments.size())
+      fail("{}: the call has {} operands, its NKI binding {} arguments", instruction,
+           operands.size(), arguments.size());
     std::vector<Tensor> own;
+    std::vector<bool> held;
     for (size_t i = 0; i < arguments.size(); ++i) {
       const BoundTensor &a = arguments[i];
       if (!a.kilnOperand)
         continue;
-      if (own.size() <= a.kilnIndex)
+      std::vector<int64_t> want = a.layout.apply(a.kilnShape);
+      if (operands[i].shape() != Shape(want.begin(), want.end()))
+        fail("{}: operand {} is {}, its NKI binding lays out {} as {}", instruction, i,
+             shapeToString(operands[i].shape()), shapeToString(a.kilnShape),
+             shapeToString(Shape(want.begin(), want.end())));
+      if (own.size() <= a.kilnIndex) {
         own.resize(a.kilnIndex + 1);
-      own[a.kilnIndex] = fromNkiLayout(operands.at(i), a.layout, a.kilnShape);
+        held.resize(a.kilnIndex + 1);
+      }
+      own[a.kilnIndex] = fromNkiLayout(operands[i], a.layout, a.kilnShape);
+      held[a.kilnIndex] = true;
     }
+    for (size_t k = 0; k < held.size(); ++k)
+      if (!held[k])
+        fail("{}: no argument of its NKI binding holds Kiln operand {}", instruction, k);
     own.insert(own.end(), operands.begin() + std::ptrdiff_t(arguments.size()), operands.end());
     operands = std::move(own);
   }
@@ -146,6 +179,10 @@ std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {
   // into the same log-sum-exp (a real kernel's max and sum give it too).
   std::vector<Tensor> out;
   for (const BoundTensor &r : this->results) {
+    if (r.kilnIndex >= results.size() || results[r.kilnIndex].shape() != r.kilnShape)
+      fail("{}: the NKI binding's result {} is Kiln result {} of shape {}, which the kernel "
+           "does not return",
+           instruction, out.size(), r.kilnIndex, shapeToString(r.kilnShape));
     const Tensor &kiln = results[r.kilnIndex];
     Tensor value = kiln;
     if (r.role != NkiResult::Role::KilnResult) {

@@ -261,3 +261,54 @@ TEST(NkiBindingTest, LayoutsTileRowStatisticsAndFoldHeadsIntoTheBatch) {
   for (int64_t i = 0; i < k.numel(); ++i)
     ASSERT_EQ(kBack.data<float>()[i], float(i));
 }
+
+// A module's NKI binding is input (kiln check-hlo reads any module): a
+// layout that does not fit its tensor, or a call without the operands its
+// binding lists, is an error naming the call, never an out-of-bounds move.
+TEST(NkiBindingTest, AnEditedBindingIsRefusedByName) {
+  registerCustomKernels();
+  mlir::MLIRContext context;
+  auto config = [](const std::string &argument) {
+    return R"({"kiln_kernel": "nki_rope", "kiln_direction": "forward", "kiln_options": "{}",
+               "nki": {"arguments": [)" +
+           argument + "]}}";
+  };
+  expectError(
+      [&] {
+        HloKernelCall::parse("custom-call.7",
+                             config(R"({"name": "q", "kiln_operand": 0, "kiln_shape": [1, 2, 4, 8],
+                                        "layout": {"permutation": [0, 1, 7, 2]}})"),
+                             context);
+      },
+      {"custom-call.7 backend_config nki", "argument q's permutation is not one of its 4 "
+                                           "dimensions"});
+  expectError(
+      [&] {
+        HloKernelCall::parse("custom-call.8",
+                             config(R"({"name": "lse", "kiln_operand": 0, "kiln_shape": [1, 2, 100],
+                                        "layout": {"lse_tiles": true}})"),
+                             context);
+      },
+      {"custom-call.8", "argument lse's layout does not fit its Kiln shape [1, 2, 100]"});
+  expectError(
+      [&] {
+        HloKernelCall::parse("custom-call.9", config(R"({"name": "q", "kiln_operand": "zero"})"),
+                             context);
+      },
+      {"custom-call.9 backend_config nki"});
+  HloKernelCall call = HloKernelCall::parse(
+      "custom-call.10",
+      config(R"({"name": "q", "kiln_operand": 0, "kiln_shape": [1, 2, 4, 8], "layout": {}},
+                {"name": "k", "kiln_operand": 1, "kiln_shape": [1, 1, 4, 8], "layout": {}})"),
+      context);
+  expectError(
+      [&] {
+        call.run({Tensor(DType::F32, {1, 2, 4, 8})});
+      },
+      {"custom-call.10: the call has 1 operands, its NKI binding 2 arguments"});
+  expectError(
+      [&] {
+        call.run({Tensor(DType::F32, {1, 2, 4, 8}), Tensor(DType::F32, {1, 2, 4, 8})});
+      },
+      {"custom-call.10: operand 1 is [1, 2, 4, 8], its NKI binding lays out [1, 1, 4, 8]"});
+}
