@@ -148,7 +148,7 @@ FRONTENDS = {
 }
 
 
-def pick_frontend(name):
+def pick_frontend(name, calls):
     order = ["beta3", "beta2", "legacy"] if name == "auto" else [name]
     for candidate in order:
         module, tracer = FRONTENDS[candidate]
@@ -159,7 +159,8 @@ def pick_frontend(name):
         return candidate, tracer
     tried = ", ".join(f"{FRONTENDS[c][0]} ({c})" for c in order)
     raise BindError(f"no NKI frontend is installed (tried {tried}): run it on a machine with "
-                    "the Neuron SDK")
+                    f"the Neuron SDK ({len(calls)} custom calls to bind, the first "
+                    f"{call_name(calls[0])})")
 
 
 def call_name(call):
@@ -303,7 +304,7 @@ def main(argv):
     if unbound:
         raise BindError(f"{call_name(unbound[0])} cannot be bound: {unbound[0]['unbound']}"
                         + (f" (and {len(unbound) - 1} more calls)" if len(unbound) > 1 else ""))
-    frontend, tracer = pick_frontend(args.frontend)
+    frontend, tracer = pick_frontend(args.frontend, table["calls"])
     module_class = hlo_module_class()
     original = os.path.join(directory, "model.unbound.hlo.pb")
     bound_path = os.path.join(directory, "model.hlo.pb")
