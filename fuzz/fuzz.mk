@@ -48,14 +48,18 @@ SOURCES_manifest := fuzz/ManifestFuzzer.cpp lib/Driver/NeuronManifest.cpp $(SUPP
 SOURCES_target := fuzz/TargetProfileFuzzer.cpp lib/Planner/TargetProfile.cpp $(SUPPORT)
 SOURCES_mlir := fuzz/MlirFuzzer.cpp $(DIALECT) $(KERNELS) lib/Runtime/Tensor.cpp \
   $(RUNTIME_KERNELS) $(SUPPORT)
+# A custom call's backend_config as Kiln's evaluator reads it (its NKI binding).
+SOURCES_kernelcall := fuzz/KernelCallFuzzer.cpp lib/Driver/HloKernelCall.cpp $(DIALECT) $(KERNELS) \
+  lib/Runtime/Tensor.cpp $(RUNTIME_KERNELS) $(SUPPORT)
 
 LIBS_config := -ltomlplusplus
 LIBS_manifest := -lprotobuf
 LIBS_tokenizer := -lpcre2-8 $(shell pkg-config --libs icu-i18n icu-uc)
 LIBS_mlir := -L$(LLVM)/lib -Wl,-rpath,$(LLVM)/lib -lMLIR -lLLVM-22 \
   -L/usr/lib/$(OPENBLAS) -Wl,-rpath,/usr/lib/$(OPENBLAS) -lopenblas
+LIBS_kernelcall := $(LIBS_mlir)
 
-TARGETS := safetensors config tokens tokenizer mlir manifest target
+TARGETS := safetensors config tokens tokenizer mlir manifest target kernelcall
 objects = $(patsubst %.cc,$(OUT)/obj/%.o,$(patsubst %.cpp,$(OUT)/obj/%.o,$(SOURCES_$(1))))
 
 .PHONY: all

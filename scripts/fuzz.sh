@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 CXX=${FUZZ_CXX:-$(command -v clang++-22 || command -v clang++)}
 if command -v ccache >/dev/null; then CXX="ccache $CXX"; fi
 SECONDS_EACH=${FUZZ_SECONDS:-60}
-TARGETS=(${FUZZ_TARGETS:-safetensors config tokens tokenizer mlir manifest target})
+TARGETS=(${FUZZ_TARGETS:-safetensors config tokens tokenizer mlir manifest target kernelcall})
 OUT=build-fuzz
 # Longest input each target is given. MLIR's parser recurses once per nesting
 # level, so a long enough input of brackets overflows any stack: an upstream

@@ -16,11 +16,31 @@
 namespace kiln {
 namespace {
 
+/// The integers of `list` (a JSON array of integers), or an error naming it.
+std::vector<int64_t> integers(const nlohmann::json &list, const std::string &what) {
+  if (!list.is_array())
+    fail("{} is not a list of integers", what);
+  std::vector<int64_t> out;
+  for (const nlohmann::json &v : list) {
+    if (!isInt64(v))
+      fail("{} holds {}, not an integer", what, briefJson(v));
+    out.push_back(v.get<int64_t>());
+  }
+  return out;
+}
+
+size_t index(const nlohmann::json &v, const std::string &what) {
+  if (!isInt64(v) || v.get<int64_t>() < 0)
+    fail("{} is {}, not an index", what, briefJson(v));
+  return size_t(v.get<int64_t>());
+}
+
 NkiTensorLayout layoutOf(const nlohmann::json &layout, const std::string &where) {
   if (!layout.is_object())
     fail("{}: an NKI layout is not an object", where);
   NkiTensorLayout out;
-  out.permutation = layout.value("permutation", std::vector<int64_t>{});
+  out.permutation =
+      integers(layout.value("permutation", nlohmann::json::array()), where + " layout permutation");
   out.lseTiles = layout.value("lse_tiles", false);
   out.foldLeading = layout.value("fold_leading", false);
   return out;
@@ -80,7 +100,14 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
   // lays out before a tensor is moved by it.
   auto tensor = [&](const nlohmann::json &j, const std::string &what) {
     BoundTensor t;
-    t.kilnShape = j.at("kiln_shape").get<Shape>();
+    t.kilnShape = integers(j.at("kiln_shape"), where + " " + what + " kiln_shape");
+    int64_t elements = 1;
+    for (int64_t d : t.kilnShape) {
+      if (d < 0 || d > (int64_t(1) << 40) || (d > 0 && elements > (int64_t(1) << 40) / d))
+        fail("{}: {}'s Kiln shape {} is not the shape of a tensor", where, what,
+             shapeToString(t.kilnShape));
+      elements *= d;
+    }
     t.layout = layoutOf(j.value("layout", nlohmann::json::object()), where);
     std::vector<int64_t> sorted = t.layout.permutation;
     std::sort(sorted.begin(), sorted.end());
@@ -97,7 +124,8 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
     for (const nlohmann::json &a : nki["arguments"]) {
       BoundTensor t = tensor(a, "argument " + a.value("name", "?"));
       t.kilnOperand = a.contains("kiln_operand");
-      t.kilnIndex = a.at(t.kilnOperand ? "kiln_operand" : "output_of_result").get<size_t>();
+      t.kilnIndex = index(a.at(t.kilnOperand ? "kiln_operand" : "output_of_result"),
+                          where + (t.kilnOperand ? " kiln_operand" : " output_of_result"));
       if (t.kilnIndex >= nki["arguments"].size())
         fail("{}: argument {} names Kiln tensor {} of a call with {} arguments", where,
              arguments.size(), t.kilnIndex, nki["arguments"].size());
@@ -109,7 +137,7 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
       t.role = role == "neg_max"     ? NkiResult::Role::NegMax
                : role == "sum_recip" ? NkiResult::Role::SumRecip
                                      : NkiResult::Role::KilnResult;
-      t.kilnIndex = r.at("kiln_result").get<size_t>();
+      t.kilnIndex = index(r.at("kiln_result"), where + " kiln_result");
       results.push_back(std::move(t));
     }
   } catch (const nlohmann::json::exception &e) {
@@ -120,17 +148,28 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
 HloKernelCall HloKernelCall::parse(const std::string &instruction, const std::string &backendConfig,
                              mlir::MLIRContext &context) {
   nlohmann::json config = parseJson(backendConfig, instruction + " backend_config");
+  if (!config.is_object())
+    fail("{} backend_config is not a JSON object (Kiln's: kiln_kernel, kiln_direction, "
+         "kiln_options)",
+         instruction);
   HloKernelCall call;
   call.instruction = instruction;
-  std::string kernel = config.value("kiln_kernel", "");
+  std::string kernel, optionsText, direction;
+  try {
+    kernel = config.value("kiln_kernel", "");
+    optionsText = config.value("kiln_options", "{}");
+    direction = config.value("kiln_direction", "");
+  } catch (const nlohmann::json::exception &e) {
+    fail("{} backend_config: {}", instruction, e.what());
+  }
   call.impl = dynamic_cast<const CpuKernelImpl *>(lookupKernelSpec(kernel));
   if (!call.impl)
     fail("{} calls kernel '{}', which has no CPU implementation", instruction, kernel);
-  call.options = llvm::dyn_cast_or_null<mlir::DictionaryAttr>(
-      mlir::parseAttribute(config.value("kiln_options", "{}"), &context));
+  call.options =
+      llvm::dyn_cast_or_null<mlir::DictionaryAttr>(mlir::parseAttribute(optionsText, &context));
   if (!call.options)
     fail("{}: kiln_options is not an MLIR dictionary", instruction);
-  call.backward = config.value("kiln_direction", "") == "backward";
+  call.backward = direction == "backward";
   if (config.contains("nki"))
     call.readBinding(config["nki"]);
   return call;
