@@ -296,6 +296,19 @@ TEST(NkiBindingTest, AnEditedBindingIsRefusedByName) {
                              context);
       },
       {"custom-call.9 backend_config nki"});
+  // What the kernelcall fuzz target found: JSON of the wrong kind, a float
+  // where an integer goes.
+  expectError([&] { HloKernelCall::parse("custom-call.11", "9", context); },
+              {"custom-call.11 backend_config is not a JSON object"});
+  expectError([&] { HloKernelCall::parse("custom-call.12", R"({"kiln_kernel": 5})", context); },
+              {"custom-call.12 backend_config"});
+  expectError(
+      [&] {
+        HloKernelCall::parse("custom-call.13",
+                             config(R"({"name": "q", "kiln_operand": 0, "kiln_shape": [1.28e40]})"),
+                             context);
+      },
+      {"custom-call.13 backend_config nki argument q kiln_shape holds 1.28e+40, not an integer"});
   HloKernelCall call = HloKernelCall::parse(
       "custom-call.10",
       config(R"({"name": "q", "kiln_operand": 0, "kiln_shape": [1, 2, 4, 8], "layout": {}},
