@@ -46,18 +46,6 @@ NkiTensorLayout layoutOf(const nlohmann::json &layout, const std::string &where)
   return out;
 }
 
-/// The shapes a Kiln tensor of `shape` goes through on its way to `layout`:
-/// permuted, then tiled.
-std::pair<Shape, Shape> layoutStages(const Shape &shape, const NkiTensorLayout &layout) {
-  Shape permuted = shape;
-  for (size_t i = 0; i < layout.permutation.size(); ++i)
-    permuted[i] = shape[size_t(layout.permutation[i])];
-  NkiTensorLayout unfolded = layout;
-  unfolded.foldLeading = false;
-  std::vector<int64_t> tiled = unfolded.apply(shape);
-  return {permuted, Shape(tiled.begin(), tiled.end())};
-}
-
 } // namespace
 
 Tensor HloKernelCall::toNkiLayout(const Tensor &t, const NkiTensorLayout &layout) {
@@ -78,16 +66,11 @@ Tensor HloKernelCall::toNkiLayout(const Tensor &t, const NkiTensorLayout &layout
 
 Tensor HloKernelCall::fromNkiLayout(const Tensor &t, const NkiTensorLayout &layout,
                                     const Shape &kilnShape) {
-  auto [permuted, tiled] = layoutStages(kilnShape, layout);
-  Tensor v = layout.foldLeading ? t.reshaped(tiled) : t;
+  Tensor v = layout.foldLeading ? t.reshaped(layout.tiled(kilnShape)) : t;
   if (layout.lseTiles)
-    v = kernels::transpose(v, {0, 1, 3, 2}).reshaped(permuted);
-  if (!layout.permutation.empty()) {
-    std::vector<int64_t> inverse(layout.permutation.size());
-    for (size_t i = 0; i < inverse.size(); ++i)
-      inverse[size_t(layout.permutation[i])] = int64_t(i);
-    v = kernels::transpose(v, inverse);
-  }
+    v = kernels::transpose(v, {0, 1, 3, 2}).reshaped(layout.permuted(kilnShape));
+  if (!layout.permutation.empty())
+    v = kernels::transpose(v, layout.inversePermutation());
   return v;
 }
 
@@ -111,10 +94,11 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
     t.layout = layoutOf(j.value("layout", nlohmann::json::object()), where);
     std::vector<int64_t> sorted = t.layout.permutation;
     std::sort(sorted.begin(), sorted.end());
-    for (size_t i = 0; i < sorted.size(); ++i)
-      if (sorted[i] != int64_t(i) || sorted.size() != t.kilnShape.size())
-        fail("{}: {}'s permutation is not one of its {} dimensions", where, what,
-             t.kilnShape.size());
+    bool isPermutation = sorted.empty() || sorted.size() == t.kilnShape.size();
+    for (size_t i = 0; isPermutation && i < sorted.size(); ++i)
+      isPermutation = sorted[i] == int64_t(i);
+    if (!isPermutation)
+      fail("{}: {}'s permutation is not one of its {} dimensions", where, what, t.kilnShape.size());
     if ((t.layout.lseTiles || t.layout.foldLeading) && t.layout.apply(t.kilnShape).empty())
       fail("{}: {}'s layout does not fit its Kiln shape {}", where, what,
            shapeToString(t.kilnShape));
@@ -189,10 +173,9 @@ std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {
       if (!a.kilnOperand)
         continue;
       std::vector<int64_t> want = a.layout.apply(a.kilnShape);
-      if (operands[i].shape() != Shape(want.begin(), want.end()))
+      if (operands[i].shape() != want)
         fail("{}: operand {} is {}, its NKI binding lays out {} as {}", instruction, i,
-             shapeToString(operands[i].shape()), shapeToString(a.kilnShape),
-             shapeToString(Shape(want.begin(), want.end())));
+             shapeToString(operands[i].shape()), shapeToString(a.kilnShape), shapeToString(want));
       if (own.size() <= a.kilnIndex) {
         own.resize(a.kilnIndex + 1);
         held.resize(a.kilnIndex + 1);

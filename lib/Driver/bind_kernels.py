@@ -30,7 +30,6 @@ import base64
 import contextlib
 import dataclasses
 import importlib
-import inspect
 import json
 import os
 import sys

@@ -348,22 +348,12 @@ Value toNkiLayout(HloBuilder &b, Value v, const NkiTensorLayout &layout) {
 /// The inverse: `v`, laid out as `layout` says, back to Kiln's `shape`.
 Value fromNkiLayout(HloBuilder &b, Value v, const NkiTensorLayout &layout,
                     ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> permuted(shape);
-  for (size_t i = 0; i < layout.permutation.size(); ++i)
-    permuted[i] = shape[layout.permutation[i]];
-  if (layout.foldLeading) {
-    NkiTensorLayout unfolded = layout;
-    unfolded.foldLeading = false;
-    v = b.reshape(v, unfolded.apply(shape));
-  }
+  if (layout.foldLeading)
+    v = b.reshape(v, layout.tiled(shape));
   if (layout.lseTiles)
-    v = b.reshape(b.transpose(v, {0, 1, 3, 2}), permuted);
-  if (!layout.permutation.empty()) {
-    SmallVector<int64_t> inverse(layout.permutation.size());
-    for (size_t i = 0; i < inverse.size(); ++i)
-      inverse[layout.permutation[i]] = int64_t(i);
-    v = b.transpose(v, inverse);
-  }
+    v = b.reshape(b.transpose(v, {0, 1, 3, 2}), layout.permuted(shape));
+  if (!layout.permutation.empty())
+    v = b.transpose(v, layout.inversePermutation());
   return v;
 }
 

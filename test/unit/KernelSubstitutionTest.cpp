@@ -216,8 +216,11 @@ TEST(NkiBindingTest, RopeIsRopeHfInItsSignatureOrder) {
     for (const NkiArgument &a : binding->arguments)
       names.push_back(a.name);
     EXPECT_EQ(names, (std::vector<std::string>{"q", "k", "q_out", "k_out", "rope_cache"}));
-    EXPECT_EQ(binding->bufferOf(0), 2u);
-    EXPECT_EQ(binding->bufferOf(1), 3u);
+    for (unsigned result : {0u, 1u}) { // q_out and k_out are the results' buffers
+      const NkiArgument &buffer = binding->arguments[2 + result];
+      EXPECT_EQ(buffer.source, NkiArgument::Source::OutputBuffer);
+      EXPECT_EQ(buffer.index, result);
+    }
     EXPECT_EQ(kilnOperandPositions(*binding, 3), (std::vector<int64_t>{0, 1, 4}));
     ASSERT_EQ(binding->keywords.size(), 1u);
     EXPECT_EQ(binding->keywords[0].name, "backward");

@@ -4,33 +4,45 @@
 
 namespace kiln {
 
-std::vector<int64_t> NkiTensorLayout::apply(llvm::ArrayRef<int64_t> shape) const {
-  std::vector<int64_t> out(shape.begin(), shape.end());
-  if (!permutation.empty()) {
-    if (permutation.size() != shape.size())
+std::vector<int64_t> NkiTensorLayout::permuted(llvm::ArrayRef<int64_t> shape) const {
+  if (permutation.empty())
+    return shape.vec();
+  if (permutation.size() != shape.size())
+    return {};
+  std::vector<int64_t> out(shape.size());
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    if (permutation[i] < 0 || permutation[i] >= int64_t(shape.size()))
       return {};
-    for (size_t i = 0; i < permutation.size(); ++i)
-      out[i] = shape[permutation[i]];
-  }
-  if (lseTiles) {
-    if (out.size() != 3 || out[2] % 128 != 0)
-      return {};
-    out = {out[0], out[1], 128, out[2] / 128};
-  }
-  if (foldLeading) {
-    if (out.size() < 2)
-      return {};
-    out[1] *= out[0];
-    out.erase(out.begin());
+    out[i] = shape[size_t(permutation[i])];
   }
   return out;
 }
 
-std::optional<unsigned> NkiBinding::bufferOf(unsigned result) const {
-  for (unsigned i = 0; i < arguments.size(); ++i)
-    if (arguments[i].source == NkiArgument::Source::OutputBuffer && arguments[i].index == result)
-      return i;
-  return std::nullopt;
+std::vector<int64_t> NkiTensorLayout::tiled(llvm::ArrayRef<int64_t> shape) const {
+  std::vector<int64_t> out = permuted(shape);
+  if (!lseTiles || out.empty())
+    return out;
+  if (out.size() != 3 || out[2] % 128 != 0)
+    return {};
+  return {out[0], out[1], 128, out[2] / 128};
+}
+
+std::vector<int64_t> NkiTensorLayout::apply(llvm::ArrayRef<int64_t> shape) const {
+  std::vector<int64_t> out = tiled(shape);
+  if (!foldLeading || out.empty())
+    return out;
+  if (out.size() < 2)
+    return {};
+  out[1] *= out[0];
+  out.erase(out.begin());
+  return out;
+}
+
+std::vector<int64_t> NkiTensorLayout::inversePermutation() const {
+  std::vector<int64_t> inverse(permutation.size());
+  for (size_t i = 0; i < permutation.size(); ++i)
+    inverse[size_t(permutation[i])] = int64_t(i);
+  return inverse;
 }
 
 std::vector<int64_t> kilnOperandPositions(const NkiBinding &binding, unsigned kilnOperands) {

@@ -16,7 +16,6 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -34,10 +33,15 @@ struct NkiTensorLayout {
   bool lseTiles = false;
   bool foldLeading = false;
 
-  bool isIdentity() const { return permutation.empty() && !lseTiles && !foldLeading; }
   /// The shape the function sees of a Kiln tensor of `shape`; empty when
   /// the layout cannot take it (a statistic's length not a multiple of 128).
   std::vector<int64_t> apply(llvm::ArrayRef<int64_t> shape) const;
+  /// The stages on the way, which undoing the layout goes back through:
+  /// `shape` permuted, then tiled (apply before the fold; empty as apply).
+  std::vector<int64_t> permuted(llvm::ArrayRef<int64_t> shape) const;
+  std::vector<int64_t> tiled(llvm::ArrayRef<int64_t> shape) const;
+  /// The permutation that undoes `permutation`.
+  std::vector<int64_t> inversePermutation() const;
 };
 
 /// One tensor parameter of the kernel function, in signature order.
@@ -91,9 +95,6 @@ struct NkiBinding {
   std::string source;
 
   std::string qualifiedName() const { return module + "." + function; }
-  /// The argument a result's output buffer is passed as (its position in
-  /// `arguments`), if the function takes one.
-  std::optional<unsigned> bufferOf(unsigned result) const;
 };
 
 /// Which custom-call operand feeds each of Kiln's `kilnOperands` operands
