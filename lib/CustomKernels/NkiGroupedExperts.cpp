@@ -25,6 +25,10 @@
 namespace kiln::kernel_ir {
 namespace {
 
+/// The rows of a block of moe_cte's blockwise form: shard_on_i takes
+/// multiples of 256; the least pads the fewest rows.
+constexpr int64_t kBlockSize = 256;
+
 /// The experts of the whole layer a call's stacks are a block of, from its
 /// options (kiln-partition's `num_experts`); 0 when they are every expert.
 int64_t numExperts(Operation *op) {
@@ -74,8 +78,38 @@ public:
   }
   double tolerance(bool bf16) const override { return bf16 ? 5e-2 : 1e-5; }
   std::optional<NeuronKernel> neuron() const override {
-    return NeuronKernel{"AwsNeuronCustomNativeKernel", "grouped_experts_fwd",
+    // The forward is nkilib's moe_cte (shard_on_i: blocks in turn, the
+    // intermediate size split over the LNC's cores) on the call in the
+    // blockwise form the lowering builds (LowerToHloBlockRouting.cpp), its
+    // defaults SiLU and POST_SCALE (affinity times the down projection's
+    // output), as Kiln's experts compute. The backward is not bound yet:
+    // nkilib's blockwise_mm_bwd needs the forward's activations checkpointed.
+    using Source = NkiArgument::Source;
+    using Routed = NkiRoutedTensor;
+    auto routed = [](const char *name, Routed t) {
+      return NkiArgument{name, Source::Routed, unsigned(t)};
+    };
+    NkiBinding forward{
+        "nkilib.core.moe.moe_cte",
+        "moe_cte",
+        {routed("hidden_states", Routed::Hidden),
+         routed("expert_affinities_masked", Routed::Affinities),
+         routed("gate_up_proj_weight", Routed::GateUpWeights),
+         routed("down_proj_weight", Routed::DownWeights),
+         routed("token_position_to_id", Routed::TokenPositions),
+         routed("block_to_expert", Routed::BlockExperts)},
+        {{"block_size", kBlockSize},
+         {"spec",
+          NkiObject{"nkilib.core.moe.moe_cte.MoECTESpec",
+                    {{"implementation",
+                      NkiEnum{"nkilib.core.moe.moe_cte.MoECTEImplementation", "shard_on_i"}}}}}},
+        {{NkiResult::Role::RoutedRows, 0}},
+        kNkiLibrarySource.str() + "src/nkilib_src/nkilib/core/moe/moe_cte/moe_cte.py",
+        NkiBlockRouting{0, 1, 2, 3, 4, 5, kBlockSize}};
+    NeuronKernel kernel{"AwsNeuronCustomNativeKernel", "nkilib.core.moe.moe_cte.moe_cte",
                         "grouped_experts_bwd"};
+    kernel.forwardBinding = std::move(forward);
+    return kernel;
   }
 
   /// The options kiln-partition records for a block of the experts
@@ -114,8 +148,12 @@ public:
       return;
     auto w1 = typeOf(cast<GroupedExpertsOp>(op).getW1());
     int64_t inter = w1.getDimSize(1), hidden = w1.getDimSize(2);
-    if (hidden % 128 != 0)
-      violations.push_back("hidden % 128 == 0 (hidden = " + std::to_string(hidden) + ")");
+    // moe_cte's shard_on_i (check_blockwise_mm_shard_I_kernel_compatibility):
+    // H in [512, 8192], a multiple of a PSUM bank's 512; I a multiple of 16.
+    // The backward's tiles take I in multiples of 128.
+    if (hidden < 512 || hidden > 8192 || hidden % 512 != 0)
+      violations.push_back(
+          "512 <= hidden <= 8192, hidden % 512 == 0 (hidden = " + std::to_string(hidden) + ")");
     if (inter % 128 != 0)
       violations.push_back("moe_intermediate_size % 128 == 0 (moe_intermediate_size = " +
                            std::to_string(inter) + ")");

@@ -3,6 +3,7 @@
 #include "kiln/Driver/HloKernelCall.h"
 #include "kiln/Backend/CPU/CpuKernelImpl.h"
 #include "kiln/Dialect/Kiln/IR/KernelSpec.h"
+#include "kiln/Runtime/BlockwiseMoe.h"
 #include "kiln/Runtime/ForwardKernels.h"
 #include "kiln/Support/Error.h"
 #include "kiln/Support/Json.h"
@@ -105,7 +106,25 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
     return t;
   };
   try {
+    if (nki.contains("routing")) {
+      const nlohmann::json &size = nki["routing"].at("block_size");
+      if (!isInt64(size) || size.get<int64_t>() <= 0 || size.get<int64_t>() > (int64_t(1) << 20))
+        fail("{}: routing block_size is {}, not a block size", where, briefJson(size));
+      blockSize = size.get<int64_t>();
+    }
     for (const nlohmann::json &a : nki["arguments"]) {
+      if (a.contains("routed")) {
+        const nlohmann::json &word = a["routed"];
+        std::optional<NkiRoutedTensor> routed =
+            word.is_string() ? parseWord<NkiRoutedTensor>(word.get<std::string>()) : std::nullopt;
+        if (!routed || !blockSize)
+          fail("{}: argument {} is routed as {}, not a tensor of a routing ({})", where,
+               a.value("name", "?"), briefJson(word), listWords<NkiRoutedTensor>());
+        BoundTensor t;
+        t.routed = routed;
+        arguments.push_back(std::move(t));
+        continue;
+      }
       BoundTensor t = tensor(a, "argument " + a.value("name", "?"));
       t.kilnOperand = a.contains("kiln_operand");
       t.kilnIndex = index(a.at(t.kilnOperand ? "kiln_operand" : "output_of_result"),
@@ -118,9 +137,10 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
     for (const nlohmann::json &r : nki.value("results", nlohmann::json::array())) {
       BoundTensor t = tensor(r, "result " + std::to_string(results.size()));
       std::string role = r.value("role", "");
-      t.role = role == "neg_max"     ? NkiResult::Role::NegMax
-               : role == "sum_recip" ? NkiResult::Role::SumRecip
-                                     : NkiResult::Role::KilnResult;
+      t.role = role == "neg_max"       ? NkiResult::Role::NegMax
+               : role == "sum_recip"   ? NkiResult::Role::SumRecip
+               : role == "routed_rows" ? NkiResult::Role::RoutedRows
+                                       : NkiResult::Role::KilnResult;
       t.kilnIndex = index(r.at("kiln_result"), where + " kiln_result");
       results.push_back(std::move(t));
     }
@@ -159,7 +179,36 @@ HloKernelCall HloKernelCall::parse(const std::string &instruction, const std::st
   return call;
 }
 
+std::vector<Tensor> HloKernelCall::runBlockwise(const std::vector<Tensor> &operands) const {
+  // One operand per routed argument, each kind once; nothing after them
+  // (the routing consumed a block's first expert).
+  std::vector<const Tensor *> byKind(ClosedSet<NkiRoutedTensor>::words.size(), nullptr);
+  if (operands.size() != arguments.size())
+    fail("{}: the call has {} operands, its NKI binding {} arguments", instruction, operands.size(),
+         arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!arguments[i].routed)
+      fail("{}: argument {} of a call in the blockwise MoE form is not routed", instruction, i);
+    byKind[size_t(*arguments[i].routed)] = &operands[i];
+  }
+  for (size_t k = 0; k < byKind.size(); ++k)
+    if (!byKind[k])
+      fail("{}: no argument of its NKI binding holds the routed {}", instruction,
+           wordOf(NkiRoutedTensor(k)));
+  if (backward || results.size() != 1 || results[0].role != NkiResult::Role::RoutedRows)
+    fail("{}: Kiln's evaluator runs the blockwise MoE form's forward (one result, the routed "
+         "rows) only",
+         instruction);
+  auto in = [&](NkiRoutedTensor t) -> const Tensor & { return *byKind[size_t(t)]; };
+  using R = NkiRoutedTensor;
+  return {kernels::blockwiseMoe(in(R::Hidden), in(R::Affinities), in(R::GateUpWeights),
+                                in(R::DownWeights), in(R::TokenPositions), in(R::BlockExperts),
+                                *blockSize, instruction)};
+}
+
 std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {
+  if (blockSize)
+    return runBlockwise(operands);
   if (bound) {
     // Kiln's operands back from the function's arguments; operands after
     // the arguments (a block's first row) follow them as they are.

@@ -467,7 +467,8 @@ void compileForNeuron(const TrainConfig &given, const std::string &outDir, bool 
     size_t bound = 0;
     for (const json &call : kernelTable["calls"]) {
       if (call["binding"].is_null())
-        unbound.insert(call["kiln_kernel"].get<std::string>());
+        unbound.insert(call["kiln_kernel"].get<std::string>() + " " +
+                       call["direction"].get<std::string>());
       else
         ++bound;
     }

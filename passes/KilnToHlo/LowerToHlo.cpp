@@ -287,6 +287,29 @@ llvm::json::Object layoutJson(const NkiTensorLayout &layout) {
   return o;
 }
 
+/// Keyword arguments as the binder passes them: scalars as they are, an
+/// option's value, an enum member {"enum": class, "member": name}, an
+/// object {"object": class, "fields": {...}} that the binder constructs.
+llvm::json::Object keywordsJson(ArrayRef<NkiKeyword> keywords, DictionaryAttr options) {
+  llvm::json::Object out;
+  for (const NkiKeyword &k : keywords)
+    out[k.name] = std::visit(
+        [&](const auto &v) -> llvm::json::Value {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, NkiOption>)
+            return toJson(options.get(v.option));
+          else if constexpr (std::is_same_v<T, NkiEnum>)
+            return llvm::json::Object{{"enum", v.type}, {"member", v.member}};
+          else if constexpr (std::is_same_v<T, NkiObject>)
+            return llvm::json::Object{{"object", v.type},
+                                      {"fields", keywordsJson(v.fields, options)}};
+          else
+            return llvm::json::Value(v);
+        },
+        k.value);
+  return out;
+}
+
 /// The NKI Library function a call is bound to, for the binder on the SDK
 /// host (kernels.json) and Kiln's evaluator: each tensor argument in
 /// signature order, fed by the custom call's operand of the same position,
@@ -295,6 +318,11 @@ llvm::json::Object layoutJson(const NkiTensorLayout &layout) {
 llvm::json::Object bindingJson(const NkiBinding &binding, Operation *op, DictionaryAttr options) {
   llvm::json::Array arguments;
   for (const NkiArgument &a : binding.arguments) {
+    if (a.source == NkiArgument::Source::Routed) {
+      arguments.push_back(llvm::json::Object{
+          {"name", a.name}, {"routed", std::string(wordOf(NkiRoutedTensor(a.index)))}});
+      continue;
+    }
     bool buffer = a.source == NkiArgument::Source::OutputBuffer;
     Value kiln = buffer ? op->getResult(a.index) : op->getOperand(a.index);
     arguments.push_back(
@@ -305,28 +333,25 @@ llvm::json::Object bindingJson(const NkiBinding &binding, Operation *op, Diction
   }
   llvm::json::Array results;
   for (const NkiResult &r : binding.results) {
-    const char *role = r.role == NkiResult::Role::NegMax     ? "neg_max"
-                       : r.role == NkiResult::Role::SumRecip ? "sum_recip"
-                                                             : "kiln_result";
+    const char *role = r.role == NkiResult::Role::NegMax       ? "neg_max"
+                       : r.role == NkiResult::Role::SumRecip   ? "sum_recip"
+                       : r.role == NkiResult::Role::RoutedRows ? "routed_rows"
+                                                               : "kiln_result";
     results.push_back(llvm::json::Object{
         {"role", role},
         {"kiln_result", int64_t(r.kilnResult)},
         {"kiln_shape", llvm::json::Array(HloBuilder::shapeOf(op->getResult(r.kilnResult)))},
         {"layout", layoutJson(r.layout)}});
   }
-  llvm::json::Object keywords;
-  for (const NkiKeyword &k : binding.keywords)
-    keywords[k.name] = std::visit(
-        [&](const auto &v) -> llvm::json::Value {
-          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, NkiOption>)
-            return toJson(options.get(v.option));
-          else
-            return llvm::json::Value(v);
-        },
-        k.value);
-  return llvm::json::Object{{"module", binding.module},          {"function", binding.function},
-                            {"arguments", std::move(arguments)}, {"results", std::move(results)},
-                            {"keywords", std::move(keywords)},   {"source", binding.source}};
+  llvm::json::Object out{{"module", binding.module},
+                         {"function", binding.function},
+                         {"arguments", std::move(arguments)},
+                         {"results", std::move(results)},
+                         {"keywords", keywordsJson(binding.keywords, options)},
+                         {"source", binding.source}};
+  if (const std::optional<NkiBlockRouting> &r = binding.routing)
+    out["routing"] = llvm::json::Object{{"block_size", r->blockSize}};
+  return out;
 }
 
 /// Kiln's `v` as the NKI function takes it (NkiTensorLayout).
@@ -369,7 +394,7 @@ struct BoundCall {
 };
 
 FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRange inputs,
-                               HloBuilder &b) {
+                               ArrayRef<Value> routed, HloBuilder &b) {
   BoundCall call;
   auto refuse = [&](const Twine &what) {
     return op->emitOpError("lower-to-hlo: ")
@@ -389,6 +414,14 @@ FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRa
   } else {
     for (const NkiResult &r : binding.results) {
       Value kiln = op->getResult(r.kilnResult);
+      if (r.role == NkiResult::Role::RoutedRows) {
+        // The blockwise form's rows: the tokens', then the padding row.
+        RankedTensorType type = HloBuilder::typeOf(kiln);
+        int64_t width = type.getShape().back();
+        call.resultTypes.push_back(RankedTensorType::get({type.getNumElements() / width + 1, width},
+                                                         type.getElementType()));
+        continue;
+      }
       FailureOr<RankedTensorType> type =
           nkiType(kiln, r.layout, HloBuilder::typeOf(kiln).getElementType());
       if (failed(type))
@@ -398,6 +431,12 @@ FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRa
   }
   call.aliases.assign(call.resultTypes.size(), -1);
   for (const NkiArgument &a : binding.arguments) {
+    if (a.source == NkiArgument::Source::Routed) {
+      if (a.index >= routed.size())
+        return refuse(a.name + " is a routed tensor the binding does not route");
+      call.operands.push_back(routed[a.index]);
+      continue;
+    }
     if (a.source == NkiArgument::Source::Operand) {
       if (a.layout.apply(HloBuilder::shapeOf(inputs[a.index])).empty())
         return refuse("operand " + Twine(a.index) + " does not fit the layout of " + a.name);
@@ -428,6 +467,11 @@ SmallVector<Value> kilnResults(Operation *op, const NkiBinding &binding, ValueRa
     case NkiResult::Role::NegMax:
       negMax = value;
       break;
+    case NkiResult::Role::RoutedRows: {
+      int64_t tokens = HloBuilder::shapeOf(value)[0] - 1;
+      kiln[r.kilnResult] = b.reshape(b.slice(value, 0, 0, tokens), shape);
+      break;
+    }
     case NkiResult::Role::SumRecip: {
       // lse = max + log(sum) = -neg_max - log(1 / sum).
       Value max = b.neg(negMax);
@@ -463,9 +507,18 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   // Kiln's own operands); Kiln's evaluator reads the binding back to run
   // the kernel's CPU implementation on them.
   const NkiBinding *binding = neuron && !state.cpuKernels ? neuron->binding(backward) : nullptr;
+  std::optional<GridBlock> block = op.getSpec().gridBlock(op);
+  auto firstRow = [&] {
+    return blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes));
+  };
+  // A call in nkilib's blockwise MoE form routes its pairs in the graph; a
+  // block of the experts routes only its own (the first row is consumed).
+  SmallVector<Value> routed;
+  if (binding && binding->routing)
+    routed = blockRouting(b, *binding->routing, inputs, block ? firstRow() : Value());
   BoundCall call;
   if (binding) {
-    FailureOr<BoundCall> bound = boundCall(op, *binding, inputs, b);
+    FailureOr<BoundCall> bound = boundCall(op, *binding, inputs, routed, b);
     if (failed(bound))
       return failure();
     call = std::move(*bound);
@@ -476,8 +529,8 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   }
   // A call on a block of a split also takes the block's first row, from the
   // rank parameter (KernelSpec::gridBlock), after the others.
-  if (std::optional<GridBlock> block = op.getSpec().gridBlock(op))
-    call.operands.push_back(blockOffset(b, state, block->rows, ArrayRef<int16_t>(block->axes)));
+  if (block && !(binding && binding->routing))
+    call.operands.push_back(firstRow());
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(config));

@@ -126,6 +126,19 @@ mlir::Value swiglu(HloBuilder &b, mlir::Value gate, mlir::Value up);
 std::pair<mlir::Value, mlir::Value> swigluGrads(HloBuilder &b, mlir::Value dy, mlir::Value gate,
                                                 mlir::Value up);
 
+/// The exclusive prefix sum of m [chunks, L, G] (f32) along L, as
+/// triangular matmuls (LowerToHloExpertDispatch.cpp says why).
+mlir::Value exclusiveCumsum(HloBuilder &b, mlir::Value m);
+
+struct NkiBlockRouting;
+/// nkilib's blockwise MoE form of a grouped-experts call with operands
+/// `inputs` (NkiBlockRouting, NkiRoutedTensor): one value per
+/// NkiRoutedTensor, in its order. `firstExpert` (s32 scalar, or null) is the
+/// first expert of the rank's block of the stacks; pairs routed outside it
+/// are left out.
+llvm::SmallVector<mlir::Value> blockRouting(HloBuilder &b, const NkiBlockRouting &routing,
+                                            mlir::ValueRange inputs, mlir::Value firstExpert);
+
 /// One value: the usual result of a lowering.
 inline llvm::SmallVector<mlir::Value> one(mlir::Value v) { return {v}; }
 

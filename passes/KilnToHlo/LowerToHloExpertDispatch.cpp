@@ -66,31 +66,6 @@ Value asColumn(HloBuilder &b, Value v) {
   return b.reshape(v, {HloBuilder::typeOf(v).getNumElements(), 1});
 }
 
-/// m[t, i] = 1 if i < t: [n, n] f32.
-Value strictlyLower(HloBuilder &b, int64_t n) {
-  Value later = b.compare(b.iota({n, n}, 1, b.i32()), b.iota({n, n}, 0, b.i32()), CmpDir::LT);
-  return b.convert(later, b.f32());
-}
-
-/// The exclusive prefix sum of m [chunks, L, G] (f32) along L.
-Value exclusiveCumsum(HloBuilder &b, Value m) {
-  ArrayRef<int64_t> shape = HloBuilder::shapeOf(m);
-  int64_t chunks = shape[0], length = shape[1], groups = shape[2];
-  int64_t bs = std::min<int64_t>(length, 128), nb = (length + bs - 1) / bs;
-  // Padding after the last pair changes no earlier prefix.
-  Value padded = nb * bs == length ? m : b.padEnd(m, 1, nb * bs);
-  Value blocks = b.reshape(padded, {chunks, nb, bs, groups});
-  // [bs, bs] . [chunks, nb, bs, G] over the block's pairs -> [bs, chunks, nb, G]
-  Value within = b.transpose(b.dot(strictlyLower(b, bs), blocks, {}, {}, {1}, {2}), {1, 2, 0, 3});
-  if (nb > 1) {
-    Value totals = b.sum(blocks, {2}); // [chunks, nb, G]
-    Value before = b.transpose(b.dot(strictlyLower(b, nb), totals, {}, {}, {1}, {1}), {1, 0, 2});
-    within = b.add(within, b.broadcast(before, {chunks, nb, bs, groups}, {0, 1, 3}));
-  }
-  Value sums = b.reshape(within, {chunks, nb * bs, groups});
-  return nb * bs == length ? sums : b.slice(sums, 1, 0, length);
-}
-
 /// Each pair's buffer row plus one (row 0: dropped), s32 [chunks, perChunk,
 /// k], from its block and its place in the block's part of its chunk.
 Value shiftedRows(HloBuilder &b, const DispatchShape &s, Value group, Value place, Value kept) {
@@ -224,6 +199,30 @@ FailureOr<SmallVector<Value>> lower(ExpertCombineBackwardOp op,
 }
 
 } // namespace
+
+/// m[t, i] = 1 if i < t: [n, n] f32.
+static Value strictlyLower(HloBuilder &b, int64_t n) {
+  Value later = b.compare(b.iota({n, n}, 1, b.i32()), b.iota({n, n}, 0, b.i32()), CmpDir::LT);
+  return b.convert(later, b.f32());
+}
+
+Value exclusiveCumsum(HloBuilder &b, Value m) {
+  ArrayRef<int64_t> shape = HloBuilder::shapeOf(m);
+  int64_t chunks = shape[0], length = shape[1], groups = shape[2];
+  int64_t bs = std::min<int64_t>(length, 128), nb = (length + bs - 1) / bs;
+  // Padding after the last pair changes no earlier prefix.
+  Value padded = nb * bs == length ? m : b.padEnd(m, 1, nb * bs);
+  Value blocks = b.reshape(padded, {chunks, nb, bs, groups});
+  // [bs, bs] . [chunks, nb, bs, G] over the block's pairs -> [bs, chunks, nb, G]
+  Value within = b.transpose(b.dot(strictlyLower(b, bs), blocks, {}, {}, {1}, {2}), {1, 2, 0, 3});
+  if (nb > 1) {
+    Value totals = b.sum(blocks, {2}); // [chunks, nb, G]
+    Value before = b.transpose(b.dot(strictlyLower(b, nb), totals, {}, {}, {1}, {1}), {1, 0, 2});
+    within = b.add(within, b.broadcast(before, {chunks, nb, bs, groups}, {0, 1, 3}));
+  }
+  Value sums = b.reshape(within, {chunks, nb * bs, groups});
+  return nb * bs == length ? sums : b.slice(sums, 1, 0, length);
+}
 
 void populateExpertDispatchToHlo(RewritePatternSet &patterns, HloLoweringState &state) {
   addHloLowering<ExpertDispatchOp>(patterns, state, lower);

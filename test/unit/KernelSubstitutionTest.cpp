@@ -181,11 +181,21 @@ TEST(NkiBindingTest, EveryBindingFeedsEachOperandOnceAndOneBufferPerResult) {
         continue;
       ++bindings;
       SCOPED_TRACE(spec->name().str() + (backward ? " backward" : " forward"));
-      std::set<unsigned> operands, buffers;
+      std::set<unsigned> operands, buffers, routed;
       for (const NkiArgument &a : binding->arguments) {
-        bool fresh = a.source == NkiArgument::Source::Operand ? operands.insert(a.index).second
-                                                              : buffers.insert(a.index).second;
-        EXPECT_TRUE(fresh) << a.name << " repeats index " << a.index;
+        std::set<unsigned> &seen = a.source == NkiArgument::Source::Operand  ? operands
+                                   : a.source == NkiArgument::Source::Routed ? routed
+                                                                             : buffers;
+        EXPECT_TRUE(seen.insert(a.index).second) << a.name << " repeats index " << a.index;
+      }
+      // The blockwise MoE form: each routed tensor once, built from the
+      // routing's operands (which no Operand argument feeds besides).
+      if (const std::optional<NkiBlockRouting> &r = binding->routing) {
+        EXPECT_EQ(routed.size(), ClosedSet<NkiRoutedTensor>::words.size());
+        for (unsigned i : {r->tokens, r->weights, r->ids, r->gate, r->up, r->down})
+          EXPECT_TRUE(operands.insert(i).second) << "routing operand " << i;
+      } else {
+        EXPECT_TRUE(routed.empty());
       }
       // Operands 0..n-1, each once: kilnOperandPositions inverts them.
       ASSERT_FALSE(operands.empty());

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,14 @@ struct HloKernelCall {
     size_t kilnIndex = 0;
     Shape kilnShape;
     NkiTensorLayout layout;
+    std::optional<NkiRoutedTensor> routed; ///< arguments of the blockwise MoE form
   };
   bool bound = false;
   std::vector<BoundTensor> arguments, results;
+  /// A call in nkilib's blockwise MoE form (its routed arguments): the
+  /// block size. It runs by the NKI function's semantics (BlockwiseMoe.h),
+  /// not by Kiln's kernel.
+  std::optional<int64_t> blockSize;
 
   /// Binds a custom call to the kernel its backend_config names. Throws
   /// kiln::Error naming `instruction` for a kernel without a CPU
@@ -60,6 +66,7 @@ struct HloKernelCall {
 
 private:
   void readBinding(const nlohmann::json &nki);
+  std::vector<Tensor> runBlockwise(const std::vector<Tensor> &operands) const;
 };
 
 } // namespace kiln

@@ -172,16 +172,28 @@ module {
 // -----
 
 // A kernel call on its rank's block of the experts (expert parallelism over
-// grid axis 2 of [1, 1, 2, 1]) takes one more operand: the block's first
-// expert, its group index (replica-id through the table [0, 1]) times the
-// 2 experts of a block, as an s32 scalar.
+// grid axis 2 of [1, 1, 2, 1]): the block's first expert is its group index
+// (replica-id through the table [0, 1]) times the 2 experts of a block, an
+// s32 scalar. nki_grouped_experts' forward is bound to nkilib's moe_cte,
+// which takes the call in its blockwise form, routed in the graph: the
+// pairs' expert one-hots offset by the first expert (pairs of other blocks
+// are left out), the rows' tokens from one float32 scatter-add over the
+// N * B + 1 rows (12 tokens x 2 slots = 24 pairs over 2 experts in blocks of
+// 256: N = 1 + ceil(23 / 256) = 2), then moe_cte(hidden [T + 1, H],
+// affinities [(T + 1) * E, 1], gate_up [E, H, 2, I], down [E, I, H],
+// token_position_to_id [N * B], block_to_expert [N, 1]); Kiln's result is
+// its tokens' rows, the padding row cut. The first expert is no operand.
 // CHECK-LABEL: func.func @train_step(
 // CHECK-DAG: %[[TABLE:.*]] = hlo.constant {value = dense<[0, 1]> : tensor<2xi32>} : tensor<2xi32>
 // CHECK: %[[SLOT:.*]] = hlo.dynamic_slice %[[TABLE]], {{.*}} {slice_sizes = array<i64: 1>}
 // CHECK: %[[INDEX:.*]] = hlo.reshape %[[SLOT]] : (tensor<1xi32>) -> tensor<i32>
 // CHECK-NEXT: %[[TWO:.*]] = hlo.constant {value = dense<2> : tensor<i32>} : tensor<i32>
 // CHECK-NEXT: %[[FIRST:.*]] = hlo.multiply %[[INDEX]], %[[TWO]]
-// CHECK: hlo.custom_call %arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %[[FIRST]] {backend_config = "{{.*}}\22kernel\22:\22grouped_experts_fwd\22{{.*}}\22options\22:{\22expert_axes\22:[2],\22num_experts\22:4}{{.*}}"{{.*}} : (tensor<4x3x8xf32>, tensor<4x3x2xf32>, tensor<4x3x2xi64>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x8x6xf32>, tensor<i32>) -> tensor<4x3x8xf32>
+// CHECK: hlo.broadcast_in_dim %[[FIRST]] {{.*}} -> tensor<1x24x2xi32>
+// CHECK: hlo.scatter {{.*}} {combiner = #hlo<combiner add>{{.*}} : (tensor<513x1xf32>, tensor<24xi32>, tensor<24x1xf32>) -> tensor<513x1xf32>
+// CHECK: %[[OUT:.*]] = hlo.custom_call {{.*}} {backend_config = "{{.*}}\22kernel\22:\22nkilib.core.moe.moe_cte.moe_cte\22{{.*}}\22nki\22:{\22arguments\22:[{\22name\22:\22hidden_states\22,\22routed\22:\22hidden\22},{\22name\22:\22expert_affinities_masked\22,\22routed\22:\22affinities\22},{\22name\22:\22gate_up_proj_weight\22,\22routed\22:\22gate_up_weights\22},{\22name\22:\22down_proj_weight\22,\22routed\22:\22down_weights\22},{\22name\22:\22token_position_to_id\22,\22routed\22:\22token_positions\22},{\22name\22:\22block_to_expert\22,\22routed\22:\22block_experts\22}],\22function\22:\22moe_cte\22,\22keywords\22:{\22block_size\22:256,\22spec\22:{\22fields\22:{\22implementation\22:{\22enum\22:\22nkilib.core.moe.moe_cte.MoECTEImplementation\22,\22member\22:\22shard_on_i\22}},\22object\22:\22nkilib.core.moe.moe_cte.MoECTESpec\22}},\22module\22:\22nkilib.core.moe.moe_cte\22,\22results\22:[{\22kiln_result\22:0,\22kiln_shape\22:[4,3,8],\22layout\22:{},\22role\22:\22routed_rows\22}],\22routing\22:{\22block_size\22:256}{{.*}}"{{.*}} : (tensor<13x8xf32>, tensor<26x1xf32>, tensor<2x8x2x6xf32>, tensor<2x6x8xf32>, tensor<512xi32>, tensor<2x1xi32>) -> tensor<13x8xf32>
+// CHECK: %[[ROWS:.*]] = hlo.slice %[[OUT]] {{.*}} : (tensor<13x8xf32>) -> tensor<12x8xf32>
+// CHECK: hlo.reshape %[[ROWS]] : (tensor<12x8xf32>) -> tensor<4x3x8xf32>
 module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
   shard.grid @grid(shape = 1x1x2x1)
   func.func @train_step(%x: tensor<4x3x8xf32>, %w: tensor<4x3x2xf32>, %ids: tensor<4x3x2xi64>,

@@ -2,6 +2,8 @@
 
 #include "kiln/Dialect/Kiln/IR/NkiBinding.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 std::vector<int64_t> NkiTensorLayout::permuted(llvm::ArrayRef<int64_t> shape) const {
@@ -45,15 +47,26 @@ std::vector<int64_t> NkiTensorLayout::inversePermutation() const {
   return inverse;
 }
 
+int64_t NkiBlockRouting::blockCount(int64_t pairs, int64_t experts, int64_t blockSize) {
+  // m nonempty experts fill at most sum ceil(c_e / B) <= (pairs - m) / B + m
+  // blocks, most at m = min(experts, pairs): E - 1 + ceil((P - E + 1) / B).
+  int64_t rest = std::max<int64_t>(pairs - experts + 1, 1);
+  return experts - 1 + (rest + blockSize - 1) / blockSize;
+}
+
 std::vector<int64_t> kilnOperandPositions(const NkiBinding &binding, unsigned kilnOperands) {
   std::vector<int64_t> positions(kilnOperands, -1);
+  if (const std::optional<NkiBlockRouting> &r = binding.routing)
+    for (unsigned i : {r->tokens, r->weights, r->ids, r->gate, r->up, r->down})
+      if (i < kilnOperands)
+        positions[i] = -2;
   for (unsigned i = 0; i < binding.arguments.size(); ++i) {
     const NkiArgument &a = binding.arguments[i];
     if (a.source == NkiArgument::Source::Operand && a.index < kilnOperands)
       positions[a.index] = i;
   }
   for (int64_t p : positions)
-    if (p < 0)
+    if (p == -1)
       return {};
   return positions;
 }

@@ -13,9 +13,12 @@
 #ifndef KILN_DIALECT_KILN_IR_NKIBINDING_H
 #define KILN_DIALECT_KILN_IR_NKIBINDING_H
 
+#include "kiln/Support/ClosedSets.h"
+
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -44,11 +47,46 @@ struct NkiTensorLayout {
   std::vector<int64_t> inversePermutation() const;
 };
 
+/// The tensors of nkilib's blockwise MoE form (moe_cte and its backward):
+/// the pairs (token, expert) sorted into blocks of B rows, one expert a
+/// block, each expert's pairs in token order over as many blocks as they
+/// fill, the blocks no expert fills (N is static) given to the last expert
+/// with padding rows only. The lowering computes them in the graph from a
+/// grouped-experts call's operands (NkiBlockRouting).
+enum class NkiRoutedTensor {
+  Hidden,         ///< [T + 1, H]: the T tokens' rows, then a zero row that padding reads
+  Affinities,     ///< [(T + 1) * E, 1]: token t's routing weight for expert e at t * E + e, else 0
+  GateUpWeights,  ///< [E, H, 2, I]: gate and up projections stacked
+  DownWeights,    ///< [E, I, H]
+  TokenPositions, ///< [N * B] s32: the token of each block row, T on a padding row
+  BlockExperts,   ///< [N, 1] s32: each block's expert
+};
+
+template <> struct ClosedSet<NkiRoutedTensor> {
+  static constexpr std::array<std::string_view, 6> words{"hidden",          "affinities",
+                                                         "gate_up_weights", "down_weights",
+                                                         "token_positions", "block_experts"};
+};
+
+/// Which operands of a grouped-experts call the blockwise form is built
+/// from: tokens [..., H], routing weights and expert ids [..., k], the
+/// stacks gate and up [E, I, H] and down [E, H, I] (Kiln's layout); and
+/// the block size B.
+struct NkiBlockRouting {
+  unsigned tokens = 0, weights = 1, ids = 2, gate = 3, up = 4, down = 5;
+  int64_t blockSize = 256;
+
+  /// N: blocks enough for `pairs` pairs over `experts` experts however
+  /// they route (each nonempty expert wastes at most B - 1 rows).
+  static int64_t blockCount(int64_t pairs, int64_t experts, int64_t blockSize);
+};
+
 /// One tensor parameter of the kernel function, in signature order.
 struct NkiArgument {
   enum class Source {
     Operand,      ///< Kiln operand `index` of the kiln.kernel(_backward) call
     OutputBuffer, ///< a buffer the call passes in for result `index`, which aliases it
+    Routed,       ///< NkiRoutedTensor `index`, built by the binding's routing
   };
   std::string name; ///< the parameter's name in the Python signature
   Source source = Source::Operand;
@@ -65,6 +103,7 @@ struct NkiResult {
     KilnResult, ///< Kiln result `kilnResult` in `layout`
     NegMax,     ///< with SumRecip: Kiln result `kilnResult`, a log-sum-exp
     SumRecip,
+    RoutedRows, ///< [T + 1, H] of the blockwise form: Kiln result `kilnResult`, padding row cut
   };
   Role role = Role::KilnResult;
   unsigned kilnResult = 0;
@@ -76,11 +115,25 @@ struct NkiOption {
   std::string option;
 };
 
+/// A member of a Python enum class, `type` its qualified name
+/// (nkilib.core.moe.moe_cte.MoECTEImplementation.shard_on_i).
+struct NkiEnum {
+  std::string type, member;
+};
+
+struct NkiKeyword;
+/// An instance of a Python class (an nkilib spec dataclass), constructed by
+/// the binder with keyword `fields`.
+struct NkiObject {
+  std::string type;
+  std::vector<NkiKeyword> fields;
+};
+
 /// A keyword argument of the direction (`backward=True`, `softmax_scale=`):
 /// scalars are traced into the kernel, never operands.
 struct NkiKeyword {
   std::string name;
-  std::variant<bool, int64_t, double, std::string, NkiOption> value;
+  std::variant<bool, int64_t, double, std::string, NkiOption, NkiEnum, NkiObject> value;
 };
 
 struct NkiBinding {
@@ -93,13 +146,16 @@ struct NkiBinding {
   std::vector<NkiResult> results;
   /// Where its signature was read: "repository @ commit: path".
   std::string source;
+  /// Set where Routed arguments take the call in nkilib's blockwise MoE form.
+  std::optional<NkiBlockRouting> routing = {};
 
   std::string qualifiedName() const { return module + "." + function; }
 };
 
 /// Which custom-call operand feeds each of Kiln's `kilnOperands` operands
 /// under `binding`: the inverse of its Operand arguments. Empty when an
-/// operand is fed by no argument (a binding that drops one: refused).
+/// operand is fed by no argument (a binding that drops one: refused); an
+/// operand the routing reads is fed by the routed arguments (-2).
 std::vector<int64_t> kilnOperandPositions(const NkiBinding &binding, unsigned kilnOperands);
 
 } // namespace kiln
