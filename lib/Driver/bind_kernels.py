@@ -177,13 +177,44 @@ def kernel_function(binding, where):
     return getattr(module, binding["function"])
 
 
-def trace_arguments(binding):
+def python_name(qualified, where):
+    """The class a qualified name names (nkilib.core.moe.moe_cte.MoECTESpec)."""
+    module_name, _, name = qualified.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise BindError(f"{where}: cannot import {module_name} for {qualified}: {e}") from e
+    if not hasattr(module, name):
+        raise BindError(f"{where}: {module_name} has no {name}")
+    return getattr(module, name)
+
+
+def keyword_value(value, where):
+    """A keyword as the kernel takes it: kernels.json writes an enum member
+    as {"enum": class, "member": name} and an object (an nkilib spec) as
+    {"object": class, "fields": {...}}; anything else is the value."""
+    if isinstance(value, dict) and "enum" in value:
+        enum = python_name(value["enum"], where)
+        if not hasattr(enum, value["member"]):
+            raise BindError(f"{where}: {value['enum']} has no member {value['member']}")
+        return getattr(enum, value["member"])
+    if isinstance(value, dict) and "object" in value:
+        fields = {k: keyword_value(v, where) for k, v in value["fields"].items()}
+        try:
+            return python_name(value["object"], where)(**fields)
+        except TypeError as e:
+            raise BindError(f"{where}: {value['object']} does not take {sorted(fields)}: {e}") \
+                from e
+    return value
+
+
+def trace_arguments(binding, where):
     """The arguments by name: an empty array per tensor, then the keywords."""
     import numpy as np
 
     arguments = {a["name"]: np.zeros(a["shape"], dtype=numpy_dtype(a["dtype"]))
                  for a in binding["arguments"]}
-    arguments.update(binding["keywords"])
+    arguments.update({k: keyword_value(v, where) for k, v in binding["keywords"].items()})
     return arguments
 
 
@@ -319,11 +350,11 @@ def main(argv):
                           [(a["name"], a["dtype"], a["shape"]) for a in binding["arguments"]]])
         if key not in traces:
             kernel = kernel_function(binding, where)
+            arguments = trace_arguments(binding, where)
             artifacts = os.path.join(directory, "kernels", str(len(traces)))
             os.makedirs(artifacts, exist_ok=True)
             try:
-                trace = tracer(kernel, trace_arguments(binding), table["target"], table["lnc"],
-                               artifacts)
+                trace = tracer(kernel, arguments, table["target"], table["lnc"], artifacts)
             except Exception as e:
                 raise BindError(f"{where}: tracing {binding['module']}.{binding['function']} "
                                 f"with the {frontend} frontend failed: {type(e).__name__}: {e}") \

@@ -1,6 +1,8 @@
 """What both stand-in APIs do for one trace: bind, record, answer."""
 
 import base64
+import dataclasses
+import enum
 import inspect
 import json
 import os
@@ -9,8 +11,17 @@ import numpy as np
 
 
 def describe(value):
+    """JSON for the log and payload: a tensor as its shape and dtype, an
+    enum member as Class.member, an object (a spec dataclass) as
+    Class(field=..., ...) with its fields that are set."""
     if isinstance(value, np.ndarray):
         return {"shape": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if dataclasses.is_dataclass(value):
+        fields = [f"{f.name}={describe(getattr(value, f.name))}"
+                  for f in dataclasses.fields(value) if getattr(value, f.name) is not None]
+        return f"{type(value).__name__}({', '.join(fields)})"
     return value
 
 
@@ -25,7 +36,8 @@ def trace(api, func, inputs, lnc, target, artifacts):
     artifact = os.path.join(os.path.abspath(artifacts), f"{func.__name__}.standin.klir")
     with open(artifact, "w") as f:
         f.write("stand-in traced kernel\n")
-    keywords = {n: v for n, v in bound.arguments.items() if not isinstance(v, np.ndarray)}
+    keywords = {n: describe(v) for n, v in bound.arguments.items()
+                if not isinstance(v, np.ndarray)}
     payload = base64.b64encode(json.dumps({
         "standin": api, "function": f"{func.__module__}.{func.__name__}",
         "operands": tensors, "keywords": keywords, "lnc": lnc, "target": target,
