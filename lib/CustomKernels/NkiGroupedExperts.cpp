@@ -82,33 +82,69 @@ public:
     // intermediate size split over the LNC's cores) on the call in the
     // blockwise form the lowering builds (LowerToHloBlockRouting.cpp), its
     // defaults SiLU and POST_SCALE (affinity times the down projection's
-    // output), as Kiln's experts compute. The backward is not bound yet:
-    // nkilib's blockwise_mm_bwd needs the forward's activations checkpointed.
+    // output), as Kiln's experts compute. The backward is nkilib's
+    // experimental blockwise_mm_bwd (dropless, affinity on H: the same
+    // math), which takes the forward's activations checkpointed: Kiln's
+    // backward keeps only the op's operands, so a moe_cte prologue
+    // recomputes them (checkpoint_activation), one expert forward more.
     using Source = NkiArgument::Source;
     using Routed = NkiRoutedTensor;
+    using Role = NkiResult::Role;
     auto routed = [](const char *name, Routed t) {
       return NkiArgument{name, Source::Routed, unsigned(t)};
     };
-    NkiBinding forward{
-        "nkilib.core.moe.moe_cte",
-        "moe_cte",
-        {routed("hidden_states", Routed::Hidden),
-         routed("expert_affinities_masked", Routed::Affinities),
-         routed("gate_up_proj_weight", Routed::GateUpWeights),
-         routed("down_proj_weight", Routed::DownWeights),
-         routed("token_position_to_id", Routed::TokenPositions),
-         routed("block_to_expert", Routed::BlockExperts)},
-        {{"block_size", kBlockSize},
-         {"spec",
-          NkiObject{"nkilib.core.moe.moe_cte.MoECTESpec",
-                    {{"implementation",
-                      NkiEnum{"nkilib.core.moe.moe_cte.MoECTEImplementation", "shard_on_i"}}}}}},
-        {{NkiResult::Role::RoutedRows, 0}},
-        kNkiLibrarySource.str() + "src/nkilib_src/nkilib/core/moe/moe_cte/moe_cte.py",
-        NkiBlockRouting{0, 1, 2, 3, 4, 5, kBlockSize}};
+    std::vector<NkiArgument> blockwise{routed("hidden_states", Routed::Hidden),
+                                       routed("expert_affinities_masked", Routed::Affinities),
+                                       routed("gate_up_proj_weight", Routed::GateUpWeights),
+                                       routed("down_proj_weight", Routed::DownWeights),
+                                       routed("token_position_to_id", Routed::TokenPositions),
+                                       routed("block_to_expert", Routed::BlockExperts)};
+    auto moeCte = [&](bool checkpoint, NkiBlockRouting routing, std::vector<NkiResult> results) {
+      std::vector<NkiKeyword> shardOnI;
+      if (checkpoint)
+        shardOnI.push_back({"shard_on_I", NkiObject{"nkilib.core.moe.moe_cte.ShardOnIConfig",
+                                                    {{"checkpoint_activation", true}}}});
+      shardOnI.insert(shardOnI.begin(),
+                      {"implementation",
+                       NkiEnum{"nkilib.core.moe.moe_cte.MoECTEImplementation", "shard_on_i"}});
+      return NkiBinding{
+          "nkilib.core.moe.moe_cte",
+          "moe_cte",
+          blockwise,
+          {{"block_size", kBlockSize},
+           {"spec", NkiObject{"nkilib.core.moe.moe_cte.MoECTESpec", std::move(shardOnI)}}},
+          std::move(results),
+          kNkiLibrarySource.str() + "src/nkilib_src/nkilib/core/moe/moe_cte/moe_cte.py",
+          routing};
+    };
+    // Forward (x, weights, ids, w1, w3, w2); backward (dy, ...the same).
+    NkiBlockRouting forwardRouting{0, 1, 2, 3, 4, 5, kBlockSize},
+        backwardRouting{1, 2, 3, 4, 5, 6, kBlockSize, /*cotangent=*/0};
+    std::vector<NkiArgument> backwardArguments = blockwise;
+    backwardArguments.insert(backwardArguments.begin() + 4,
+                             {routed("gate_up_proj_act_checkpoint_T", Routed::GateUpActivations),
+                              routed("down_proj_act_checkpoint", Routed::DownActivations)});
+    backwardArguments.push_back(routed("output_hidden_states_grad", Routed::OutputGrad));
+    NkiBinding backward{"nkilib.experimental.moe.bwd.blockwise_mm_backward",
+                        "blockwise_mm_bwd",
+                        std::move(backwardArguments),
+                        {{"block_size", kBlockSize}},
+                        // Kiln's (dx, d weights, d w1, d w3, d w2).
+                        {{Role::RoutedRows, 0},
+                         {Role::RoutedAffinities, 1},
+                         {Role::GateUpWeights, 2},
+                         {Role::DownWeights, 4}},
+                        kNkiLibrarySource.str() +
+                            "src/nkilib_src/nkilib/experimental/moe/bwd/blockwise_mm_backward.py",
+                        backwardRouting};
+    backward.prologue.push_back(moeCte(true, backwardRouting,
+                                       {{Role::Discarded, 0},
+                                        {Role::Routed, unsigned(Routed::GateUpActivations)},
+                                        {Role::Routed, unsigned(Routed::DownActivations)}}));
     NeuronKernel kernel{"AwsNeuronCustomNativeKernel", "nkilib.core.moe.moe_cte.moe_cte",
-                        "grouped_experts_bwd"};
-    kernel.forwardBinding = std::move(forward);
+                        "nkilib.experimental.moe.bwd.blockwise_mm_backward.blockwise_mm_bwd"};
+    kernel.forwardBinding = moeCte(false, forwardRouting, {{Role::RoutedRows, 0}});
+    kernel.backwardBinding = std::move(backward);
     return kernel;
   }
 
@@ -150,7 +186,8 @@ public:
     int64_t inter = w1.getDimSize(1), hidden = w1.getDimSize(2);
     // moe_cte's shard_on_i (check_blockwise_mm_shard_I_kernel_compatibility):
     // H in [512, 8192], a multiple of a PSUM bank's 512; I a multiple of 16.
-    // The backward's tiles take I in multiples of 128.
+    // blockwise_mm_bwd's (validate_sharding): H and I per core of the LNC
+    // multiples of 32; Kiln's CPU tiles take I in multiples of 128.
     if (hidden < 512 || hidden > 8192 || hidden % 512 != 0)
       violations.push_back(
           "512 <= hidden <= 8192, hidden % 512 == 0 (hidden = " + std::to_string(hidden) + ")");

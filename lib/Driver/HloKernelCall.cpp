@@ -135,13 +135,33 @@ void HloKernelCall::readBinding(const nlohmann::json &nki) {
       arguments.push_back(std::move(t));
     }
     for (const nlohmann::json &r : nki.value("results", nlohmann::json::array())) {
-      BoundTensor t = tensor(r, "result " + std::to_string(results.size()));
-      std::string role = r.value("role", "");
-      t.role = role == "neg_max"       ? NkiResult::Role::NegMax
-               : role == "sum_recip"   ? NkiResult::Role::SumRecip
-               : role == "routed_rows" ? NkiResult::Role::RoutedRows
-                                       : NkiResult::Role::KilnResult;
-      t.kilnIndex = index(r.at("kiln_result"), where + " kiln_result");
+      std::string what = "result " + std::to_string(results.size());
+      nlohmann::json word = r.value("role", nlohmann::json("kiln_result"));
+      std::optional<NkiResult::Role> role =
+          word.is_string() ? parseWord<NkiResult::Role>(word.get<std::string>()) : std::nullopt;
+      bool routedRole = role && *role >= NkiResult::Role::RoutedRows;
+      if (!role || routedRole != blockSize.has_value())
+        fail("{}: {}'s role is {}, not one of a {} call's ({})", where, what, briefJson(word),
+             blockSize ? "blockwise MoE" : "bound", listWords<NkiResult::Role>());
+      BoundTensor t;
+      if (blockSize) {
+        // The blockwise form's results are the function's own: no Kiln
+        // tensor is laid out; a prologue's names the routed tensor it is.
+        if (*role == NkiResult::Role::Routed) {
+          nlohmann::json kind = r.value("routed", nlohmann::json());
+          t.routed =
+              kind.is_string() ? parseWord<NkiRoutedTensor>(kind.get<std::string>()) : std::nullopt;
+          if (t.routed != NkiRoutedTensor::GateUpActivations &&
+              t.routed != NkiRoutedTensor::DownActivations)
+            fail("{}: {} is routed as {}, not a checkpoint (gate_up_activations, "
+                 "down_activations)",
+                 where, what, briefJson(kind));
+        }
+      } else {
+        t = tensor(r, what);
+        t.kilnIndex = index(r.at("kiln_result"), where + " kiln_result");
+      }
+      t.role = *role;
       results.push_back(std::move(t));
     }
   } catch (const nlohmann::json::exception &e) {
@@ -191,19 +211,55 @@ std::vector<Tensor> HloKernelCall::runBlockwise(const std::vector<Tensor> &opera
       fail("{}: argument {} of a call in the blockwise MoE form is not routed", instruction, i);
     byKind[size_t(*arguments[i].routed)] = &operands[i];
   }
-  for (size_t k = 0; k < byKind.size(); ++k)
-    if (!byKind[k])
-      fail("{}: no argument of its NKI binding holds the routed {}", instruction,
-           wordOf(NkiRoutedTensor(k)));
-  if (backward || results.size() != 1 || results[0].role != NkiResult::Role::RoutedRows)
-    fail("{}: Kiln's evaluator runs the blockwise MoE form's forward (one result, the routed "
-         "rows) only",
-         instruction);
-  auto in = [&](NkiRoutedTensor t) -> const Tensor & { return *byKind[size_t(t)]; };
   using R = NkiRoutedTensor;
-  return {kernels::blockwiseMoe(in(R::Hidden), in(R::Affinities), in(R::GateUpWeights),
-                                in(R::DownWeights), in(R::TokenPositions), in(R::BlockExperts),
-                                *blockSize, instruction)};
+  // The backward (blockwise_mm_bwd) takes the output's gradient and the
+  // checkpoints; the forward (moe_cte) neither.
+  bool isBackward = byKind[size_t(R::OutputGrad)] != nullptr;
+  for (size_t k = 0; k < byKind.size(); ++k) {
+    bool base = k <= size_t(R::BlockExperts);
+    if (!byKind[k] && (base || isBackward))
+      fail("{}: no argument of its NKI binding holds the routed {}", instruction, wordOf(R(k)));
+    if (byKind[k] && !base && !isBackward)
+      fail("{}: the forward of the blockwise MoE form takes no {}", instruction, wordOf(R(k)));
+  }
+  auto in = [&](R t) -> const Tensor & { return *byKind[size_t(t)]; };
+  auto refuse = [&](const BoundTensor &r) {
+    fail("{}: a {} of the blockwise MoE form has no result '{}'", instruction,
+         isBackward ? "backward" : "forward", wordOf(r.role));
+  };
+  std::vector<Tensor> out;
+  if (isBackward) {
+    kernels::BlockwiseMoeGrads g = kernels::blockwiseMoeBackward(
+        in(R::Hidden), in(R::Affinities), in(R::GateUpWeights), in(R::DownWeights),
+        in(R::GateUpActivations), in(R::DownActivations), in(R::TokenPositions),
+        in(R::BlockExperts), in(R::OutputGrad), *blockSize, instruction);
+    using Role = NkiResult::Role;
+    for (const BoundTensor &r : results) {
+      const Tensor *t = r.role == Role::RoutedRows         ? &g.hidden
+                        : r.role == Role::RoutedAffinities ? &g.affinities
+                        : r.role == Role::GateUpWeights    ? &g.gateUp
+                        : r.role == Role::DownWeights      ? &g.down
+                                                           : nullptr;
+      if (!t)
+        refuse(r);
+      out.push_back(*t);
+    }
+    return out;
+  }
+  bool checkpoint =
+      llvm::any_of(results, [](const BoundTensor &r) { return r.role == NkiResult::Role::Routed; });
+  kernels::BlockwiseMoeOutputs f = kernels::blockwiseMoe(
+      in(R::Hidden), in(R::Affinities), in(R::GateUpWeights), in(R::DownWeights),
+      in(R::TokenPositions), in(R::BlockExperts), *blockSize, checkpoint, instruction);
+  for (const BoundTensor &r : results) {
+    if (r.role == NkiResult::Role::RoutedRows || r.role == NkiResult::Role::Discarded)
+      out.push_back(f.out);
+    else if (r.role == NkiResult::Role::Routed)
+      out.push_back(r.routed == R::GateUpActivations ? f.gateUpActivations : f.downActivations);
+    else
+      refuse(r);
+  }
+  return out;
 }
 
 std::vector<Tensor> HloKernelCall::run(std::vector<Tensor> operands) const {

@@ -333,12 +333,15 @@ llvm::json::Object bindingJson(const NkiBinding &binding, Operation *op, Diction
   }
   llvm::json::Array results;
   for (const NkiResult &r : binding.results) {
-    const char *role = r.role == NkiResult::Role::NegMax       ? "neg_max"
-                       : r.role == NkiResult::Role::SumRecip   ? "sum_recip"
-                       : r.role == NkiResult::Role::RoutedRows ? "routed_rows"
-                                                               : "kiln_result";
+    if (r.role == NkiResult::Role::Routed || r.role == NkiResult::Role::Discarded) {
+      llvm::json::Object result{{"role", std::string(wordOf(r.role))}};
+      if (r.role == NkiResult::Role::Routed)
+        result["routed"] = std::string(wordOf(NkiRoutedTensor(r.kilnResult)));
+      results.push_back(std::move(result));
+      continue;
+    }
     results.push_back(llvm::json::Object{
-        {"role", role},
+        {"role", std::string(wordOf(r.role))},
         {"kiln_result", int64_t(r.kilnResult)},
         {"kiln_shape", llvm::json::Array(HloBuilder::shapeOf(op->getResult(r.kilnResult)))},
         {"layout", layoutJson(r.layout)}});
@@ -393,8 +396,48 @@ struct BoundCall {
   SmallVector<int64_t> aliases;
 };
 
+/// The blockwise MoE form of a call (NkiBinding::routing): one value per
+/// NkiRoutedTensor (null until made: the checkpoints come from a
+/// prologue), and the rank's first expert (or null).
+struct RoutedForm {
+  SmallVector<Value> tensors;
+  Value firstExpert;
+};
+
+/// The type of `role`'s result in the blockwise form, for the results that
+/// have no Kiln result to take it from.
+Type routedResultType(const NkiResult &r, const RoutedForm &form, int64_t blockSize) {
+  using Routed = NkiRoutedTensor;
+  auto of = [&](Routed t) { return form.tensors[size_t(t)].getType(); };
+  switch (r.role) {
+  case NkiResult::Role::RoutedAffinities:
+    return of(Routed::Affinities);
+  case NkiResult::Role::GateUpWeights:
+    return of(Routed::GateUpWeights);
+  case NkiResult::Role::DownWeights:
+    return of(Routed::DownWeights);
+  case NkiResult::Role::Discarded:
+    return of(Routed::Hidden);
+  case NkiResult::Role::Routed: {
+    // The checkpoints: [N, 2, I, B] in the weights' dtype, [N, B, H] in down's.
+    RankedTensorType down = HloBuilder::typeOf(form.tensors[size_t(Routed::DownWeights)]);
+    int64_t blocks = HloBuilder::shapeOf(form.tensors[size_t(Routed::BlockExperts)])[0],
+            inter = down.getDimSize(1), hidden = down.getDimSize(2);
+    if (Routed(r.kilnResult) == Routed::GateUpActivations)
+      return RankedTensorType::get(
+          {blocks, 2, inter, blockSize},
+          HloBuilder::typeOf(form.tensors[size_t(Routed::GateUpWeights)]).getElementType());
+    if (Routed(r.kilnResult) == Routed::DownActivations)
+      return RankedTensorType::get({blocks, blockSize, hidden}, down.getElementType());
+    return Type();
+  }
+  default:
+    return Type();
+  }
+}
+
 FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRange inputs,
-                               ArrayRef<Value> routed, HloBuilder &b) {
+                               const RoutedForm &form, HloBuilder &b) {
   BoundCall call;
   auto refuse = [&](const Twine &what) {
     return op->emitOpError("lower-to-hlo: ")
@@ -413,6 +456,13 @@ FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRa
     call.resultTypes.append(op->result_type_begin(), op->result_type_end());
   } else {
     for (const NkiResult &r : binding.results) {
+      if (binding.routing && r.role != NkiResult::Role::RoutedRows) {
+        Type type = routedResultType(r, form, binding.routing->blockSize);
+        if (!type)
+          return refuse("result role " + Twine(int(r.role)) + " is no result of its form");
+        call.resultTypes.push_back(type);
+        continue;
+      }
       Value kiln = op->getResult(r.kilnResult);
       if (r.role == NkiResult::Role::RoutedRows) {
         // The blockwise form's rows: the tokens', then the padding row.
@@ -432,9 +482,9 @@ FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRa
   call.aliases.assign(call.resultTypes.size(), -1);
   for (const NkiArgument &a : binding.arguments) {
     if (a.source == NkiArgument::Source::Routed) {
-      if (a.index >= routed.size())
+      if (a.index >= form.tensors.size() || !form.tensors[a.index])
         return refuse(a.name + " is a routed tensor the binding does not route");
-      call.operands.push_back(routed[a.index]);
+      call.operands.push_back(form.tensors[a.index]);
       continue;
     }
     if (a.source == NkiArgument::Source::Operand) {
@@ -451,33 +501,55 @@ FailureOr<BoundCall> boundCall(Operation *op, const NkiBinding &binding, ValueRa
   return call;
 }
 
-/// Kiln's results from the bound call's (`binding.results`).
-SmallVector<Value> kilnResults(Operation *op, const NkiBinding &binding, ValueRange results,
-                               HloBuilder &b) {
+/// Kiln's results from the bound call's (`binding.results`); a prologue's
+/// Routed results go to `form` instead.
+SmallVector<Value> kilnResults(Operation *op, const NkiBinding &binding, ValueRange inputs,
+                               ValueRange results, RoutedForm &form, HloBuilder &b) {
   if (binding.results.empty())
     return SmallVector<Value>(results);
   SmallVector<Value> kiln(op->getNumResults());
   Value negMax;
   for (auto [r, value] : llvm::zip(binding.results, results)) {
-    ArrayRef<int64_t> shape = HloBuilder::shapeOf(op->getResult(r.kilnResult));
+    auto shape = [&, &r = r](unsigned offset = 0) {
+      return HloBuilder::shapeOf(op->getResult(r.kilnResult + offset));
+    };
     switch (r.role) {
     case NkiResult::Role::KilnResult:
-      kiln[r.kilnResult] = fromNkiLayout(b, value, r.layout, shape);
+      kiln[r.kilnResult] = fromNkiLayout(b, value, r.layout, shape());
       break;
     case NkiResult::Role::NegMax:
       negMax = value;
       break;
-    case NkiResult::Role::RoutedRows: {
-      int64_t tokens = HloBuilder::shapeOf(value)[0] - 1;
-      kiln[r.kilnResult] = b.reshape(b.slice(value, 0, 0, tokens), shape);
-      break;
-    }
     case NkiResult::Role::SumRecip: {
       // lse = max + log(sum) = -neg_max - log(1 / sum).
       Value max = b.neg(negMax);
-      kiln[r.kilnResult] = fromNkiLayout(b, b.sub(max, b.log(value)), r.layout, shape);
+      kiln[r.kilnResult] = fromNkiLayout(b, b.sub(max, b.log(value)), r.layout, shape());
       break;
     }
+    case NkiResult::Role::RoutedRows: {
+      int64_t tokens = HloBuilder::shapeOf(value)[0] - 1;
+      kiln[r.kilnResult] = b.reshape(b.slice(value, 0, 0, tokens), shape());
+      break;
+    }
+    case NkiResult::Role::RoutedAffinities:
+      kiln[r.kilnResult] = routedPairs(b, *binding.routing, inputs, form.firstExpert, value);
+      break;
+    case NkiResult::Role::GateUpWeights:
+      // [E, H, 2, I]: gate at 0, up at 1, each back to [E, I, H].
+      for (unsigned half : {0u, 1u}) {
+        ArrayRef<int64_t> s = HloBuilder::shapeOf(value);
+        Value part = b.reshape(b.slice(value, 2, half, half + 1), {s[0], s[1], s[3]});
+        kiln[r.kilnResult + half] = b.transpose(part, {0, 2, 1});
+      }
+      break;
+    case NkiResult::Role::DownWeights:
+      kiln[r.kilnResult] = b.transpose(value, {0, 2, 1});
+      break;
+    case NkiResult::Role::Routed:
+      form.tensors[r.kilnResult] = value;
+      break;
+    case NkiResult::Role::Discarded:
+      break;
     }
   }
   return kiln;
@@ -513,12 +585,36 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   };
   // A call in nkilib's blockwise MoE form routes its pairs in the graph; a
   // block of the experts routes only its own (the first row is consumed).
-  SmallVector<Value> routed;
-  if (binding && binding->routing)
-    routed = blockRouting(b, *binding->routing, inputs, block ? firstRow() : Value());
+  RoutedForm form;
+  if (binding && binding->routing) {
+    form.firstExpert = block ? firstRow() : Value();
+    form.tensors = blockRouting(b, *binding->routing, inputs, form.firstExpert);
+  }
+  auto emit = [&](const BoundCall &call, llvm::json::Object callConfig) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::json::Value(std::move(callConfig));
+    bool aliased = llvm::any_of(call.aliases, [](int64_t a) { return a >= 0; });
+    return hlo::CustomCallOp::create(
+        b.builder(), b.location(), call.resultTypes, call.operands,
+        neuron ? neuron->customCallTarget : kCpuKernelTarget.str(), text,
+        aliased ? DenseI64ArrayAttr::get(op->getContext(), call.aliases) : DenseI64ArrayAttr());
+  };
+  // Calls the bound one takes results of, first (each its own custom call).
+  if (binding)
+    for (const NkiBinding &before : binding->prologue) {
+      FailureOr<BoundCall> bound = boundCall(op, before, inputs, form, b);
+      if (failed(bound))
+        return failure();
+      llvm::json::Object prologueConfig = config;
+      prologueConfig["kernel"] = before.qualifiedName();
+      prologueConfig["nki"] = bindingJson(before, op, op.getOptions());
+      auto custom = emit(*bound, std::move(prologueConfig));
+      kilnResults(op, before, inputs, custom.getResults(), form, b);
+    }
   BoundCall call;
   if (binding) {
-    FailureOr<BoundCall> bound = boundCall(op, *binding, inputs, routed, b);
+    FailureOr<BoundCall> bound = boundCall(op, *binding, inputs, form, b);
     if (failed(bound))
       return failure();
     call = std::move(*bound);
@@ -531,17 +627,10 @@ FailureOr<SmallVector<Value>> lowerKernel(OpT op, ValueRange inputs, HloBuilder 
   // rank parameter (KernelSpec::gridBlock), after the others.
   if (block && !(binding && binding->routing))
     call.operands.push_back(firstRow());
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::json::Value(std::move(config));
-  bool aliased = llvm::any_of(call.aliases, [](int64_t a) { return a >= 0; });
-  auto custom = hlo::CustomCallOp::create(
-      b.builder(), b.location(), call.resultTypes, call.operands,
-      neuron ? neuron->customCallTarget : kCpuKernelTarget.str(), text,
-      aliased ? DenseI64ArrayAttr::get(op->getContext(), call.aliases) : DenseI64ArrayAttr());
+  auto custom = emit(call, std::move(config));
   if (!binding)
     return SmallVector<Value>(custom.getResults());
-  return kilnResults(op, *binding, custom.getResults(), b);
+  return kilnResults(op, *binding, inputs, custom.getResults(), form, b);
 }
 
 FailureOr<SmallVector<Value>> lower(KernelOp op, KernelOp::Adaptor a, HloBuilder &b,

@@ -138,6 +138,11 @@ struct NkiBlockRouting;
 /// are left out.
 llvm::SmallVector<mlir::Value> blockRouting(HloBuilder &b, const NkiBlockRouting &routing,
                                             mlir::ValueRange inputs, mlir::Value firstExpert);
+/// The entry of each pair (token t, expert id e) of the call's ids in
+/// `affinities` [(T + 1) * E, 1] (a gradient in the blockwise form), at
+/// t * E + e - first; 0 for pairs outside the rank's block: [..., k].
+mlir::Value routedPairs(HloBuilder &b, const NkiBlockRouting &routing, mlir::ValueRange inputs,
+                        mlir::Value firstExpert, mlir::Value affinities);
 
 /// One value: the usual result of a lowering.
 inline llvm::SmallVector<mlir::Value> one(mlir::Value v) { return {v}; }

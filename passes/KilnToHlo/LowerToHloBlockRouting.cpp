@@ -91,12 +91,42 @@ SmallVector<Value> blockRouting(HloBuilder &b, const NkiBlockRouting &routing, V
   Value stacked = b.concat(
       {b.reshape(gate, {1, experts, inter, hidden}), b.reshape(up, {1, experts, inter, hidden})},
       0);
+  // The backward's cotangent rows as the tokens'; the checkpoints come
+  // from a prologue call (NkiBinding::prologue).
+  Value outputGrad;
+  if (routing.cotangent >= 0)
+    outputGrad =
+        b.padZeros(b.reshape(inputs[unsigned(routing.cotangent)], {tokens, hidden}), 0, 0, 1);
   return {hiddenRows,
           affinities,
           b.transpose(stacked, {1, 3, 0, 2}),
           b.transpose(down, {0, 2, 1}),
           positions,
-          b.reshape(blockExperts, {blocks, 1})};
+          b.reshape(blockExperts, {blocks, 1}),
+          outputGrad,
+          Value(),
+          Value()};
+}
+
+Value routedPairs(HloBuilder &b, const NkiBlockRouting &routing, ValueRange inputs,
+                  Value firstExpert, Value affinities) {
+  using CmpDir = hlo::ComparisonDirection;
+  Value ids = inputs[routing.ids];
+  int64_t experts = HloBuilder::shapeOf(inputs[routing.gate])[0],
+          pairs = HloBuilder::typeOf(ids).getNumElements(), k = HloBuilder::shapeOf(ids).back();
+  Value local = b.convert(ids, b.i32());
+  if (firstExpert)
+    local = b.sub(local, b.broadcast(firstExpert, HloBuilder::shapeOf(local), {}));
+  local = b.reshape(local, {pairs});
+  Value zero = b.splatLike(local, 0);
+  Value inside = b.logicalAnd(b.compare(local, zero, CmpDir::GE),
+                              b.compare(local, b.splatLike(local, double(experts)), CmpDir::LT));
+  // Pair p's entry: row (p / k) * E + its local expert.
+  Value token = b.div(b.iota({pairs}, 0, b.i32()), b.splatLike(local, double(k)));
+  Value row = b.add(b.mulScalar(token, double(experts)), b.select(inside, local, zero));
+  Value values = b.reshape(b.gatherRows(affinities, row), {pairs});
+  values = b.select(inside, values, b.splatLike(values, 0));
+  return b.reshape(values, HloBuilder::shapeOf(ids));
 }
 
 } // namespace kiln

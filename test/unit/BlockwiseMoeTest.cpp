@@ -17,6 +17,7 @@
 #include "kiln/Support/Error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 using namespace kiln;
@@ -38,6 +39,16 @@ TEST(BlockwiseMoeTest, BlockCountHoldsTheWorstRoutingAndIsReached) {
         EXPECT_EQ(n, std::max(worst, experts))
             << pairs << " pairs, " << experts << " experts, blocks of " << block;
       }
+}
+
+/// Float32 through different summation orders: |got - want| <= 1e-5 *
+/// max(1, |want|).
+double worstRelative(const std::vector<double> &got, const std::vector<double> &want) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
+    worst = std::max(worst, std::abs(got[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+  return worst;
 }
 
 struct Blockwise {
@@ -91,18 +102,24 @@ Blockwise blockwiseForm(const Tensor &x, const Tensor &weights, const Tensor &id
   return f;
 }
 
-TEST(BlockwiseMoeTest, TheBlockwiseFormComputesKilnsGroupedExperts) {
+/// A grouped-experts call with skewed routing: expert 0 takes most tokens
+/// (several blocks), expert 4 none but the spare blocks.
+struct Problem {
+  static constexpr int64_t tokens = 37, hidden = 24, inter = 16, experts = 5, k = 2;
+  Tensor x, w1, w3, w2, weights, ids;
+  Problem();
+};
+
+Problem::Problem() {
   std::mt19937 rng(7);
-  const int64_t tokens = 37, hidden = 24, inter = 16, experts = 5, k = 2;
-  Tensor x = randomTensor({tokens, hidden}, rng),
-         w1 = randomTensor({experts, inter, hidden}, rng, 0.3f),
-         w3 = randomTensor({experts, inter, hidden}, rng, 0.3f),
-         w2 = randomTensor({experts, hidden, inter}, rng, 0.3f);
-  Tensor weights(DType::F32, {tokens, k}), ids(DType::I64, {tokens, k});
+  x = randomTensor({tokens, hidden}, rng);
+  w1 = randomTensor({experts, inter, hidden}, rng, 0.3f);
+  w3 = randomTensor({experts, inter, hidden}, rng, 0.3f);
+  w2 = randomTensor({experts, hidden, inter}, rng, 0.3f);
+  weights = Tensor(DType::F32, {tokens, k});
+  ids = Tensor(DType::I64, {tokens, k});
   std::uniform_real_distribution<float> unit(0.1f, 1.0f);
   for (int64_t t = 0; t < tokens; ++t) {
-    // Skewed: expert 0 takes most tokens (several blocks), expert 4 none
-    // but the spare blocks.
     std::vector<int64_t> order{0, 1, 2, 3};
     std::shuffle(order.begin() + 1, order.end(), rng);
     int64_t first = t % 5 == 4 ? order[1] : 0;
@@ -112,19 +129,69 @@ TEST(BlockwiseMoeTest, TheBlockwiseFormComputesKilnsGroupedExperts) {
     weights.mutableData<float>()[t * k] = unit(rng);
     weights.mutableData<float>()[t * k + 1] = unit(rng);
   }
-  Tensor want = kernels::groupedExperts(x, weights, ids, w1, w3, w2);
+}
+
+TEST(BlockwiseMoeTest, TheBlockwiseFormComputesKilnsGroupedExperts) {
+  Problem p;
+  const int64_t tokens = p.tokens, hidden = p.hidden;
+  Tensor want = kernels::groupedExperts(p.x, p.weights, p.ids, p.w1, p.w3, p.w2);
   for (int64_t block : {4, 8, 64}) {
     SCOPED_TRACE("blocks of " + std::to_string(block));
-    Blockwise f = blockwiseForm(x, weights, ids, w1, w3, w2, block);
+    Blockwise f = blockwiseForm(p.x, p.weights, p.ids, p.w1, p.w3, p.w2, block);
     Tensor got = kernels::blockwiseMoe(f.hidden, f.affinities, f.gateUp, f.down, f.positions,
-                                       f.blockExperts, block, "test");
+                                       f.blockExperts, block, false, "test")
+                     .out;
     ASSERT_EQ(got.shape(), (Shape{tokens + 1, hidden}));
     std::vector<double> g = toDoubles(got), w = toDoubles(want);
     for (int64_t h = 0; h < hidden; ++h) // the padding row gets nothing
       EXPECT_EQ(g[size_t(tokens * hidden + h)], 0.0);
     g.resize(size_t(tokens * hidden));
-    EXPECT_LE(maxAbsDiff(g, w), 1e-5);
+    EXPECT_LE(worstRelative(g, w), 1e-5);
   }
+}
+
+// blockwise_mm_bwd on moe_cte's checkpoints gives Kiln's VJP: the tokens'
+// rows, each pair's affinity entry, gate and up from [E, H, 2, I], down
+// from [E, I, H].
+TEST(BlockwiseMoeTest, TheBackwardOnTheCheckpointsIsKilnsVjp) {
+  Problem p;
+  const int64_t t = p.tokens, h = p.hidden, inter = p.inter, e = p.experts, k = p.k;
+  std::mt19937 rng(3);
+  Tensor dy = randomTensor({t, h}, rng);
+  kernels::GroupedExpertsGrads want =
+      kernels::groupedExpertsBackward(dy, p.x, p.weights, p.ids, p.w1, p.w3, p.w2);
+  const int64_t block = 8;
+  Blockwise f = blockwiseForm(p.x, p.weights, p.ids, p.w1, p.w3, p.w2, block);
+  kernels::BlockwiseMoeOutputs fwd = kernels::blockwiseMoe(
+      f.hidden, f.affinities, f.gateUp, f.down, f.positions, f.blockExperts, block, true, "test");
+  int64_t blocks = f.blockExperts.numel();
+  ASSERT_EQ(fwd.gateUpActivations.shape(), (Shape{blocks, 2, inter, block}));
+  ASSERT_EQ(fwd.downActivations.shape(), (Shape{blocks, block, h}));
+  Tensor dyRows(DType::F32, {t + 1, h});
+  std::copy(dy.data<float>(), dy.data<float>() + dy.numel(), dyRows.mutableData<float>());
+  kernels::BlockwiseMoeGrads g = kernels::blockwiseMoeBackward(
+      f.hidden, f.affinities, f.gateUp, f.down, fwd.gateUpActivations, fwd.downActivations,
+      f.positions, f.blockExperts, dyRows, block, "test");
+  std::vector<double> dx = toDoubles(g.hidden), daff = toDoubles(g.affinities),
+                      dgu = toDoubles(g.gateUp), ddown = toDoubles(g.down);
+  dx.resize(size_t(t * h));
+  EXPECT_LE(worstRelative(dx, toDoubles(want.x)), 1e-5);
+  std::vector<double> dw(size_t(t * k)), d1(size_t(e * inter * h)), d3(d1.size()), d2(d1.size());
+  for (int64_t i = 0; i < t * k; ++i)
+    dw[size_t(i)] = daff[size_t((i / k) * e + p.ids.data<int64_t>()[i])];
+  for (int64_t x = 0; x < e; ++x)
+    for (int64_t i = 0; i < inter; ++i)
+      for (int64_t c = 0; c < h; ++c) {
+        d1[size_t((x * inter + i) * h + c)] = dgu[size_t(((x * h + c) * 2 + 0) * inter + i)];
+        d3[size_t((x * inter + i) * h + c)] = dgu[size_t(((x * h + c) * 2 + 1) * inter + i)];
+        d2[size_t((x * h + c) * inter + i)] = ddown[size_t((x * inter + i) * h + c)];
+      }
+  EXPECT_LE(worstRelative(dw, toDoubles(want.weights)), 1e-5);
+  EXPECT_LE(worstRelative(d1, toDoubles(want.w1)), 1e-5);
+  EXPECT_LE(worstRelative(d3, toDoubles(want.w3)), 1e-5);
+  EXPECT_LE(worstRelative(d2, toDoubles(want.w2)), 1e-5);
+  // Token 0's experts are 0 and one of 1-3: its entry for expert 4 gets nothing.
+  EXPECT_EQ(daff[size_t(0 * e + 4)], 0.0);
 }
 
 TEST(BlockwiseMoeTest, BadRoutingIsAnErrorNamingTheCall) {
@@ -139,7 +206,7 @@ TEST(BlockwiseMoeTest, BadRoutingIsAnErrorNamingTheCall) {
   EXPECT_THROW(
       try {
         kernels::blockwiseMoe(f.hidden, f.affinities, f.gateUp, f.down, f.positions, f.blockExperts,
-                              2, "custom-call.7");
+                              2, false, "custom-call.7");
       } catch (const Error &e) {
         EXPECT_NE(std::string(e.what()).find("custom-call.7: block 0 is expert 2, not one of 2"),
                   std::string::npos)
@@ -150,7 +217,7 @@ TEST(BlockwiseMoeTest, BadRoutingIsAnErrorNamingTheCall) {
   f.blockExperts.mutableData<int32_t>()[0] = 0;
   f.positions.mutableData<int32_t>()[1] = 5;
   EXPECT_THROW(kernels::blockwiseMoe(f.hidden, f.affinities, f.gateUp, f.down, f.positions,
-                                     f.blockExperts, 2, "custom-call.7"),
+                                     f.blockExperts, 2, false, "custom-call.7"),
                Error);
 }
 

@@ -191,8 +191,12 @@ TEST(NkiBindingTest, EveryBindingFeedsEachOperandOnceAndOneBufferPerResult) {
       // The blockwise MoE form: each routed tensor once, built from the
       // routing's operands (which no Operand argument feeds besides).
       if (const std::optional<NkiBlockRouting> &r = binding->routing) {
-        EXPECT_EQ(routed.size(), ClosedSet<NkiRoutedTensor>::words.size());
-        for (unsigned i : {r->tokens, r->weights, r->ids, r->gate, r->up, r->down})
+        for (NkiRoutedTensor t : {NkiRoutedTensor::Hidden, NkiRoutedTensor::Affinities,
+                                  NkiRoutedTensor::GateUpWeights, NkiRoutedTensor::DownWeights,
+                                  NkiRoutedTensor::TokenPositions, NkiRoutedTensor::BlockExperts})
+          EXPECT_EQ(routed.count(unsigned(t)), 1u) << wordOf(t);
+        EXPECT_LE(*routed.rbegin(), ClosedSet<NkiRoutedTensor>::words.size() - 1);
+        for (unsigned i : r->operands())
           EXPECT_TRUE(operands.insert(i).second) << "routing operand " << i;
       } else {
         EXPECT_TRUE(routed.empty());

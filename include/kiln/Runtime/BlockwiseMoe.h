@@ -18,14 +18,40 @@
 
 namespace kiln::kernels {
 
+struct BlockwiseMoeOutputs {
+  Tensor out;               ///< [T + 1, H] in hidden's dtype
+  Tensor gateUpActivations; ///< [N, 2, I, B] in gateUp's dtype (checkpoint only)
+  Tensor downActivations;   ///< [N, B, H] in down's dtype (checkpoint only)
+};
+
 /// hidden [T + 1, H]; affinities [(T + 1) * E, 1]; gateUp [E, H, 2, I];
 /// down [E, I, H]; tokenPositions [N * B] and blockExperts [N, 1] (I32)
-/// -> out [T + 1, H] in hidden's dtype (accumulated in float32). Throws
-/// kiln::Error, naming `where`, on shapes that do not agree or an index out
-/// of range.
-Tensor blockwiseMoe(const Tensor &hidden, const Tensor &affinities, const Tensor &gateUp,
-                    const Tensor &down, const Tensor &tokenPositions, const Tensor &blockExperts,
-                    int64_t blockSize, const std::string &where);
+/// -> out [T + 1, H] (accumulated in float32) and, with `checkpoint`
+/// (shard_on_i's checkpoint_activation), each block row's gate and up
+/// projections and down projection, as blockwise_mm_bwd takes them.
+/// Throws kiln::Error, naming `where`, on shapes that do not agree or an
+/// index out of range.
+BlockwiseMoeOutputs blockwiseMoe(const Tensor &hidden, const Tensor &affinities,
+                                 const Tensor &gateUp, const Tensor &down,
+                                 const Tensor &tokenPositions, const Tensor &blockExperts,
+                                 int64_t blockSize, bool checkpoint, const std::string &where);
+
+struct BlockwiseMoeGrads {
+  Tensor hidden, affinities, gateUp, down; ///< the shapes and dtypes of the inputs
+};
+
+/// The NKI Library's blockwise_mm_bwd (dropless, SiLU, affinity on H, no
+/// bias or clamp) as nkilib's golden computes it (_generate_bwd_golden):
+/// per block row of expert e and token t, from the checkpointed gate, up
+/// and down projections and outputGrad [T + 1, H],
+///   d affinity[t, e] = <dout_t, down_row>, the row's down gradient
+///   dout_t * affinity[t, e], then SwiGLU's and the projections' gradients.
+BlockwiseMoeGrads blockwiseMoeBackward(const Tensor &hidden, const Tensor &affinities,
+                                       const Tensor &gateUp, const Tensor &down,
+                                       const Tensor &gateUpActivations,
+                                       const Tensor &downActivations, const Tensor &tokenPositions,
+                                       const Tensor &blockExperts, const Tensor &outputGrad,
+                                       int64_t blockSize, const std::string &where);
 
 } // namespace kiln::kernels
 

@@ -205,6 +205,34 @@ module attributes {kiln.grid_axes = ["dp_replicate", "dp_shard", "ep", "tp"]} {
 
 // -----
 
+// nki_grouped_experts' backward: nkilib's blockwise_mm_bwd takes the
+// forward's activations checkpointed, which Kiln's backward (the op's
+// operands and the cotangent) does not keep, so a moe_cte prologue with
+// ShardOnIConfig(checkpoint_activation=True) recomputes them ([N, 2, I, B]
+// and [N, B, H]: N = 3 + ceil(21 / 256) = 4 blocks of 256 for 12 tokens x 2
+// slots over 4 experts); blockwise_mm_bwd then takes the six tensors of the
+// form, the two checkpoints after the weights and the cotangent's rows last,
+// and gives dx (the tokens' rows), each pair's affinity gradient (gathered
+// at t * E + e), gate and up out of [E, H, 2, I] and down out of [E, I, H].
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[CKPT:.*]]:3 = hlo.custom_call %{{.*}} {backend_config = "{{.*}}\22kernel\22:\22nkilib.core.moe.moe_cte.moe_cte\22{{.*}}\22keywords\22:{\22block_size\22:256,\22spec\22:{\22fields\22:{\22implementation\22:{\22enum\22:\22nkilib.core.moe.moe_cte.MoECTEImplementation\22,\22member\22:\22shard_on_i\22},\22shard_on_I\22:{\22fields\22:{\22checkpoint_activation\22:true},\22object\22:\22nkilib.core.moe.moe_cte.ShardOnIConfig\22}},\22object\22:\22nkilib.core.moe.moe_cte.MoECTESpec\22}}{{.*}}\22results\22:[{\22role\22:\22discarded\22},{\22role\22:\22routed\22,\22routed\22:\22gate_up_activations\22},{\22role\22:\22routed\22,\22routed\22:\22down_activations\22}]{{.*}}"{{.*}} : (tensor<13x8xf32>, tensor<52x1xf32>, tensor<4x8x2x6xf32>, tensor<4x6x8xf32>, tensor<1024xi32>, tensor<4x1xi32>) -> (tensor<13x8xf32>, tensor<4x2x6x256xf32>, tensor<4x256x8xf32>)
+// CHECK: %[[G:.*]]:4 = hlo.custom_call %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CKPT]]#1, %[[CKPT]]#2, %{{.*}}, %{{.*}}, %{{.*}} {backend_config = "{{.*}}\22kernel\22:\22nkilib.experimental.moe.bwd.blockwise_mm_backward.blockwise_mm_bwd\22{{.*}}\22name\22:\22output_hidden_states_grad\22,\22routed\22:\22output_grad\22}],\22function\22:\22blockwise_mm_bwd\22,\22keywords\22:{\22block_size\22:256}{{.*}}"{{.*}} : (tensor<13x8xf32>, tensor<52x1xf32>, tensor<4x8x2x6xf32>, tensor<4x6x8xf32>, tensor<4x2x6x256xf32>, tensor<4x256x8xf32>, tensor<1024xi32>, tensor<4x1xi32>, tensor<13x8xf32>) -> (tensor<13x8xf32>, tensor<52x1xf32>, tensor<4x8x2x6xf32>, tensor<4x6x8xf32>)
+// CHECK-DAG: hlo.slice %[[G]]#0 {{.*}} : (tensor<13x8xf32>) -> tensor<12x8xf32>
+// CHECK-DAG: hlo.gather %[[G]]#1, {{.*}} : (tensor<52x1xf32>, tensor<24xi32>) -> tensor<24x1xf32>
+// CHECK-DAG: hlo.slice %[[G]]#2 {{.*}} : (tensor<4x8x2x6xf32>) -> tensor<4x8x1x6xf32>
+// CHECK-DAG: hlo.transpose %[[G]]#3 {{.*}} : (tensor<4x6x8xf32>) -> tensor<4x8x6xf32>
+module {
+  func.func @train_step(%dy: tensor<4x3x8xf32>, %x: tensor<4x3x8xf32>, %w: tensor<4x3x2xf32>,
+                        %ids: tensor<4x3x2xi64>, %w1: tensor<4x6x8xf32>, %w3: tensor<4x6x8xf32>,
+                        %w2: tensor<4x8x6xf32>)
+      -> (tensor<4x3x8xf32>, tensor<4x3x2xf32>, tensor<4x6x8xf32>, tensor<4x6x8xf32>, tensor<4x8x6xf32>) {
+    %dx, %dw, %d1, %d3, %d2 = kiln.kernel_backward "nki_grouped_experts"(%dy, %x, %w, %ids, %w1, %w3, %w2) {fqn = "layers.0.moe.experts", options = {}, rule = "experts", target = "kiln.grouped_experts"} : (tensor<4x3x8xf32>, tensor<4x3x8xf32>, tensor<4x3x2xf32>, tensor<4x3x2xi64>, tensor<4x6x8xf32>, tensor<4x6x8xf32>, tensor<4x8x6xf32>) -> (tensor<4x3x8xf32>, tensor<4x3x2xf32>, tensor<4x6x8xf32>, tensor<4x6x8xf32>, tensor<4x8x6xf32>)
+    return %dx, %dw, %d1, %d3, %d2 : tensor<4x3x8xf32>, tensor<4x3x2xf32>, tensor<4x6x8xf32>, tensor<4x6x8xf32>, tensor<4x8x6xf32>
+  }
+}
+
+// -----
+
 // A substituted kernel is a custom call to AwsNeuronCustomNativeKernel whose
 // backend_config names the NKI kernel, Kiln's kernel and direction, its rule,
 // module and options (also as MLIR text, for Kiln's HLO evaluator). nki_rope

@@ -54,10 +54,17 @@ int64_t NkiBlockRouting::blockCount(int64_t pairs, int64_t experts, int64_t bloc
   return experts - 1 + (rest + blockSize - 1) / blockSize;
 }
 
+std::vector<unsigned> NkiBlockRouting::operands() const {
+  std::vector<unsigned> out{tokens, weights, ids, gate, up, down};
+  if (cotangent >= 0)
+    out.push_back(unsigned(cotangent));
+  return out;
+}
+
 std::vector<int64_t> kilnOperandPositions(const NkiBinding &binding, unsigned kilnOperands) {
   std::vector<int64_t> positions(kilnOperands, -1);
   if (const std::optional<NkiBlockRouting> &r = binding.routing)
-    for (unsigned i : {r->tokens, r->weights, r->ids, r->gate, r->up, r->down})
+    for (unsigned i : r->operands())
       if (i < kilnOperands)
         positions[i] = -2;
   for (unsigned i = 0; i < binding.arguments.size(); ++i) {

@@ -60,21 +60,28 @@ enum class NkiRoutedTensor {
   DownWeights,    ///< [E, I, H]
   TokenPositions, ///< [N * B] s32: the token of each block row, T on a padding row
   BlockExperts,   ///< [N, 1] s32: each block's expert
+  OutputGrad,     ///< [T + 1, H]: the backward's cotangent rows, then a zero row
+  GateUpActivations, ///< [N, 2, I, B]: gate and up per block row, a prologue's checkpoint
+  DownActivations,   ///< [N, B, H]: the down projection per block row, the same
 };
 
 template <> struct ClosedSet<NkiRoutedTensor> {
-  static constexpr std::array<std::string_view, 6> words{"hidden",          "affinities",
-                                                         "gate_up_weights", "down_weights",
-                                                         "token_positions", "block_experts"};
+  static constexpr std::array<std::string_view, 9> words{
+      "hidden",        "affinities",  "gate_up_weights",     "down_weights",    "token_positions",
+      "block_experts", "output_grad", "gate_up_activations", "down_activations"};
 };
 
 /// Which operands of a grouped-experts call the blockwise form is built
 /// from: tokens [..., H], routing weights and expert ids [..., k], the
-/// stacks gate and up [E, I, H] and down [E, H, I] (Kiln's layout); and
-/// the block size B.
+/// stacks gate and up [E, I, H] and down [E, H, I] (Kiln's layout), in the
+/// backward the output's cotangent [..., H]; and the block size B.
 struct NkiBlockRouting {
   unsigned tokens = 0, weights = 1, ids = 2, gate = 3, up = 4, down = 5;
   int64_t blockSize = 256;
+  int64_t cotangent = -1; ///< the backward's: OutputGrad
+
+  /// The operands it reads.
+  std::vector<unsigned> operands() const;
 
   /// N: blocks enough for `pairs` pairs over `experts` experts however
   /// they route (each nonempty expert wastes at most B - 1 rows).
@@ -104,10 +111,23 @@ struct NkiResult {
     NegMax,     ///< with SumRecip: Kiln result `kilnResult`, a log-sum-exp
     SumRecip,
     RoutedRows, ///< [T + 1, H] of the blockwise form: Kiln result `kilnResult`, padding row cut
+    // The blockwise form's gradients, back to Kiln's results:
+    RoutedAffinities, ///< [(T + 1) * E, 1]: Kiln result `kilnResult` [..., k], each pair's
+    GateUpWeights,    ///< [E, H, 2, I]: Kiln results `kilnResult` (gate), + 1 (up) [E, I, H]
+    DownWeights,      ///< [E, I, H]: Kiln result `kilnResult` [E, H, I]
+    // A prologue's results (NkiBinding::prologue):
+    Routed,    ///< NkiRoutedTensor `kilnResult`, an argument of the calls after it
+    Discarded, ///< [T + 1, H], read by nothing
   };
   Role role = Role::KilnResult;
   unsigned kilnResult = 0;
   NkiTensorLayout layout = {};
+};
+
+template <> struct ClosedSet<NkiResult::Role> {
+  static constexpr std::array<std::string_view, 9> words{
+      "kiln_result",     "neg_max",      "sum_recip", "routed_rows", "routed_affinities",
+      "gate_up_weights", "down_weights", "routed",    "discarded"};
 };
 
 /// A keyword taken from the kernel call's options (`scale`), not fixed.
@@ -148,6 +168,10 @@ struct NkiBinding {
   std::string source;
   /// Set where Routed arguments take the call in nkilib's blockwise MoE form.
   std::optional<NkiBlockRouting> routing = {};
+  /// Calls made first, on the same routing, whose Routed results are
+  /// arguments of this one (moe_cte checkpointing the activations that
+  /// nkilib's MoE backward takes: Kiln's backward recomputes the forward).
+  std::vector<NkiBinding> prologue = {};
 
   std::string qualifiedName() const { return module + "." + function; }
 };

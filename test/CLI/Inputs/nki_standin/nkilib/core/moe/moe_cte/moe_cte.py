@@ -1,7 +1,6 @@
 """Stand-in: moe_cte's signature and spec classes as aws-neuron/nki-library
 @ d2ad3a57 has them (src/nkilib_src/nkilib/core/moe/moe_cte/moe_cte.py; the
-defaults that are nkilib objects are None here). shard_on_i without
-checkpoint_activation returns the output, hidden_states' shape [T + 1, H]."""
+defaults that are nkilib objects are None here)."""
 
 import dataclasses
 import enum
@@ -44,8 +43,18 @@ class MoECTESpec:
 
 
 def _results(a):
-    assert isinstance(a["spec"], MoECTESpec), f"spec must be a MoECTESpec, not {a['spec']!r}"
-    return [np.zeros_like(a["hidden_states"])]
+    """shard_on_i's: the output, hidden_states' shape, then with
+    checkpoint_activation (affinity on H) gate_up_activations_T [N, 2, I, B]
+    in the weights' dtype and down_activations [N, B, H] in down's."""
+    spec = a["spec"]
+    assert isinstance(spec, MoECTESpec), f"spec must be a MoECTESpec, not {spec!r}"
+    out = [np.zeros_like(a["hidden_states"])]
+    if spec.shard_on_I is not None and spec.shard_on_I.checkpoint_activation:
+        n, b = a["block_to_expert"].shape[0], a["block_size"]
+        e, i, h = a["down_proj_weight"].shape
+        out.append(np.zeros((n, 2, i, b), dtype=a["gate_up_proj_weight"].dtype))
+        out.append(np.zeros((n, b, h), dtype=a["down_proj_weight"].dtype))
+    return out
 
 
 @nki.jit
