@@ -33,6 +33,7 @@ DIALECT := $(wildcard lib/Dialect/Kiln/IR/*.cpp)
 KERNELS := $(wildcard lib/CustomKernels/*.cpp)
 RUNTIME_KERNELS := lib/Runtime/ForwardKernels.cpp lib/Runtime/BackwardKernels.cpp \
   lib/Runtime/FlashAttention.cpp lib/Runtime/ChunkedCrossEntropy.cpp lib/Runtime/MoeKernels.cpp \
+  lib/Runtime/BlockwiseMoe.cpp \
   lib/Runtime/ThreadBudget.cpp
 
 SOURCES_safetensors := fuzz/SafeTensorsFuzzer.cpp $(RUNTIME_IO) $(SUPPORT)
