@@ -67,16 +67,23 @@ SmallVector<OpOperand *> kiln::parameterUses(Value param) {
 
 std::string kiln::parameterPath(Value param) {
   std::string path = owningModule(param).str();
-  for (OpOperand *use : parameterUses(param))
-    if (auto experts = dyn_cast<GroupedExpertsOp>(use->getOwner())) {
-      unsigned n = use->getOperandNumber();
-      if (n == experts.getW1Mutable().getOperandNumber())
-        return path + ".w1";
-      if (n == experts.getW3Mutable().getOperandNumber())
-        return path + ".w3";
-      if (n == experts.getW2Mutable().getOperandNumber())
-        return path + ".w2";
+  for (OpOperand *use : parameterUses(param)) {
+    // The stacks of a grouped experts op, or of a kernel call in its place
+    // (the same operands: x, weights, ids, w1, w3, w2).
+    Operation *user = use->getOwner();
+    auto call = dyn_cast<KernelOp>(user);
+    if (!isa<GroupedExpertsOp>(user) &&
+        !(call && call.getTarget() == GroupedExpertsOp::getOperationName()))
+      continue;
+    switch (use->getOperandNumber()) {
+    case 3:
+      return path + ".w1";
+    case 4:
+      return path + ".w3";
+    case 5:
+      return path + ".w2";
     }
+  }
   return path;
 }
 
