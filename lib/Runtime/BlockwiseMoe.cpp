@@ -89,7 +89,8 @@ BlockwiseMoeOutputs blockwiseMoe(const Tensor &hidden, const Tensor &affinities,
   std::vector<float> gu, dn;
   if (checkpoint)
     gu.assign(size_t(n * 2 * inter * b), 0.0f), dn.assign(size_t(n * b * h), 0.0f);
-  std::vector<double> g(static_cast<size_t>(inter)), u(static_cast<size_t>(inter));
+  std::vector<double> g(static_cast<size_t>(inter)), u(static_cast<size_t>(inter)),
+      row(static_cast<size_t>(h));
   for (int64_t blk = 0; blk < n; ++blk) {
     int64_t expert = f.expertOf(blk);
     const float *wdown = f.wd + expert * inter * h;
@@ -103,15 +104,20 @@ BlockwiseMoeOutputs blockwiseMoe(const Tensor &hidden, const Tensor &affinities,
           gu[size_t(((blk * 2 + 1) * inter + i) * b + r)] = float(u[size_t(i)]);
         }
       }
+      // The down projection row by row of down [I, H]: contiguous reads.
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t i = 0; i < inter; ++i) {
+        double a = act[size_t(i)];
+        const float *wi = wdown + i * h;
+        for (int64_t c = 0; c < h; ++c)
+          row[size_t(c)] += a * wi[c];
+      }
       double scale = f.aff[t * f.e + expert];
       float *ot = out.data() + t * h;
       for (int64_t c = 0; c < h; ++c) {
-        double acc = 0;
-        for (int64_t i = 0; i < inter; ++i)
-          acc += double(act[size_t(i)]) * wdown[i * h + c];
         if (checkpoint)
-          dn[size_t((blk * b + r) * h + c)] = float(acc);
-        ot[c] += float(scale * acc);
+          dn[size_t((blk * b + r) * h + c)] = float(row[size_t(c)]);
+        ot[c] += float(scale * row[size_t(c)]);
       }
     }
   }

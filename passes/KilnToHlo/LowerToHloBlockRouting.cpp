@@ -72,7 +72,7 @@ SmallVector<Value> blockRouting(HloBuilder &b, const NkiBlockRouting &routing, V
                              b.splatLike(held, double(tokens)), held);
 
   // Block n's expert: the experts whose blocks end at or before n.
-  Value ends = b.add(b.reshape(firstBlock, {experts}), perExpertF);
+  Value ends = b.add(firstBlock, perExpertF);
   Value ended = b.compare(b.broadcast(ends, {blocks, experts}, {1}),
                           b.convert(b.iota({blocks, experts}, 0, b.i32()), b.f32()), CmpDir::LE);
   Value blockExperts = b.min(b.sum(b.convert(ended, b.i32()), {1}),
